@@ -1,0 +1,5 @@
+import sys
+
+from hybridmetric.cli import main
+
+sys.exit(main())

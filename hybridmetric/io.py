@@ -1,0 +1,212 @@
+"""Reading and writing generation tables (JSON Lines, CSV, Parquet) and study folders.
+
+Container columns (``references``, ``tests``, ``ratings``) are JSON text inside CSV and Parquet
+files, so every format round-trips the same records. Writes are atomic: a file is written beside its
+target and renamed over it, so a crash never leaves a half-written output.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import tempfile
+import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from hybridmetric.schema import CONTAINER_COLUMNS, Location, RecordError, validate
+
+FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
+STUDY_FILE = "generations.jsonl"
+STUDY_META = "study.toml"
+
+
+def file_format(path: str | os.PathLike) -> str:
+    suffix = Path(path).suffix.lower()
+    if suffix not in FORMATS:
+        raise ValueError(
+            f"{path}: unknown extension '{suffix}'; use one of {sorted(set(FORMATS))}"
+        )
+    return FORMATS[suffix]
+
+
+def _read_jsonl(path: Path) -> tuple[pd.DataFrame, Location]:
+    rows: list[dict[str, Any]] = []
+    lines: list[int] = []
+    with path.open(encoding="utf-8") as handle:
+        for number, text in enumerate(handle, start=1):
+            if not text.strip():
+                continue
+            try:
+                row = json.loads(text)
+            except json.JSONDecodeError as error:
+                raise RecordError(str(path), f"line {number}", None,
+                                  f"not valid JSON ({error.msg} at column {error.colno})") from None
+            if not isinstance(row, dict):
+                raise RecordError(str(path), f"line {number}", None,
+                                  f"expected a JSON object, got {type(row).__name__}")
+            rows.append(row)
+            lines.append(number)
+    return pd.DataFrame(rows), Location(str(path), "line", lines)
+
+
+def _decode_containers(frame: pd.DataFrame, where: Location) -> pd.DataFrame:
+    for column in CONTAINER_COLUMNS:
+        if column not in frame.columns:
+            continue
+        decoded = []
+        for position, value in enumerate(frame[column].tolist()):
+            if isinstance(value, str):
+                try:
+                    value = json.loads(value)
+                except json.JSONDecodeError as error:
+                    raise RecordError(where.source, where.of(position), column,
+                                      f"not valid JSON text ({error.msg})") from None
+            decoded.append(value)
+        frame[column] = pd.Series(decoded, index=frame.index, dtype=object)
+    return frame
+
+
+def _from_csv_text(frame: pd.DataFrame, where: Location) -> pd.DataFrame:
+    """Give CSV text cells their types. An empty cell is an absent value, except in
+    ``candidate``, where it is the empty program (CSV cannot tell the two apart)."""
+    for column in frame.columns:
+        if column == "candidate":
+            continue
+        values = [None if v == "" else v for v in frame[column]]
+        if column == "rating" or column.startswith("score."):
+            for position, value in enumerate(values):
+                if value is None:
+                    continue
+                try:
+                    values[position] = float(value)
+                except ValueError:
+                    raise RecordError(where.source, where.of(position), column,
+                                      f"expected a number, got {value!r:.60}") from None
+        frame[column] = pd.Series(values, index=frame.index, dtype=object)
+    return _decode_containers(frame, where)
+
+
+def read_generations(source: str | os.PathLike | pd.DataFrame) -> pd.DataFrame:
+    """Read and validate a generations table from a file, a study folder, or a DataFrame."""
+    if isinstance(source, pd.DataFrame):
+        frame = source.reset_index(drop=True)
+        return validate(frame, Location("<DataFrame>", "row", range(len(frame))))
+    path = Path(source)
+    if path.is_dir():
+        return read_study(path).generations
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file or study folder")
+    kind = file_format(path)
+    if kind == "jsonl":
+        frame, where = _read_jsonl(path)
+    elif kind == "csv":
+        # Every cell is read as text; the header is row 1, as a spreadsheet shows it.
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False).astype(object)
+        where = Location(str(path), "row", range(2, len(frame) + 2))
+        frame = _from_csv_text(frame, where)
+    else:
+        frame = pd.read_parquet(path).astype(object)
+        frame = frame.where(frame.notna(), None)
+        where = Location(str(path), "row", range(len(frame)))
+        frame = _decode_containers(frame, where)
+    return validate(frame, where)
+
+
+def _plain(value: Any) -> Any:
+    """JSON-ready value: NaN becomes null, numpy scalars and arrays become Python ones."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    return value
+
+
+@contextmanager
+def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
+    """Yield a temporary path beside ``target``; on success it is renamed over ``target``."""
+    target = Path(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    handle, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    os.close(handle)
+    temporary = Path(name)
+    try:
+        yield temporary
+        os.replace(temporary, target)
+    finally:
+        temporary.unlink(missing_ok=True)
+
+
+def write_generations(frame: pd.DataFrame, path: str | os.PathLike) -> Path:
+    """Write ``frame`` to ``path`` in the format its extension names, atomically."""
+    path = Path(path)
+    kind = file_format(path)
+    with atomic_path(path) as temporary:
+        if kind == "jsonl":
+            columns = list(frame.columns)
+            with temporary.open("w", encoding="utf-8") as handle:
+                for row in frame.itertuples(index=False, name=None):
+                    record = {c: _plain(v) for c, v in zip(columns, row, strict=True)}
+                    handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+        else:
+            flat = frame.copy()
+            for column in CONTAINER_COLUMNS:
+                if column in flat.columns:
+                    flat[column] = [None if v is None else json.dumps(_plain(v), ensure_ascii=False)
+                                    for v in flat[column]]
+            if kind == "csv":
+                flat.to_csv(temporary, index=False)
+            else:
+                flat.to_parquet(temporary, index=False)
+    return path
+
+
+def frame_hash(frame: pd.DataFrame) -> str:
+    """A content hash of a table (column names and values), stable across file formats."""
+    digest = hashlib.sha256()
+    digest.update(json.dumps(list(frame.columns)).encode())
+    for row in frame.itertuples(index=False, name=None):
+        digest.update(json.dumps([_plain(v) for v in row], sort_keys=True, default=str).encode())
+    return digest.hexdigest()
+
+
+@dataclass
+class Study:
+    """A study folder: its generations and the metadata of ``study.toml``."""
+
+    path: Path
+    meta: dict[str, Any]
+    generations: pd.DataFrame = field(repr=False)
+
+    @property
+    def name(self) -> str:
+        return str(self.meta.get("name", self.path.name))
+
+    @property
+    def scale(self) -> tuple[float, float] | None:
+        scale = self.meta.get("rating", {})
+        if "min" in scale and "max" in scale:
+            return float(scale["min"]), float(scale["max"])
+        return None
+
+
+def read_study(folder: str | os.PathLike) -> Study:
+    """Read a study folder (``generations.jsonl`` and ``study.toml``)."""
+    folder = Path(folder)
+    meta_path, data_path = folder / STUDY_META, folder / STUDY_FILE
+    for required in (meta_path, data_path):
+        if not required.exists():
+            raise FileNotFoundError(
+                f"{folder}: not a study folder, {required.name} is missing "
+                f"(a study holds {STUDY_FILE} and {STUDY_META})"
+            )
+    with meta_path.open("rb") as handle:
+        meta = tomllib.load(handle)
+    return Study(folder, meta, read_generations(data_path))

@@ -1,0 +1,153 @@
+"""The generation record (see DESIGN.md, "Records") and its validation.
+
+A table of generations has one row per generated program. Validation never drops or repairs a row:
+the first bad value stops with a :class:`RecordError` naming the source, the line or row, and the
+field.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pandas as pd
+
+REQUIRED = ("task_id", "candidate")
+OPTIONAL = ("system", "language", "context", "references", "tests", "rating", "ratings")
+#: Columns whose cells are containers; CSV stores them as JSON text.
+CONTAINER_COLUMNS = ("references", "tests", "ratings")
+DEFAULT_LANGUAGE = "python"
+TESTS_KEYS = {"language", "prefix", "suffix", "cases", "timeout_s", "network"}
+SCORE_PREFIX = "score."
+
+
+class RecordError(ValueError):
+    """A record that breaks the contract, located by source, line or row, and field."""
+
+    def __init__(self, source: str, where: str, field: str | None, problem: str):
+        self.source, self.where, self.field, self.problem = source, where, field, problem
+        at = f"{source}: {where}" + (f", field '{field}'" if field else "")
+        super().__init__(f"{at}: {problem}")
+
+
+@dataclass(frozen=True)
+class Location:
+    """Says where a row came from: ``line 12`` for JSON Lines, ``row 3`` for tables."""
+
+    source: str
+    unit: str  # "line" or "row"
+    numbers: Sequence[int]
+
+    def of(self, position: int) -> str:
+        return f"{self.unit} {self.numbers[position]}"
+
+
+def _missing(value: Any) -> bool:
+    if value is None:
+        return True
+    return isinstance(value, float) and math.isnan(value)
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _check_tests(value: Any) -> str | None:
+    if not isinstance(value, Mapping):
+        return f"expected an object with 'cases', got {type(value).__name__}"
+    unknown = set(value) - TESTS_KEYS
+    if unknown:
+        return f"unknown key(s) {sorted(unknown)}; allowed: {sorted(TESTS_KEYS)}"
+    cases = value.get("cases")
+    if not isinstance(cases, list) or not all(isinstance(c, str) for c in cases):
+        return "'cases' must be a list of strings"
+    for key in ("prefix", "suffix", "language"):
+        if key in value and not isinstance(value[key], str):
+            return f"'{key}' must be a string"
+    timeout = value.get("timeout_s")
+    if timeout is not None and (not _is_number(timeout) or timeout <= 0):
+        return "'timeout_s' must be a positive number"
+    if "network" in value and not isinstance(value["network"], bool):
+        return "'network' must be true or false"
+    return None
+
+
+def _check_cell(field: str, value: Any) -> str | None:
+    """Return a description of what is wrong with one present cell, or None."""
+    if field in ("task_id", "candidate", "system", "language", "context"):
+        if not isinstance(value, str):
+            return f"expected a string, got {type(value).__name__} {value!r:.60}"
+        if field == "task_id" and not value:
+            return "task_id is empty"
+        return None
+    if field == "references":
+        if not isinstance(value, list | tuple) or not all(isinstance(r, str) for r in value):
+            return f"expected a list of strings, got {type(value).__name__} {value!r:.60}"
+        return None
+    if field == "tests":
+        return _check_tests(value)
+    if field == "rating":
+        if not _is_number(value) or math.isinf(value):
+            return f"expected a finite number, got {type(value).__name__} {value!r:.60}"
+        return None
+    if field == "ratings":
+        if not isinstance(value, Mapping):
+            return f"expected an object of rater -> number, got {type(value).__name__}"
+        for rater, grade in value.items():
+            if not isinstance(rater, str) or not _is_number(grade) or not math.isfinite(grade):
+                return f"rater {rater!r} has a non-numeric grade {grade!r}"
+        return None
+    if field.startswith(SCORE_PREFIX):
+        if not _is_number(value):
+            return f"expected a number, got {type(value).__name__} {value!r:.60}"
+        return None
+    return None
+
+
+def validate(frame: pd.DataFrame, where: Location) -> pd.DataFrame:
+    """Check every row of ``frame`` against the record contract and return it normalised.
+
+    Normalisation is limited to representing absent values one way (NaN in numeric columns,
+    None elsewhere), filling ``language`` with its documented default, and turning reference
+    tuples into lists; nothing is dropped.
+    """
+    for column in REQUIRED:
+        if column not in frame.columns:
+            raise RecordError(
+                where.source, "header", column,
+                f"required column is missing (columns present: {list(frame.columns)})",
+            )
+    checked = [c for c in frame.columns if c in REQUIRED + OPTIONAL or c.startswith(SCORE_PREFIX)]
+    for column in checked:
+        values = frame[column].tolist()
+        for position, value in enumerate(values):
+            if _missing(value):
+                if column in REQUIRED:
+                    raise RecordError(where.source, where.of(position), column, "value is missing")
+                continue
+            problem = _check_cell(column, value)
+            if problem:
+                raise RecordError(where.source, where.of(position), column, problem)
+    frame = frame.copy()
+    if "language" not in frame.columns:
+        frame["language"] = DEFAULT_LANGUAGE
+    for column in checked + ["language"]:
+        values = frame[column].tolist()
+        if column == "rating" or column.startswith(SCORE_PREFIX):
+            frame[column] = [math.nan if _missing(v) else float(v) for v in values]
+            continue
+        if column == "language":
+            values = [DEFAULT_LANGUAGE if _missing(v) else v for v in values]
+        elif column == "references":
+            values = [None if _missing(v) else list(v) for v in values]
+        else:
+            values = [None if _missing(v) else v for v in values]
+        frame[column] = pd.Series(values, index=frame.index, dtype=object)
+    return frame
+
+
+def score_columns(frame: pd.DataFrame) -> list[str]:
+    """The ``score.*`` columns of a frame, in order."""
+    return [c for c in frame.columns if c.startswith(SCORE_PREFIX)]

@@ -1,0 +1,90 @@
+"""The scorer registry: built-in scorers and third-party ones found through entry points.
+
+A third-party package registers a :class:`~hybridmetric.scorers.base.Scorer` subclass in its
+``pyproject.toml``::
+
+    [project.entry-points."hybridmetric.scorers"]
+    my_metric = "my_package.scoring:MyMetric"
+
+Built-ins are imported only when used, so listing scorers does not load a model.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from importlib.metadata import entry_points
+from typing import Any
+
+from hybridmetric.scorers.base import Scorer, Setting
+
+ENTRY_POINT_GROUP = "hybridmetric.scorers"
+
+BUILTIN: dict[str, str] = {
+    "bleu": "hybridmetric.scorers.bleu:Bleu",
+    "chrf": "hybridmetric.scorers.chrf:Chrf",
+    "codebleu": "hybridmetric.scorers.codebleu:CodeBleu",
+    "edit_sim": "hybridmetric.scorers.edit_sim:EditSim",
+    "exact_match": "hybridmetric.scorers.exact_match:ExactMatch",
+    "rouge_l": "hybridmetric.scorers.rouge_l:RougeL",
+    "codebertscore": "hybridmetric.scorers.codebertscore:CodeBertScore",
+    "pass_rate": "hybridmetric.scorers.pass_rate:PassRate",
+}
+
+__all__ = ["Scorer", "Setting", "available", "get", "build", "parse_settings"]
+
+
+def _load(target: str) -> type[Scorer]:
+    module, _, attribute = target.partition(":")
+    cls = getattr(import_module(module), attribute)
+    if not (isinstance(cls, type) and issubclass(cls, Scorer)):
+        raise TypeError(f"{target} is not a hybridmetric Scorer subclass")
+    return cls
+
+
+def available() -> dict[str, str]:
+    """Every scorer name mapped to where it comes from (``module:Class``)."""
+    found = dict(BUILTIN)
+    for point in entry_points(group=ENTRY_POINT_GROUP):
+        if point.name in BUILTIN:
+            raise ValueError(
+                f"entry point '{point.name}' ({point.value}) clashes with a built-in scorer; "
+                "rename it in the package that registers it"
+            )
+        found[point.name] = point.value
+    return dict(sorted(found.items()))
+
+
+def get(name: str) -> type[Scorer]:
+    """The scorer class registered under ``name``."""
+    registry = available()
+    if name not in registry:
+        raise ValueError(f"unknown scorer '{name}'; available scorers: {', '.join(registry)}")
+    cls = _load(registry[name])
+    if cls.name != name:
+        raise ValueError(f"scorer registered as '{name}' calls itself '{cls.name}'")
+    return cls
+
+
+def parse_settings(assignments: list[str], scorers: list[str]) -> dict[str, dict[str, str]]:
+    """Turn ``SCORER.KEY=VALUE`` strings into ``{scorer: {key: value}}``.
+
+    A setting for a scorer not in ``scorers`` is an error: it would silently do nothing.
+    """
+    settings: dict[str, dict[str, str]] = {}
+    for text in assignments:
+        target, sep, value = text.partition("=")
+        scorer, dot, key = target.partition(".")
+        if not sep or not dot or not scorer or not key:
+            raise ValueError(f"--set expects SCORER.KEY=VALUE, got {text!r}")
+        if scorer not in scorers:
+            raise ValueError(
+                f"--set {text!r}: scorer '{scorer}' is not selected; selected: {', '.join(scorers)}"
+            )
+        settings.setdefault(scorer, {})[key] = value
+    return settings
+
+
+def build(names: list[str], settings: dict[str, dict[str, Any]] | None = None) -> list[Scorer]:
+    """Instantiate the named scorers with their settings."""
+    settings = settings or {}
+    return [get(name)(**settings.get(name, {})) for name in names]

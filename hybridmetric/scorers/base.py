@@ -1,0 +1,152 @@
+"""The scorer contract: a small abstract base, typed settings, and a signature.
+
+A scorer reads rows of the generation table and returns one column per part, named
+``score.<name>`` or ``score.<name>.<part>``. Rows a scorer cannot apply to (no references for a
+similarity scorer, no tests for pass_rate) get NaN: "not applicable", never a made-up score.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+from hybridmetric.schema import SCORE_PREFIX
+from hybridmetric.signature import environment, signature
+
+_TRUE = {"true", "yes", "1", "on"}
+_FALSE = {"false", "no", "0", "off"}
+
+
+@dataclass(frozen=True)
+class Setting:
+    """One setting of a scorer: its default (which fixes its type), help and allowed values."""
+
+    default: Any
+    help: str
+    choices: tuple[Any, ...] | None = None
+    kind: type | None = None  # when the default is None, the type of a given value
+
+    @property
+    def type(self) -> type:
+        return self.kind or type(self.default)
+
+    def parse(self, name: str, value: Any) -> Any:
+        """Coerce a value (possibly a command-line string) to this setting's type."""
+        wanted = self.type
+        if isinstance(value, str) and wanted is not str:
+            text = value.strip().lower()
+            if text in ("none", "null") and self.default is None:
+                return None
+            try:
+                if wanted is bool:
+                    if text not in _TRUE | _FALSE:
+                        raise ValueError
+                    value = text in _TRUE
+                else:
+                    value = wanted(value)
+            except ValueError:
+                raise ValueError(
+                    f"setting '{name}' expects {wanted.__name__}, got {value!r}"
+                ) from None
+        if value is not None and wanted is float and isinstance(value, int):
+            value = float(value)
+        if value is not None and not isinstance(value, wanted):
+            raise ValueError(f"setting '{name}' expects {wanted.__name__}, got {value!r}")
+        if self.choices is not None and value not in self.choices:
+            raise ValueError(f"setting '{name}' must be one of {list(self.choices)}, got {value!r}")
+        return value
+
+
+class Scorer(ABC):
+    """Base class of every scorer. Subclasses set the class attributes and implement ``score``."""
+
+    name: ClassVar[str]
+    #: Bump when a change alters the numbers; it is part of the signature.
+    version: ClassVar[str] = "1"
+    description: ClassVar[str] = ""
+    #: Column parts; empty means a single column ``score.<name>``.
+    parts: ClassVar[tuple[str, ...]] = ()
+    settings_spec: ClassVar[dict[str, Setting]] = {}
+    #: Distributions whose versions enter the signature.
+    packages: ClassVar[tuple[str, ...]] = ()
+
+    def __init__(self, **settings: Any):
+        unknown = set(settings) - set(self.settings_spec)
+        if unknown:
+            valid = ", ".join(sorted(self.settings_spec)) or "(none)"
+            raise ValueError(
+                f"scorer '{self.name}' has no setting {sorted(unknown)}; valid settings: {valid}"
+            )
+        self.settings: dict[str, Any] = {
+            key: spec.parse(key, settings[key]) if key in settings else spec.default
+            for key, spec in self.settings_spec.items()
+        }
+
+    @classmethod
+    def column_names(cls) -> list[str]:
+        """The columns ``score`` returns: ``score.<name>`` or ``score.<name>.<part>``."""
+        base = SCORE_PREFIX + cls.name
+        return [f"{base}.{part}" for part in cls.parts] if cls.parts else [base]
+
+    @property
+    def columns(self) -> list[str]:
+        return self.column_names()
+
+    @abstractmethod
+    def score(self, frame: pd.DataFrame) -> pd.DataFrame:
+        """Score the rows of ``frame``; return a frame with ``self.columns``, indexed like it."""
+
+    def signature_fields(self) -> dict[str, Any]:
+        """Everything that fixes this scorer's numbers, beyond its settings (override to add)."""
+        return {}
+
+    def signature(self) -> str:
+        fields: dict[str, Any] = {"scorer": self.name, "v": self.version}
+        fields.update(self.settings)
+        fields.update(self.signature_fields())
+        fields.update(environment(self.packages))
+        return signature(fields)
+
+    def close(self) -> None:
+        """Release held resources (models, worker processes)."""
+
+    def __enter__(self) -> Scorer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        settings = ", ".join(f"{k}={v!r}" for k, v in self.settings.items())
+        return f"{type(self).__name__}({settings})"
+
+
+def references_of(frame: pd.DataFrame) -> list[list[str]]:
+    """The reference lists of each row; an absent cell is an empty list."""
+    if "references" not in frame.columns:
+        return [[] for _ in range(len(frame))]
+    return [list(refs) if isinstance(refs, list | tuple) else [] for refs in frame["references"]]
+
+
+def best_over_references(
+    frame: pd.DataFrame, pair_score: Callable[[str, str], float]
+) -> np.ndarray:
+    """For each row, the best ``pair_score(candidate, reference)`` over its references.
+
+    Rows with no references get NaN.
+    """
+    scores = np.full(len(frame), np.nan)
+    for i, (candidate, refs) in enumerate(zip(frame["candidate"], references_of(frame),
+                                              strict=True)):
+        if refs:
+            scores[i] = max(pair_score(candidate, ref) for ref in refs)
+    return scores
+
+
+def single_column(scorer: Scorer, frame: pd.DataFrame, values: Sequence[float]) -> pd.DataFrame:
+    return pd.DataFrame({scorer.columns[0]: np.asarray(values, dtype=float)}, index=frame.index)

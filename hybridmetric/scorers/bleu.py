@@ -1,0 +1,69 @@
+"""BLEU (Papineni et al. 2002) at sentence level, by sacrebleu, on a 0-1 scale.
+
+With several references the best single-reference BLEU is kept, like every similarity scorer here;
+``refs=joint`` uses sacrebleu's multi-reference BLEU instead (n-gram counts pooled over references),
+which, with the default ``tranx`` tokenization and exponential smoothing, reproduces the JetBrains
+CoNaLa BLEU values. ``effective_order`` is on, as sentence-level BLEU needs; smoothing and
+tokenization are settings and appear in the signature. An empty candidate or reference scores 0
+(sacrebleu's convention).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+from sacrebleu.metrics import BLEU
+
+from hybridmetric.scorers.base import (
+    Scorer,
+    Setting,
+    best_over_references,
+    references_of,
+    single_column,
+)
+from hybridmetric.scorers.tokenize import tranx_tokens
+
+
+class Bleu(Scorer):
+    name = "bleu"
+    description = "sentence BLEU (sacrebleu, effective order) / 100"
+    settings_spec = {
+        "tokenize": Setting(
+            "tranx", "tranx (code tokens, see scorers.tokenize) or a sacrebleu tokenizer",
+            choices=("tranx", "13a", "intl", "char", "none"),
+        ),
+        "refs": Setting("best", "best: best single reference; joint: sacrebleu multi-reference",
+                        choices=("best", "joint")),
+        "smooth": Setting("exp", "smoothing method",
+                          choices=("none", "floor", "add-k", "exp")),
+        "smooth_value": Setting(None, "value for floor / add-k smoothing", kind=float),
+        "lowercase": Setting(False, "lowercase before scoring"),
+    }
+    packages = ("sacrebleu",)
+
+    def __init__(self, **settings: object):
+        super().__init__(**settings)
+        s = self.settings
+        tokenize = "none" if s["tokenize"] == "tranx" else s["tokenize"]
+        self._metric = BLEU(tokenize=tokenize, smooth_method=s["smooth"],
+                            smooth_value=s["smooth_value"], lowercase=s["lowercase"],
+                            effective_order=True)
+
+    def signature_fields(self) -> dict[str, object]:
+        return {"effective_order": True}
+
+    def _text(self, code: str) -> str:
+        return " ".join(tranx_tokens(code)) if self.settings["tokenize"] == "tranx" else code
+
+    def pair(self, candidate: str, reference: str) -> float:
+        return self.joint(candidate, [reference])
+
+    def joint(self, candidate: str, references: list[str]) -> float:
+        refs = [self._text(r) for r in references]
+        return self._metric.sentence_score(self._text(candidate), refs).score / 100
+
+    def score(self, frame: pd.DataFrame) -> pd.DataFrame:
+        if self.settings["refs"] == "best":
+            return single_column(self, frame, best_over_references(frame, self.pair))
+        values = [self.joint(c, refs) if refs else float("nan")
+                  for c, refs in zip(frame["candidate"], references_of(frame), strict=True)]
+        return single_column(self, frame, values)

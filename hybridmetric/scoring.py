@@ -1,0 +1,149 @@
+"""Running scorers over a generations table: chunked, resumable, with a progress bar.
+
+With an output path, each finished chunk of rows is appended to a journal
+(``<output>.partial.jsonl``) and flushed to disk before the next chunk starts. A run killed at any
+point (Ctrl-C, SIGKILL, a crash) loses at most the chunk in flight; ``resume=True`` reads the
+journal, checks that the input and the scorers' signatures are unchanged, and scores only the rows
+that are missing. The final table is written atomically and the journal removed.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from tqdm.auto import tqdm
+
+from hybridmetric.io import atomic_path, frame_hash, read_generations, write_generations
+from hybridmetric.scorers import Scorer
+from hybridmetric.signature import environment
+
+JOURNAL_SUFFIX = ".partial.jsonl"
+SIGNATURE_SUFFIX = ".signature.json"
+DEFAULT_CHUNK = 256
+
+
+def journal_path(output: str | os.PathLike) -> Path:
+    return Path(f"{output}{JOURNAL_SUFFIX}")
+
+
+def signature_path(output: str | os.PathLike) -> Path:
+    return Path(f"{output}{SIGNATURE_SUFFIX}")
+
+
+def run_signature(frame: pd.DataFrame, scorers: Sequence[Scorer]) -> dict[str, Any]:
+    """What fixes a scoring run's numbers: the input's hash and every scorer's signature."""
+    return {
+        "input_sha256": frame_hash(frame),
+        "n_rows": len(frame),
+        "scorers": {s.name: s.signature() for s in scorers},
+        "environment": environment(),
+    }
+
+
+def _read_journal(path: Path, expected: dict[str, Any]) -> dict[int, dict[str, float]]:
+    """Rows already scored in an earlier run, keyed by row position."""
+    done: dict[int, dict[str, float]] = {}
+    with path.open(encoding="utf-8") as handle:
+        lines = handle.read().split("\n")
+    header = json.loads(lines[0])
+    for key in ("input_sha256", "scorers"):
+        if header.get(key) != expected[key]:
+            raise RuntimeError(
+                f"{path}: cannot resume, the {key.replace('_', ' ')} changed since the interrupted "
+                f"run (was {header.get(key)!r}, now {expected[key]!r}); delete {path} to start over"
+            )
+    # Only the final line can be torn by a kill mid-write; it is ignored and rescored.
+    for text in lines[1:-1]:
+        chunk = json.loads(text)
+        for i, row in enumerate(chunk["rows"]):
+            done[row] = {c: math.nan if v[i] is None else v[i] for c, v in chunk["scores"].items()}
+    return done
+
+
+def _append(handle: Any, rows: Sequence[int], scores: pd.DataFrame) -> None:
+    payload = {
+        "rows": [int(r) for r in rows],
+        "scores": {c: [None if np.isnan(v) else float(v) for v in scores[c]] for c in scores},
+    }
+    handle.write(json.dumps(payload) + "\n")
+    handle.flush()
+    os.fsync(handle.fileno())
+
+
+def score(
+    source: str | os.PathLike | pd.DataFrame,
+    scorers: Sequence[Scorer],
+    output: str | os.PathLike | None = None,
+    *,
+    resume: bool = False,
+    chunk_size: int = DEFAULT_CHUNK,
+    progress: bool | None = None,
+) -> pd.DataFrame:
+    """Score every row of ``source`` with ``scorers`` and return the rows plus score columns.
+
+    With ``output``, the scores table and its signature file (``<output>.signature.json``) are
+    written there; the run is journaled so that ``resume=True`` continues an interrupted one.
+    ``progress=None`` shows a bar only on a terminal.
+    """
+    frame = read_generations(source)
+    names = [s.name for s in scorers]
+    if len(set(names)) != len(names):
+        raise ValueError(f"a scorer is listed twice: {names}")
+    columns = [c for s in scorers for c in s.columns]
+    clash = [c for c in columns if c in frame.columns]
+    if clash:
+        raise ValueError(
+            f"the input already has score column(s) {clash}; drop them or score into a new file"
+        )
+    expected = run_signature(frame, scorers)
+    done: dict[int, dict[str, float]] = {}
+    journal = journal_path(output) if output is not None else None
+    if journal is not None and journal.exists():
+        if not resume:
+            raise RuntimeError(
+                f"{journal} holds an interrupted run; pass --resume to continue it, "
+                f"or delete it to start over"
+            )
+        done = _read_journal(journal, expected)
+    todo = [i for i in range(len(frame)) if i not in done]
+    handle = None
+    if journal is not None:
+        if done:
+            handle = journal.open("a", encoding="utf-8")
+        else:
+            handle = journal.open("w", encoding="utf-8")
+            handle.write(json.dumps(expected) + "\n")
+            handle.flush()
+    results = {i: row for i, row in done.items()}
+    bar = tqdm(total=len(frame), initial=len(done), unit="row", disable=progress is False
+               if progress is not None else None, desc="scoring")
+    try:
+        for start in range(0, len(todo), chunk_size):
+            rows = todo[start:start + chunk_size]
+            part = frame.iloc[rows]
+            scored = pd.concat([s.score(part) for s in scorers], axis=1)
+            if handle is not None:
+                _append(handle, rows, scored)
+            for position, values in zip(rows, scored.to_dict("records"), strict=True):
+                results[position] = values
+            bar.update(len(rows))
+    finally:
+        bar.close()
+        if handle is not None:
+            handle.close()
+    table = frame.copy()
+    for column in columns:
+        table[column] = [results[i][column] for i in range(len(frame))]
+    if output is not None:
+        write_generations(table, output)
+        with atomic_path(signature_path(output)) as temporary:
+            temporary.write_text(json.dumps(expected, indent=2) + "\n", encoding="utf-8")
+        journal.unlink()
+    return table

@@ -1,0 +1,43 @@
+"""Reproducibility signatures in the style of sacrebleu: ``key:value|key:value``.
+
+Every number hybridmetric prints can be traced to one of these strings. Two runs with the same
+signature on the same input give the same numbers.
+"""
+
+from __future__ import annotations
+
+import platform
+from collections.abc import Iterable, Mapping
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+
+def package_version(name: str) -> str:
+    """Installed version of a distribution, or ``absent``."""
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "absent"
+
+
+def format_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if value is None:
+        return "none"
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def signature(fields: Mapping[str, Any]) -> str:
+    """Join ``fields`` in their given order as ``key:value|...``."""
+    return "|".join(f"{key}:{format_value(value)}" for key, value in fields.items())
+
+
+def environment(packages: Iterable[str] = ()) -> dict[str, str]:
+    """hybridmetric's, Python's and the named packages' versions, for a signature."""
+    fields = {"hybridmetric": package_version("hybridmetric"), "python": platform.python_version()}
+    for name in packages:
+        fields[name] = package_version(name)
+    return fields

@@ -1,0 +1,132 @@
+"""Reading, validating and writing generation tables."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from hybridmetric import RecordError, read_generations, read_study, write_generations
+
+CONALA = Path(__file__).resolve().parents[1] / "studies" / "conala"
+
+ROWS = [
+    {"task_id": "t1", "system": "a", "candidate": "x = 1", "references": ["x = 1", "x=1"],
+     "context": "set x", "rating": 3.5, "ratings": {"r1": 3.0, "r2": 4.0},
+     "tests": {"prefix": "", "suffix": "\n", "cases": ["assert x == 1\n"], "timeout_s": 5}},
+    {"task_id": "t2", "system": "b", "language": "javascript", "candidate": "",
+     "references": None, "rating": None},
+]
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def test_defaults_and_normalisation(tmp_path):
+    frame = read_generations(write_jsonl(tmp_path / "g.jsonl", ROWS))
+    assert frame["language"].tolist() == ["python", "javascript"]
+    assert frame.loc[0, "references"] == ["x = 1", "x=1"]
+    assert frame.loc[1, "references"] is None
+    assert math.isnan(frame.loc[1, "rating"])
+
+
+@pytest.mark.parametrize("extension", [".jsonl", ".csv", ".parquet"])
+def test_round_trip(tmp_path, extension):
+    original = read_generations(write_jsonl(tmp_path / "g.jsonl", ROWS))
+    original["score.edit_sim"] = [0.25, float("nan")]
+    path = write_generations(original, tmp_path / f"out{extension}")
+    again = read_generations(path)
+    assert list(again.columns) == list(original.columns)
+    for column in original.columns:
+        for a, b in zip(original[column], again[column], strict=True):
+            if isinstance(a, float) and math.isnan(a):
+                assert isinstance(b, float) and math.isnan(b), column
+            else:
+                assert a == b, column
+
+
+def test_dataframe_input_is_validated():
+    with pytest.raises(RecordError, match=r"<DataFrame>: row 1, field 'candidate'"):
+        read_generations(pd.DataFrame({"task_id": ["a", "b"], "candidate": ["x", 3]}))
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ('{"task_id": "t", "candidate": 5}', r"line 2, field 'candidate': expected a string, got int"),
+    ('{"task_id": "t", "candidate": "x", "references": "x"}',
+     r"line 2, field 'references': expected a list of strings"),
+    ('{"task_id": "t", "candidate": "x", "rating": "high"}', r"line 2, field 'rating'"),
+    ('{"task_id": "t", "candidate": "x", "ratings": {"r1": "4"}}', r"line 2, field 'ratings'"),
+    ('{"task_id": "t", "candidate": "x", "tests": {"cases": "assert 1"}}',
+     r"line 2, field 'tests': 'cases' must be a list of strings"),
+    ('{"task_id": "t", "candidate": "x", "tests": {"cases": [], "timeout": 1}}',
+     r"line 2, field 'tests': unknown key"),
+    ('{"task_id": "t", "candidate": null}', r"line 2, field 'candidate': value is missing"),
+    ('{"task_id": "t", "candidate": "x"', r"line 2: not valid JSON"),
+    ('["t", "x"]', r"line 2: expected a JSON object"),
+])
+def test_bad_jsonl_names_file_line_and_field(tmp_path, line, message):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"task_id": "ok", "candidate": "y"}\n' + line + "\n")
+    with pytest.raises(RecordError, match=message) as error:
+        read_generations(path)
+    assert str(path) in str(error.value)
+
+
+def test_blank_lines_keep_line_numbers(tmp_path):
+    path = tmp_path / "g.jsonl"
+    path.write_text('{"task_id": "a", "candidate": "x"}\n\n{"task_id": "b"}\n')
+    with pytest.raises(RecordError, match="line 3, field 'candidate'"):
+        read_generations(path)
+
+
+def test_missing_required_column(tmp_path):
+    path = tmp_path / "g.csv"
+    path.write_text("task_id,code\nt1,x\n")
+    with pytest.raises(RecordError, match=r"g.csv: header, field 'candidate': required column"):
+        read_generations(path)
+
+
+def test_csv_rows_are_numbered_like_a_spreadsheet(tmp_path):
+    path = tmp_path / "g.csv"
+    path.write_text('task_id,candidate,references\nt1,x,"[""x""]"\nt2,y,[not json\n')
+    with pytest.raises(RecordError, match=r"row 3, field 'references': not valid JSON"):
+        read_generations(path)
+
+
+def test_unknown_extension(tmp_path):
+    with pytest.raises(ValueError, match="unknown extension '.txt'"):
+        read_generations(write_jsonl(tmp_path / "g.txt", ROWS))
+
+
+def test_study_folder(tmp_path):
+    write_jsonl(tmp_path / "generations.jsonl", ROWS)
+    with pytest.raises(FileNotFoundError, match="study.toml is missing"):
+        read_study(tmp_path)
+    (tmp_path / "study.toml").write_text('name = "mini"\n[rating]\nmin = 0\nmax = 4\n')
+    study = read_study(tmp_path)
+    assert (study.name, study.scale, len(study.generations)) == ("mini", (0.0, 4.0), 2)
+    assert len(read_generations(tmp_path)) == 2
+
+
+def test_embedded_conala_study():
+    study = read_study(CONALA)
+    frame = study.generations
+    assert len(frame) == 2360 and frame["task_id"].nunique() == 472
+    assert frame.groupby("task_id")["system"].nunique().eq(5).all()
+    means = frame["ratings"].map(lambda r: sum(r.values()) / len(r))
+    assert (means - frame["rating"]).abs().max() < 1e-12
+    assert study.scale == (0.0, 4.0)
+
+
+def test_conala_build_script_reproduces_committed_file(shared_data, tmp_path):
+    out = tmp_path / "g.jsonl"
+    subprocess.run([sys.executable, str(CONALA / "build.py"), "--source",
+                    str(shared_data / "conala-human-grades"), "--output", str(out)], check=True)
+    assert out.read_bytes() == (CONALA / "generations.jsonl").read_bytes()

@@ -1,0 +1,55 @@
+"""The scorer registry, settings from the command line, and entry-point discovery."""
+
+from __future__ import annotations
+
+import pytest
+
+from hybridmetric import scorers as registry
+from hybridmetric.cli import main
+
+
+def test_builtins_are_listed_and_load():
+    names = registry.available()
+    for name in ("bleu", "chrf", "codebleu", "edit_sim", "exact_match", "rouge_l"):
+        assert name in names
+        assert registry.get(name).name == name
+
+
+def test_unknown_scorer_lists_the_valid_ones():
+    with pytest.raises(ValueError, match=r"unknown scorer 'chrff'; available scorers: .*chrf"):
+        registry.get("chrff")
+
+
+def test_parse_settings():
+    assert registry.parse_settings(["edit_sim.level=token", "chrf.beta=3"],
+                                   ["edit_sim", "chrf"]) == {
+        "edit_sim": {"level": "token"}, "chrf": {"beta": "3"}}
+    with pytest.raises(ValueError, match="SCORER.KEY=VALUE"):
+        registry.parse_settings(["edit_sim=token"], ["edit_sim"])
+    with pytest.raises(ValueError, match="scorer 'bleu' is not selected"):
+        registry.parse_settings(["bleu.smooth=none"], ["edit_sim"])
+
+
+def test_entry_point_discovery(plugin_dir, monkeypatch, capsys, tmp_path):
+    monkeypatch.syspath_prepend(str(plugin_dir))
+    assert registry.available()["length_ratio"] == "hm_plugin_demo:LengthRatio"
+    (scorer,) = registry.build(["length_ratio"], {"length_ratio": {"delay": "0"}})
+    assert scorer.settings == {"delay": 0.0, "log": ""}
+    assert main(["scorers"]) == 0
+    assert "length_ratio  (hm_plugin_demo:LengthRatio)" in capsys.readouterr().out
+    data = tmp_path / "g.jsonl"
+    data.write_text('{"task_id": "t", "candidate": "abcd", "references": ["ab"]}\n')
+    out = tmp_path / "s.jsonl"
+    assert main(["score", str(data), "-o", str(out), "--scorers", "length_ratio,edit_sim",
+                 "--no-progress"]) == 0
+    assert '"score.length_ratio": 2.0' in out.read_text()
+
+
+def test_cli_reports_bad_settings(capsys, tmp_path):
+    data = tmp_path / "g.jsonl"
+    data.write_text('{"task_id": "t", "candidate": "x", "references": ["x"]}\n')
+    code = main(["score", str(data), "-o", str(tmp_path / "s.jsonl"), "--scorers", "edit_sim",
+                 "--set", "edit_sim.levl=token"])
+    assert code == 2
+    assert "scorer 'edit_sim' has no setting ['levl']; valid settings: level" in (
+        capsys.readouterr().err)

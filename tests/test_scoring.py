@@ -1,0 +1,116 @@
+"""Scoring runs: outputs, signatures, and resuming after SIGKILL without losing a row."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from hybridmetric import read_generations, score
+from hybridmetric.scorers import build
+from hybridmetric.scoring import journal_path, signature_path
+
+N_ROWS = 60
+
+
+def make_input(path: Path) -> Path:
+    rows = [{"task_id": f"t{i // 3}", "system": f"s{i % 3}", "candidate": "x" * (i + 1),
+             "references": ["x" * 10]} for i in range(N_ROWS)]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return path
+
+
+def cli(*args: str, env: dict[str, str]) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "hybridmetric.cli", *args], env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def test_score_writes_table_and_signature(tmp_path):
+    data = make_input(tmp_path / "g.jsonl")
+    out = tmp_path / "s.parquet"
+    table = score(data, build(["edit_sim", "exact_match"]), out, progress=False)
+    assert list(table.columns[-2:]) == ["score.edit_sim", "score.exact_match"]
+    assert table.loc[9, "score.exact_match"] == 1.0
+    assert table.loc[4, "score.edit_sim"] == pytest.approx(0.5)
+    pd.testing.assert_frame_equal(read_generations(out), table)
+    sig = json.loads(signature_path(out).read_text())
+    assert sig["n_rows"] == N_ROWS and sig["scorers"]["edit_sim"].startswith("scorer:edit_sim|")
+    assert not journal_path(out).exists()
+
+
+def test_existing_score_columns_are_not_overwritten(tmp_path):
+    scored = score(make_input(tmp_path / "g.jsonl"), build(["edit_sim"]), progress=False)
+    with pytest.raises(ValueError, match="already has score column"):
+        score(scored, build(["edit_sim"]), progress=False)
+
+
+def test_resume_after_sigkill_equals_uninterrupted_run(tmp_path, plugin_dir):
+    data = make_input(tmp_path / "g.jsonl")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin_dir), os.getcwd()])}
+    log = tmp_path / "scored.log"
+    common = ["--scorers", "length_ratio,edit_sim", "--chunk-size", "4", "--no-progress",
+              "--set", "length_ratio.delay=0.02", "--set", f"length_ratio.log={log}"]
+
+    reference = tmp_path / "reference.jsonl"
+    assert cli("score", str(data), "-o", str(reference), *common, env=env).wait() == 0
+
+    log.unlink()
+    out = tmp_path / "s.jsonl"
+    journal = journal_path(out)
+    process = cli("score", str(data), "-o", str(out), *common, env=env)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if journal.exists() and journal.read_text().count("\n") >= 4:  # header + 3 chunks
+            break
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not out.exists()
+    saved = journal.read_text().count("\n") - 1
+    assert 3 <= saved < N_ROWS / 4
+
+    # Without --resume the journal is never silently overwritten.
+    retry = cli("score", str(data), "-o", str(out), *common, env=env)
+    assert retry.wait() == 2 and b"--resume" in retry.stderr.read()
+
+    first_run_rows = log.read_text().count("\n")
+    assert cli("score", str(data), "-o", str(out), *common, "--resume", env=env).wait() == 0
+    resumed_rows = log.read_text().count("\n") - first_run_rows
+    assert resumed_rows == N_ROWS - 4 * saved  # only the missing rows were scored again
+    assert out.read_text() == reference.read_text()
+    assert not journal.exists()
+
+
+def test_torn_journal_line_is_rescored(tmp_path):
+    data = make_input(tmp_path / "g.jsonl")
+    out = tmp_path / "s.jsonl"
+    reference = score(data, build(["edit_sim"]), progress=False)
+    journal = journal_path(out)
+    score(data, build(["edit_sim"]), out, chunk_size=8, progress=False)
+    out.unlink()
+    # Rebuild a journal as a killed run leaves it: header, two chunks, and half a line.
+    lines = [json.dumps(json.loads(signature_path(out).read_text()))]
+    table = read_generations(tmp_path / "g.jsonl")
+    for start in (0, 8):
+        rows = list(range(start, start + 8))
+        part = build(["edit_sim"])[0].score(table.iloc[rows])
+        lines.append(json.dumps({"rows": rows, "scores": {c: part[c].tolist() for c in part}}))
+    journal.write_text("\n".join(lines) + '\n{"rows": [16, 17')
+    resumed = score(data, build(["edit_sim"]), out, resume=True, progress=False)
+    pd.testing.assert_frame_equal(resumed, reference)
+
+
+def test_resume_refuses_changed_settings(tmp_path):
+    data = make_input(tmp_path / "g.jsonl")
+    out = tmp_path / "s.jsonl"
+    header = {"input_sha256": "0" * 64, "scorers": {}}
+    journal_path(out).write_text(json.dumps(header) + "\n")
+    with pytest.raises(RuntimeError, match="cannot resume, the input sha256 changed"):
+        score(data, build(["edit_sim"]), out, resume=True, progress=False)

@@ -1,0 +1,147 @@
+"""Similarity scorers against hand-computed values and the reference packages."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from codebleu import calc_codebleu
+
+from hybridmetric.scorers import build
+from hybridmetric.scorers.bleu import Bleu
+from hybridmetric.scorers.chrf import Chrf
+from hybridmetric.scorers.codebleu import CodeBleu
+from hybridmetric.scorers.edit_sim import EditSim
+from hybridmetric.scorers.exact_match import ExactMatch
+from hybridmetric.scorers.rouge_l import RougeL
+from hybridmetric.scorers.tokenize import tranx_tokens
+
+
+def frame(rows: list[tuple[str, list[str] | None]]) -> pd.DataFrame:
+    return pd.DataFrame({
+        "task_id": [f"t{i}" for i in range(len(rows))],
+        "candidate": [c for c, _ in rows],
+        "references": [r for _, r in rows],
+        "language": "python",
+    })
+
+
+def values(scorer, rows) -> list[float]:
+    return scorer.score(frame(rows))[scorer.columns[0]].tolist()
+
+
+def test_edit_sim_hand_values():
+    # kitten -> sitting: 3 edits, longer length 7.
+    got = values(EditSim(), [("kitten", ["sitting"]), ("", [""]), ("", ["abc"]),
+                             ("kitten", ["xyz", "kitten"]), ("x", None)])
+    assert got[0] == pytest.approx(1 - 3 / 7)
+    assert got[1:4] == [1.0, 0.0, 1.0]
+    assert math.isnan(got[4])
+
+
+def test_edit_sim_token_level():
+    # [a, =, b, +, 1] vs [a, =, c, +, 1]: one substitution in five tokens.
+    assert values(EditSim(level="token"), [("a = b+1", ["a=c + 1"])]) == [pytest.approx(0.8)]
+
+
+def test_exact_match_normalizations():
+    rows = [(" x=1 \n", ["x=1"]), ("x  =  1", ["x = 1"]), ("x=1", ["x=2", "x=1"]), ("", [""])]
+    assert values(ExactMatch(normalize="none"), rows) == [0.0, 0.0, 1.0, 1.0]
+    assert values(ExactMatch(), rows) == [1.0, 0.0, 1.0, 1.0]
+    assert values(ExactMatch(normalize="whitespace"), rows) == [1.0, 1.0, 1.0, 1.0]
+
+
+def test_chrf_hand_value():
+    # abc vs abd, beta 2: unigram F = 2/3, bigram F = 1/2, trigram 0; the three orders that
+    # exist on both sides are averaged: (2/3 + 1/2 + 0) / 3.
+    got = values(Chrf(), [("abc", ["abd"]), ("abc", ["abc"]), ("", ["abc"])])
+    assert got == [pytest.approx((2 / 3 + 1 / 2) / 3, abs=1e-9), pytest.approx(1.0), 0.0]
+
+
+def test_bleu_hand_value():
+    # 1-4 gram precisions 3/4, 2/3, 1/2, and 0/1 smoothed to 1/(2*1); brevity penalty 1.
+    expected = (0.75 * (2 / 3) * 0.5 * 0.5) ** 0.25
+    got = values(Bleu(), [("a b c d", ["a b c e"]), ("a b c d", ["zz", "a b c d"])])
+    assert got == [pytest.approx(expected, abs=1e-9), pytest.approx(1.0)]
+
+
+def test_bleu_tranx_tokens_split_code():
+    assert tranx_tokens("df.groupBy('a')") == ["df", ".", "group", "By", "(", "`", "a", "`", ")"]
+    assert values(Bleu(), [("f(x)", ["f(x)"])]) == [pytest.approx(1.0)]
+    # tranx splits camelCase, so "getX" and "get X" are the same tokens; 13a does not.
+    assert values(Bleu(), [("getX", ["get X"])]) == [pytest.approx(1.0)]
+    assert values(Bleu(tokenize="13a"), [("getX", ["get X"])]) == [0.0]
+
+
+def test_rouge_l_hand_value():
+    # LCS of [a b c d] and [a c d e] is [a c d]: P = R = 3/4.
+    got = values(RougeL(), [("a b c d", ["a c d e"]), ("", [""]), ("", ["a"])])
+    assert got == [pytest.approx(0.75), 1.0, 0.0]
+    # beta = 2 weights recall: P = 3/4 (3 of 4), R = 3/6.
+    p, r = 3 / 4, 3 / 6
+    assert values(RougeL(beta=2.0), [("a b c d", ["a c d e f g"])]) == [
+        pytest.approx(5 * p * r / (r + 4 * p))]
+
+
+def test_codebleu_matches_package_and_known_cases():
+    code = "x = a + b\ny = x * 2"
+    cand = "y = a + b\nz = y * 3"
+    got = values(CodeBleu(), [(code, [code]), (cand, ["q = 1", code]), ("os.getcwd()",
+                                                                         ["os.getcwd()"])])
+    assert got[0] == pytest.approx(1.0)
+    direct = max(calc_codebleu([ref], [cand], lang="python")["codebleu"] for ref in ["q = 1", code])
+    assert got[1] == pytest.approx(direct)
+    # No data flow in a bare call: that component is 0, so even identical code stays below 0.75.
+    no_flow = calc_codebleu(["os.getcwd()"], ["os.getcwd()"], lang="python")
+    assert no_flow["dataflow_match_score"] == 0
+    assert got[2] == pytest.approx(no_flow["codebleu"]) and got[2] <= 0.75
+
+
+def test_codebleu_unknown_language_is_an_error():
+    rows = frame([("x", ["x"])]).assign(language="cobol")
+    with pytest.raises(ValueError, match="does not support language 'cobol'"):
+        CodeBleu().score(rows)
+
+
+def test_settings_are_checked():
+    with pytest.raises(ValueError, match="valid settings: level"):
+        EditSim(levle="token")
+    with pytest.raises(ValueError, match="must be one of"):
+        EditSim(level="word")
+    assert Chrf(char_order="4").settings["char_order"] == 4
+    assert Bleu(lowercase="true").settings["lowercase"] is True
+    with pytest.raises(ValueError, match="expects int"):
+        Chrf(char_order="four")
+
+
+def test_signature_records_settings_and_versions():
+    sig = Bleu(tokenize="13a").signature()
+    assert sig.startswith("scorer:bleu|v:1|tokenize:13a|")
+    assert "sacrebleu:" in sig and "effective_order:yes" in sig
+    assert Bleu().signature() != sig
+
+
+@pytest.fixture
+def jetbrains(shared_data):
+    path = shared_data / "conala-human-grades" / "conala" / "conala-all-grades.json"
+    items = json.loads(path.read_text())
+    systems = ("baseline", "tranx-annot", "best-tranx", "best-tranx-rerank", "codex")
+    rows = [(item[s], item["snippet"], {m: item[f"{m}-{s}"] for m in ("chrf", "bleu", "rougel")})
+            for item in items for s in systems]
+    table = frame([(c, r) for c, r, _ in rows])
+    published = pd.DataFrame([p for _, _, p in rows])
+    return table, published
+
+
+@pytest.mark.parametrize(("scorer", "column", "settings"), [
+    ("chrf", "chrf", {}), ("rouge_l", "rougel", {}), ("bleu", "bleu", {"refs": "joint"})])
+def test_agreement_with_published_jetbrains_values(jetbrains, scorer, column, settings):
+    table, published = jetbrains
+    (instance,) = build([scorer], {scorer: settings})
+    ours = instance.score(table).iloc[:, 0].to_numpy()
+    within = np.abs(ours - published[column].to_numpy()) <= 0.01
+    assert len(ours) == 2360
+    assert within.mean() >= 0.99, f"{scorer}: {within.mean():.3f} within 0.01"
