@@ -42,7 +42,7 @@ def run_signature(frame: pd.DataFrame, scorers: Sequence[Scorer]) -> dict[str, A
     return {
         "input_sha256": frame_hash(frame),
         "n_rows": len(frame),
-        "scorers": {s.name: s.signature() for s in scorers},
+        "scorers": {s.alias: s.signature() for s in scorers},
         "environment": environment(),
     }
 
@@ -93,7 +93,7 @@ def score(
     ``progress=None`` shows a bar only on a terminal.
     """
     frame = read_generations(source)
-    names = [s.name for s in scorers]
+    names = [s.alias for s in scorers]
     if len(set(names)) != len(names):
         raise ValueError(f"a scorer is listed twice: {names}")
     columns = [c for s in scorers for c in s.columns]

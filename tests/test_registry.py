@@ -53,3 +53,17 @@ def test_cli_reports_bad_settings(capsys, tmp_path):
     assert code == 2
     assert "scorer 'edit_sim' has no setting ['levl']; valid settings: level" in (
         capsys.readouterr().err)
+
+
+def test_alias_runs_one_scorer_twice(tmp_path):
+    data = tmp_path / "g.jsonl"
+    data.write_text('{"task_id": "t", "candidate": "a = b+1", "references": ["a=c + 1"]}\n')
+    settings = registry.parse_settings(["tok.level=token"], ["edit_sim", "tok=edit_sim"])
+    from hybridmetric import score
+    table = score(data, registry.build(["edit_sim", "tok=edit_sim"], settings), progress=False)
+    assert table["score.tok"].tolist() == [0.8]
+    assert table["score.edit_sim"].iloc[0] < 0.8
+    tok = registry.build(["tok=edit_sim"], settings)[0]
+    assert tok.signature().startswith("scorer:edit_sim|v:1|as:tok|level:token|")
+    with pytest.raises(ValueError, match="ALIAS=SCORER"):
+        registry.build(["=edit_sim"])

@@ -65,26 +65,46 @@ def get(name: str) -> type[Scorer]:
     return cls
 
 
+def split_name(entry: str) -> tuple[str, str]:
+    """``ALIAS=SCORER`` (run a scorer under another name) or ``SCORER`` -> (alias, scorer)."""
+    alias, sep, name = (part.strip() for part in entry.partition("="))
+    if not sep:
+        return alias, alias
+    if not alias or not name or not alias.replace("_", "").isalnum():
+        raise ValueError(f"expected ALIAS=SCORER with a word for ALIAS, got {entry!r}")
+    return alias, name
+
+
 def parse_settings(assignments: list[str], scorers: list[str]) -> dict[str, dict[str, str]]:
-    """Turn ``SCORER.KEY=VALUE`` strings into ``{scorer: {key: value}}``.
+    """Turn ``SCORER.KEY=VALUE`` strings into ``{scorer: {key: value}}``; SCORER may be an alias.
 
     A setting for a scorer not in ``scorers`` is an error: it would silently do nothing.
     """
+    selected = [split_name(entry)[0] for entry in scorers]
     settings: dict[str, dict[str, str]] = {}
     for text in assignments:
         target, sep, value = text.partition("=")
         scorer, dot, key = target.partition(".")
         if not sep or not dot or not scorer or not key:
             raise ValueError(f"--set expects SCORER.KEY=VALUE, got {text!r}")
-        if scorer not in scorers:
+        if scorer not in selected:
             raise ValueError(
-                f"--set {text!r}: scorer '{scorer}' is not selected; selected: {', '.join(scorers)}"
+                f"--set {text!r}: scorer '{scorer}' is not selected; "
+                f"selected: {', '.join(selected)}"
             )
         settings.setdefault(scorer, {})[key] = value
     return settings
 
 
-def build(names: list[str], settings: dict[str, dict[str, Any]] | None = None) -> list[Scorer]:
-    """Instantiate the named scorers with their settings."""
+def build(entries: list[str], settings: dict[str, dict[str, Any]] | None = None) -> list[Scorer]:
+    """Instantiate scorers from ``SCORER`` or ``ALIAS=SCORER`` entries, with settings keyed by
+    alias. An alias lets one scorer run twice with different settings (e.g. CodeBERTScore with
+    and without the intent) into distinct columns."""
     settings = settings or {}
-    return [get(name)(**settings.get(name, {})) for name in names]
+    scorers = []
+    for entry in entries:
+        alias, name = split_name(entry)
+        scorer = get(name)(**settings.get(alias, {}))
+        scorer.alias = alias
+        scorers.append(scorer)
+    return scorers

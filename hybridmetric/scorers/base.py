@@ -88,14 +88,24 @@ class Scorer(ABC):
         }
 
     @classmethod
-    def column_names(cls) -> list[str]:
-        """The columns ``score`` returns: ``score.<name>`` or ``score.<name>.<part>``."""
-        base = SCORE_PREFIX + cls.name
+    def column_names(cls, name: str | None = None) -> list[str]:
+        """The columns ``score`` returns: ``score.<name>`` or ``score.<name>.<part>``, where
+        ``name`` is the scorer's name or the alias it runs under."""
+        base = SCORE_PREFIX + (name or cls.name)
         return [f"{base}.{part}" for part in cls.parts] if cls.parts else [base]
 
     @property
     def columns(self) -> list[str]:
-        return self.column_names()
+        return self.column_names(self.alias)
+
+    @property
+    def alias(self) -> str:
+        """The name this instance's columns carry (the scorer's name unless renamed)."""
+        return getattr(self, "_alias", self.name)
+
+    @alias.setter
+    def alias(self, value: str) -> None:
+        self._alias = value
 
     @abstractmethod
     def score(self, frame: pd.DataFrame) -> pd.DataFrame:
@@ -107,6 +117,8 @@ class Scorer(ABC):
 
     def signature(self) -> str:
         fields: dict[str, Any] = {"scorer": self.name, "v": self.version}
+        if self.alias != self.name:
+            fields["as"] = self.alias
         fields.update(self.settings)
         fields.update(self.signature_fields())
         fields.update(environment(self.packages))
