@@ -139,6 +139,10 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
     temporary = Path(name)
     try:
         yield temporary
+        # mkstemp creates 0600; give the file the permissions a plain open() would.
+        umask = os.umask(0)
+        os.umask(umask)
+        temporary.chmod(0o666 & ~umask)
         os.replace(temporary, target)
     finally:
         temporary.unlink(missing_ok=True)

@@ -115,6 +115,7 @@ def score(
     todo = [i for i in range(len(frame)) if i not in done]
     handle = None
     if journal is not None:
+        journal.parent.mkdir(parents=True, exist_ok=True)
         if done:
             handle = journal.open("a", encoding="utf-8")
         else:

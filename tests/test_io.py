@@ -130,3 +130,15 @@ def test_conala_build_script_reproduces_committed_file(shared_data, tmp_path):
     subprocess.run([sys.executable, str(CONALA / "build.py"), "--source",
                     str(shared_data / "conala-human-grades"), "--output", str(out)], check=True)
     assert out.read_bytes() == (CONALA / "generations.jsonl").read_bytes()
+
+
+def test_atomic_write_has_normal_permissions(tmp_path):
+    import os
+    umask = os.umask(0o022)
+    try:
+        path = write_generations(read_generations(write_jsonl(tmp_path / "g.jsonl", ROWS)),
+                                 tmp_path / "out.csv")
+    finally:
+        os.umask(umask)
+    assert path.stat().st_mode & 0o777 == 0o644
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []

@@ -1,0 +1,431 @@
+"""The metric-human agreement audit: every number of the report, as one JSON-serialisable dict.
+
+``audit(frame)`` measures how well each ``score.*`` column agrees with the human rating at three
+levels, with bootstrap CIs that resample tasks; tests whether one metric (the hybrid, a named one,
+or the best) agrees better than each other metric; and measures the human ceiling from per-rater
+ratings. Statistics live in :mod:`hybridmetric.stats`.
+
+Levels:
+
+- ``item``: all rows pooled.
+- ``within_task``: rows of the same task only. ``tau_darr`` is CodeBERTScore's Table 1 tau (pairs of
+  systems for the same problem, human ties dropped, metric ties counted, pooled over tasks);
+  ``pairwise_accuracy`` (acc23) is the mean over tasks of the per-task accuracy; ``pearson``,
+  ``spearman``, ``kendall_tau_b``, ``kendall_tau_c`` are the mean over tasks of the per-task value,
+  tasks with a constant side left out (ICE-Score's "example level").
+- ``system``: the correlation of the per-system means (needs a ``system`` column).
+
+Schema of the returned dict (``Estimate`` = ``{"value": float|None, "ci": [lo, hi]|None,
+"n_valid": int}``: the point estimate, the percentile bootstrap CI over tasks, and how many
+resamples gave a defined value; ``None`` stands for an undefined statistic)::
+
+    {
+      "signature": str,                  # hybridmetric.signature string of this audit
+      "target": str,                     # the human column, e.g. "rating"
+      "n_rows": int, "n_tasks": int, "n_systems": int|None,
+      "n_dropped_rows": int,             # rows left out for a missing value (missing="drop-rows")
+      "metrics": [str, ...],             # audited columns, e.g. "score.chrf"
+      "focus": str,                      # the metric compared against every other one
+      "focus_rule": "named"|"hybrid"|"best item pearson",
+      "agreement": {
+        "item":        {metric: {"pearson"|"spearman"|"kendall_tau_b"|"kendall_tau_c"
+                                 |"pairwise_accuracy"|"pairwise_accuracy_tc": Estimate}},
+                       # over stats.MAX_PAIR_ROWS rows: no pairwise accuracy, Kendall without CI
+        "within_task": {metric: {"tau_darr"|"pairwise_accuracy"|"pairwise_accuracy_tc"|"pearson"
+                                 |"spearman"|"kendall_tau_b"|"kendall_tau_c": Estimate}},
+        "system":      {metric: {"pearson"|"spearman"|"kendall_tau_b"|"kendall_tau_c"
+                                 |"pairwise_accuracy": Estimate}}      # absent without systems
+      },                                 # "*_tc" estimates also hold "epsilon": the calibrated
+                                         # metric tie threshold (Deutsch et al. 2023)
+      "comparisons": [{
+          "a": str, "b": str, "level": str, "statistic": str,
+          "value_a": float|None, "value_b": float|None,
+          "delta": float|None,           # value_a - value_b
+          "ci": [lo, hi]|None,           # paired bootstrap CI of delta (same task resamples)
+          "p_williams": float|None,      # one-sided, H1: a > b; None where it does not apply
+          "p_permutation": float|None,   # PERM-BOTH, one-sided, (c+1)/(n+1); None: constant
+          "p_holm": float|None,          # Holm over the family (same level and statistic)
+          "p_williams_holm": float|None}, ...],
+      "ceiling": {                       # or {"reason": str} without per-rater ratings
+          "n_raters": int, "n_ratings": int, "n_rows_multi_rated": int,
+          "krippendorff_alpha": {"interval": float, "ordinal": float},
+          "leave_one_rater_out": {       # each rating against the mean of the other raters'
+              "item": {"pearson": Estimate, "spearman": Estimate,
+                       "kendall_tau_b": Estimate},                  # this one without CI
+              "within_task": {"tau_darr": Estimate}},
+          "per_rater": {rater: {"n": int, "pearson": float|None, "spearman": float|None}}},
+      "counts": {"within_task_pairs": int, "human_tied_pairs": int, "tasks_with_pairs": int},
+      "skipped": [str, ...],             # levels or comparisons left out, and why
+      "settings": {"seed", "n_resamples", "n_permutations", "confidence", "alpha",
+                   "bootstrap_unit", "ci_method", "permutation", "williams", "holm_family",
+                   "tie_threshold", "comparisons"}
+    }
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from hybridmetric import stats
+from hybridmetric.schema import SCORE_PREFIX
+from hybridmetric.signature import environment, signature
+
+AUDIT_VERSION = "1"
+ITEM_STATISTICS = ("pearson", "spearman", "kendall_tau_b", "kendall_tau_c", "pairwise_accuracy",
+                   "pairwise_accuracy_tc")
+WITHIN_STATISTICS = ("tau_darr", "pairwise_accuracy", "pairwise_accuracy_tc", "pearson",
+                     "spearman", "kendall_tau_b", "kendall_tau_c")
+SYSTEM_STATISTICS = ("pearson", "spearman", "kendall_tau_b", "kendall_tau_c", "pairwise_accuracy")
+#: ("item", "spearman") is supported too; it is left out by default as the costliest test.
+DEFAULT_COMPARISONS = (("item", "pearson"), ("within_task", "tau_darr"), ("system", "pearson"))
+HYBRID = f"{SCORE_PREFIX}hybrid"
+
+
+def _number(value: Any) -> float | None:
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _estimate(value: float, resampled: np.ndarray, confidence: float, **extra: Any
+              ) -> dict[str, Any]:
+    lo, hi = stats.percentile_ci(resampled, confidence)
+    ci = [lo, hi] if math.isfinite(lo) else None
+    return {"value": _number(value), "ci": ci, "n_valid": int(np.isfinite(resampled).sum()),
+            **extra}
+
+
+def _column(frame: pd.DataFrame, name: str) -> np.ndarray:
+    if name not in frame.columns:
+        raise ValueError(f"the table has no column '{name}'; columns: {list(frame.columns)}")
+    try:
+        values = pd.to_numeric(frame[name], errors="raise").to_numpy(dtype=float)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"column '{name}' is not numeric: {error}") from None
+    missing = np.flatnonzero(~np.isfinite(values))
+    if missing.size:
+        raise ValueError(f"column '{name}' has {missing.size} missing or infinite value(s), first "
+                         f"at row {int(missing[0])}; filter those rows before the audit")
+    return values
+
+
+def _reliability(frame: pd.DataFrame) -> tuple[list[str], np.ndarray] | None:
+    """Raters and the raters x rows matrix of the ``ratings`` column, or None when absent."""
+    if "ratings" not in frame.columns:
+        return None
+    cells = frame["ratings"].tolist()
+    raters = sorted({str(r) for cell in cells if isinstance(cell, Mapping) for r in cell})
+    if not raters:
+        return None
+    index = {r: k for k, r in enumerate(raters)}
+    data = np.full((len(raters), len(cells)), np.nan)
+    for row, cell in enumerate(cells):
+        if isinstance(cell, Mapping):
+            for rater, value in cell.items():
+                try:
+                    data[index[str(rater)], row] = float(value)
+                except (TypeError, ValueError):
+                    raise ValueError(f"row {row}, field 'ratings': rater {rater!r} has the "
+                                     f"non-numeric rating {value!r}") from None
+    return raters, data
+
+
+class _Data:
+    """The arrays the audit needs, coded once."""
+
+    def __init__(self, frame: pd.DataFrame, metrics: Sequence[str], target: str):
+        self.human = _column(frame, target)
+        self.scores = {m: _column(frame, m) for m in metrics}
+        if "task_id" not in frame.columns:
+            raise ValueError("the table has no 'task_id' column; the audit groups rows by task")
+        self.tasks = frame["task_id"].astype(str).to_numpy()
+        self.task_labels, self.task_codes = stats.group_codes(self.tasks)
+        self.systems = frame["system"].astype(str).to_numpy() if "system" in frame.columns else None
+
+
+def _item(data: _Data, metric: np.ndarray, counts: np.ndarray, confidence: float
+          ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    h, codes = data.human, data.task_codes
+    resampled = {name: stats.bootstrap_correlation(name, h, metric, codes, counts)
+                 for name in ("pearson", "spearman")}
+    values = {name: stats.POINT_STATISTICS[name](metric, h)
+              for name in ("pearson", "spearman", "kendall_tau_b", "kendall_tau_c")}
+    if h.size > stats.MAX_PAIR_ROWS:  # the pair statistics' bootstrap is O(rows^2)
+        out = {name: _estimate(values[name], resampled[name], confidence)
+               for name in ("pearson", "spearman")}
+        for name in ("kendall_tau_b", "kendall_tau_c"):
+            out[name] = {"value": _number(values[name]), "ci": None, "n_valid": 0}
+        return out, resampled
+    accuracy, epsilon, accuracy_tc = stats.accuracy_and_calibration(h, metric)
+    resampled.update(stats.bootstrap_pair_statistics(h, metric, codes, counts, epsilon))
+    values["pairwise_accuracy"] = accuracy
+    values["pairwise_accuracy_tc"] = accuracy_tc
+    out = {name: _estimate(values[name], resampled[name], confidence) for name in ITEM_STATISTICS}
+    out["pairwise_accuracy_tc"]["epsilon"] = epsilon
+    return out, resampled
+
+
+def _within(data: _Data, metric: np.ndarray, counts: np.ndarray, confidence: float,
+            threshold: float) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    h, tasks = data.human, data.tasks
+    cdt = stats.darr_counts(h, metric, tasks, threshold)
+    total = cdt.sum(axis=0)
+    values = {"tau_darr": (total[0] - total[1]) / total.sum() if total.sum() else math.nan}
+    resampled = {"tau_darr": stats.bootstrap_darr(cdt, counts)}
+    epsilon, _ = stats.tie_calibration(h, metric, tasks)
+    for name, eps in (("pairwise_accuracy", 0.0), ("pairwise_accuracy_tc", epsilon),
+                      ("pearson", 0.0), ("spearman", 0.0), ("kendall_tau_b", 0.0),
+                      ("kendall_tau_c", 0.0)):
+        base = "pairwise_accuracy" if name == "pairwise_accuracy_tc" else name
+        per_task = stats.per_group(base, h, metric, tasks, eps)
+        defined = np.isfinite(per_task)
+        values[name] = float(per_task[defined].mean()) if defined.any() else math.nan
+        resampled[name] = stats.bootstrap_group_mean(per_task, counts)
+    out = {name: _estimate(values[name], resampled[name], confidence) for name in WITHIN_STATISTICS}
+    out["pairwise_accuracy_tc"]["epsilon"] = epsilon
+    return out, resampled
+
+
+def _rowwise_defined(statistic: str, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    out = np.full(x.shape[0], np.nan)
+    ok = np.all(np.isfinite(x), axis=1) & np.all(np.isfinite(y), axis=1)
+    if ok.any():
+        out[ok] = stats.rowwise(statistic, x[ok], y[ok])
+    return out
+
+
+def _system(data: _Data, metric: np.ndarray, counts: np.ndarray, confidence: float,
+            human_boot: np.ndarray) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    assert data.systems is not None
+    _, system_codes = stats.group_codes(data.systems)
+    means = stats.system_means(metric, data.systems)[None, :]
+    human_means = stats.system_means(data.human, data.systems)[None, :]
+    boot = stats.bootstrap_system_means(metric, data.task_codes, system_codes, counts)
+    out, resampled = {}, {}
+    for name in SYSTEM_STATISTICS:
+        resampled[name] = _rowwise_defined(name, boot, human_boot)
+        out[name] = _estimate(_rowwise_defined(name, means, human_means)[0], resampled[name],
+                              confidence)
+    return out, resampled
+
+
+def _williams(level: str, statistic: str, data: _Data, a: str, b: str) -> float | None:
+    if statistic not in ("pearson", "spearman") or level == "within_task":
+        return None
+    h, xa, xb = data.human, data.scores[a], data.scores[b]
+    if level == "system":
+        assert data.systems is not None
+        h, xa, xb = (stats.system_means(v, data.systems) for v in (h, xa, xb))
+        if h.size <= 3:
+            return None
+    function = stats.POINT_STATISTICS[statistic]
+    r = (function(xa, h), function(xb, h), function(xa, xb))
+    if not all(math.isfinite(v) for v in r):
+        return None
+    return _number(stats.williams_test(r[0], r[1], r[2], h.size))
+
+
+def _ceiling(data: _Data, frame: pd.DataFrame, counts: np.ndarray, confidence: float,
+             threshold: float) -> dict[str, Any]:
+    found = _reliability(frame)
+    if found is None:
+        return {"reason": "the table has no per-rater 'ratings' column (rater -> rating)"}
+    raters, matrix = found
+    rater, unit, own, rest = stats.rater_vs_rest(matrix)
+    if own.size < 3:
+        return {"reason": "fewer than 3 ratings share a row with another rater's rating"}
+    codes = data.task_codes[unit]
+    item = {}
+    for name in ("pearson", "spearman"):
+        resampled = stats.bootstrap_correlation(name, rest, own, codes, counts)
+        item[name] = _estimate(stats.POINT_STATISTICS[name](own, rest), resampled, confidence)
+    item["kendall_tau_b"] = {"value": _number(stats.kendall_tau_b(own, rest)), "ci": None,
+                             "n_valid": 0}
+    pair_groups = np.array([f"{r}\x00{t}" for r, t in zip(rater, data.tasks[unit], strict=True)])
+    cdt = stats.darr_counts(rest, own, pair_groups, threshold)
+    owner_labels, _ = stats.group_codes(pair_groups)
+    owner_task = np.searchsorted(data.task_labels, [s.split("\x00", 1)[1] for s in owner_labels])
+    task_cdt = np.zeros((data.task_labels.size, 3))
+    np.add.at(task_cdt, owner_task, cdt)
+    total = task_cdt.sum(axis=0)
+    tau = (total[0] - total[1]) / total.sum() if total.sum() else math.nan
+    per_rater = {}
+    pearsons = stats.leave_one_rater_out(matrix, "pearson")
+    spearmans = stats.leave_one_rater_out(matrix, "spearman")
+    for k, (n, value) in pearsons.items():
+        per_rater[raters[k]] = {"n": n, "pearson": _number(value),
+                                "spearman": _number(spearmans[k][1])}
+    return {
+        "n_raters": len(raters),
+        "n_ratings": int(np.isfinite(matrix).sum()),
+        "n_rows_multi_rated": int(np.count_nonzero(np.isfinite(matrix).sum(axis=0) >= 2)),
+        "krippendorff_alpha": {level: _number(stats.krippendorff_alpha(matrix, level))
+                               for level in ("interval", "ordinal")},
+        "leave_one_rater_out": {
+            "item": item,
+            "within_task": {"tau_darr": _estimate(tau, stats.bootstrap_darr(task_cdt, counts),
+                                                  confidence)},
+        },
+        "per_rater": per_rater,
+    }
+
+
+def _choose_focus(metrics: Sequence[str], focus: str | None, item: Mapping[str, Any]
+                  ) -> tuple[str, str]:
+    if focus is not None:
+        if focus not in metrics:
+            raise ValueError(f"focus metric '{focus}' is not among the audited metrics {metrics}")
+        return focus, "named"
+    if HYBRID in metrics:
+        return HYBRID, "hybrid"
+    scored = [(item[m]["pearson"]["value"], m) for m in metrics
+              if item[m]["pearson"]["value"] is not None]
+    if not scored:
+        raise ValueError("no metric has a defined item-level Pearson correlation; name a focus")
+    return max(scored)[1], "best item pearson"
+
+
+def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str = "rating",
+          seed: int = 0, n_resamples: int = 10000, n_permutations: int = 10000,
+          focus: str | None = None,
+          comparisons: Sequence[tuple[str, str]] = DEFAULT_COMPARISONS,
+          confidence: float = 0.95, alpha: float = 0.05, tie_threshold: float = 0.0,
+          missing: str = "refuse") -> dict[str, Any]:
+    """Audit metric-human agreement on a scored table; see the module docstring for the result.
+
+    ``metrics`` defaults to every ``score.*`` column; ``focus`` (default ``score.hybrid`` when
+    present, else the metric with the best item-level Pearson) is compared against every other
+    metric at each ``(level, statistic)`` of ``comparisons``. ``tie_threshold`` is the human and
+    metric tie tolerance of ``tau_darr`` (0: exact ties). A row missing the target or a metric
+    (NaN: e.g. no tests to run) stops the audit when ``missing="refuse"``; with
+    ``missing="drop-rows"`` such rows are left out of every statistic, so that all metrics are
+    compared on the same rows, and ``n_dropped_rows`` says how many.
+    """
+    if metrics is None:
+        metrics = [c for c in frame.columns if str(c).startswith(SCORE_PREFIX)]
+    metrics = list(metrics)
+    if not metrics:
+        raise ValueError(f"no metric columns: the table has no '{SCORE_PREFIX}*' column; pass "
+                         "metrics=[...] or score the table first")
+    if n_resamples < 1 or n_permutations < 1:
+        raise ValueError("n_resamples and n_permutations must be positive")
+    if missing not in ("refuse", "drop-rows"):
+        raise ValueError(f"missing must be 'refuse' or 'drop-rows', got {missing!r}")
+    n_dropped = 0
+    if missing == "drop-rows":
+        numeric = frame[[target, *metrics]].apply(pd.to_numeric, errors="coerce")
+        complete = np.isfinite(numeric.to_numpy(dtype=float)).all(axis=1)
+        n_dropped = int((~complete).sum())
+        frame = frame[complete].reset_index(drop=True)
+    data = _Data(frame, metrics, target)
+    counts = stats.group_bootstrap_counts(data.task_labels.size, n_resamples, seed)
+    skipped: list[str] = []
+    agreement: dict[str, dict[str, Any]] = {"item": {}, "within_task": {}}
+    resampled: dict[tuple[str, str, str], np.ndarray] = {}
+    n_systems = None
+    human_boot = None
+    if data.systems is not None:
+        n_systems = int(np.unique(data.systems).size)
+        if n_systems >= 3:
+            agreement["system"] = {}
+            _, system_codes = stats.group_codes(data.systems)
+            human_boot = stats.bootstrap_system_means(data.human, data.task_codes, system_codes,
+                                                      counts)
+        else:
+            skipped.append(f"system level: {n_systems} system(s); a correlation needs 3 or more")
+    else:
+        skipped.append("system level: the table has no 'system' column")
+    if data.human.size > stats.MAX_PAIR_ROWS:
+        skipped.append(f"item level: {data.human.size} rows exceed {stats.MAX_PAIR_ROWS}, so "
+                       "pairwise accuracy and the Kendall CIs (O(rows^2) pairs) are left out")
+    for name in metrics:
+        x = data.scores[name]
+        levels = [("item", _item(data, x, counts, confidence)),
+                  ("within_task", _within(data, x, counts, confidence, tie_threshold))]
+        if human_boot is not None:
+            levels.append(("system", _system(data, x, counts, confidence, human_boot)))
+        for level, (estimates, boot) in levels:
+            agreement[level][name] = estimates
+            for statistic, vector in boot.items():
+                resampled[(level, statistic, name)] = vector
+
+    chosen, rule = _choose_focus(metrics, focus, agreement["item"])
+    rows: list[dict[str, Any]] = []
+    others = [m for m in metrics if m != chosen]
+    for index, (level, statistic) in enumerate(comparisons):
+        if level not in agreement:
+            skipped.append(f"comparisons at {level} level: the level was not computed")
+            continue
+        if not others:
+            skipped.append("comparisons: only one metric")
+            break
+        batch = stats.batch_statistic(level, statistic, data.human, data.tasks, data.systems,
+                                      tie_threshold)
+        family = []
+        for k, other in enumerate(others):
+            constant = [m for m in (chosen, other) if np.ptp(data.scores[m]) == 0]
+            if constant:
+                skipped.append(f"permutation test {chosen} vs {other}: {constant[0]} is constant")
+                p_perm = None
+            else:
+                p_perm = stats.perm_both(batch, data.scores[chosen], data.scores[other],
+                                         n_permutations, [seed, index, k])[0]
+            va = agreement[level][chosen][statistic]["value"]
+            vb = agreement[level][other][statistic]["value"]
+            lo, hi = stats.bootstrap_difference_ci(resampled[(level, statistic, chosen)],
+                                                   resampled[(level, statistic, other)],
+                                                   confidence)
+            family.append({
+                "a": chosen, "b": other, "level": level, "statistic": statistic,
+                "value_a": va, "value_b": vb,
+                "delta": None if va is None or vb is None else va - vb,
+                "ci": [lo, hi] if math.isfinite(lo) else None,
+                "p_williams": _williams(level, statistic, data, chosen, other),
+                "p_permutation": p_perm,
+            })
+        for key, source in (("p_holm", "p_permutation"), ("p_williams_holm", "p_williams")):
+            adjusted = stats.holm([np.nan if r[source] is None else r[source] for r in family])
+            for row, value in zip(family, adjusted, strict=True):
+                row[key] = _number(value)
+        rows.extend(family)
+
+    i, _, _ = stats.within_group_pairs(data.tasks)
+    cdt_counts = stats.darr_counts(data.human, data.human, data.tasks)
+    settings = {
+        "seed": seed, "n_resamples": n_resamples, "n_permutations": n_permutations,
+        "confidence": confidence, "alpha": alpha, "bootstrap_unit": "task",
+        "ci_method": "percentile", "tie_threshold": tie_threshold, "missing": missing,
+        "permutation": "PERM-BOTH (Deutsch et al. 2021): z-scored metrics, per-row swaps, "
+                       "one-sided H1 a > b, p=(c+1)/(n+1)",
+        "williams": "one-sided H1 a > b (Graham & Baldwin 2014); Spearman values plugged in "
+                    "for spearman; n = systems at system level",
+        "holm_family": "the focus metric against every other metric, per level and statistic",
+        "comparisons": [f"{level}:{statistic}" for level, statistic in comparisons],
+    }
+    fields = {"audit": AUDIT_VERSION, "target": target, "seed": seed, "boot": n_resamples,
+              "unit": "task", "perm": n_permutations, "ci": confidence,
+              "tie": tie_threshold, "missing": missing,
+              **environment(["numpy", "scipy", "krippendorff"])}
+    return {
+        "signature": signature(fields),
+        "target": target,
+        "n_rows": int(data.human.size),
+        "n_dropped_rows": n_dropped,
+        "n_tasks": int(data.task_labels.size),
+        "n_systems": n_systems,
+        "metrics": metrics,
+        "focus": chosen,
+        "focus_rule": rule,
+        "agreement": agreement,
+        "comparisons": rows,
+        "ceiling": _ceiling(data, frame, counts, confidence, tie_threshold),
+        "counts": {"within_task_pairs": int(i.size),
+                   "human_tied_pairs": int(i.size - cdt_counts[:, 0].sum()),
+                   "tasks_with_pairs": int(np.count_nonzero(np.bincount(data.task_codes) >= 2))},
+        "skipped": skipped,
+        "settings": settings,
+    }

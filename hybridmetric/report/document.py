@@ -1,0 +1,276 @@
+"""The report as a list of sections, independent of the output format.
+
+Every number in a section comes from the results dict or the metric card; the strip plots alone
+draw the scored rows themselves. A part that is absent (no card, no per-rater ratings, no
+comparisons) gives a section that says so, never a silently missing one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import pandas as pd
+
+from hybridmetric.report import plots
+from hybridmetric.report.tables import (
+    Table,
+    agreement_tables,
+    calibration_table,
+    ceiling_tables,
+    ci_name,
+    comparison_table,
+    cv_table,
+    fmt_estimate,
+    is_estimate,
+    key_value_table,
+    label,
+    significance_matrix,
+    statistics_of,
+    weights_table,
+)
+
+ALPHA = 0.05  # significance level for highlighting, unless the results' settings give one
+#: Correlations drawn in the forest plot (pairwise accuracies, on another scale, stay in tables).
+FOREST_STATISTICS = ("pearson", "spearman", "kendall_tau_b", "kendall_tau_c", "tau_darr")
+LEVEL_NAMES = {"item": "Item level", "within_task": "Within task", "system": "System level"}
+
+
+@dataclass(frozen=True)
+class Plot:
+    """A figure: PNG bytes, alternative text and a caption."""
+
+    png: bytes
+    alt: str
+    caption: str
+
+
+@dataclass(frozen=True)
+class Code:
+    """A labelled verbatim string, such as a signature."""
+
+    label: str
+    text: str
+
+
+Block = str | Table | Plot | Code  # a paragraph of plain text, a table, a figure or a string
+
+
+@dataclass
+class Section:
+    anchor: str
+    title: str
+    blocks: list[Block] = field(default_factory=list)
+    prominent: bool = False
+
+
+def check_columns(frame: pd.DataFrame, results: Mapping[str, Any]) -> None:
+    """Fail unless ``frame`` has the results' target and metric columns."""
+    for kind, name in [("target", results["target"])] + [("metric", m) for m in
+                                                         results.get("metrics", [])]:
+        if name not in frame.columns:
+            raise ValueError(f"{kind} '{name}' of the results is not a column of the scored table "
+                             f"(columns: {list(frame.columns)}); pass the table the audit ran on")
+
+
+def ceiling_by_level(results: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
+    """The leave-one-rater-out ceiling, ``{level: {statistic: estimate}}`` (empty without one)."""
+    ceiling = results.get("ceiling")
+    if not isinstance(ceiling, Mapping):
+        return {}
+    return dict(ceiling.get("leave_one_rater_out") or {})
+
+
+def _overview(results: Mapping[str, Any]) -> Section:
+    facts = {
+        "target": results.get("target"), "rows": results.get("n_rows"),
+        "tasks": results.get("n_tasks"), "systems": results.get("n_systems"),
+        "metrics": ", ".join(results.get("metrics", [])),
+    }
+    if "focus" in results:
+        facts["compared against the others"] = f"{results['focus']} ({results.get('focus_rule')})"
+    section = Section("overview", "Overview", [key_value_table("Data", facts)])
+    for reason in results.get("skipped") or []:
+        section.blocks.append(f"Left out: {str(reason).rstrip('.')}.")
+    return section
+
+
+def _ceiling(results: Mapping[str, Any]) -> Section:
+    section = Section("ceiling", "Human ceiling", prominent=True)
+    ceiling = results.get("ceiling")
+    if not isinstance(ceiling, Mapping) or "reason" in ceiling or not ceiling:
+        reason = ceiling.get("reason") if isinstance(ceiling, Mapping) else None
+        section.blocks.append(
+            "The human ceiling could not be computed: "
+            + (str(reason) if reason else "the results hold no inter-rater agreement (the table "
+               "needs a per-rater `ratings` column).")
+        )
+        return section
+    section.blocks.append(
+        "How well raters agree with each other is the yardstick for a metric: the "
+        "leave-one-rater-out correlation (each rater against the mean of the other raters, "
+        "pooled) says how well one human predicts the others' consensus, so a metric that "
+        "reaches it agrees with the raters about as well as another rater would. Krippendorff's "
+        "alpha (Krippendorff 2011; 1 = perfect agreement, 0 = chance) measures the raters' "
+        "overall reliability."
+    )
+    section.blocks.extend(ceiling_tables(ceiling))
+    return section
+
+
+def _agreement(results: Mapping[str, Any]) -> Section:
+    agreement = results.get("agreement") or {}
+    section = Section("agreement", "Agreement with the human rating")
+    if not agreement:
+        section.blocks.append("The results hold no agreement statistics.")
+        return section
+    present = {s for level in agreement.values() for s in statistics_of(level)}
+    shown = [s for s in FOREST_STATISTICS if s in present]
+    reference = ceiling_by_level(results)
+    if shown:
+        section.blocks.append(Plot(
+            plots.forest_plot(agreement, shown, reference),
+            "Forest plot of each metric's correlation with the rating, with confidence intervals",
+            f"Each metric's correlation with the rating at each level, with {ci_name(results)}s "
+            "(resampling tasks); pairwise accuracies are in the tables."
+            + (" Dashed lines and shaded bands: the human ceiling (leave one rater out) and its "
+               "CI." if reference else ""),
+        ))
+    else:
+        section.blocks.append("No correlation statistic to plot; see the tables.")
+    section.blocks.extend(agreement_tables(results))
+    if results.get("counts"):
+        section.blocks.append(key_value_table("Pairs", results["counts"]))
+    return section
+
+
+def _significance(results: Mapping[str, Any], alpha: float) -> Section:
+    comparisons = results.get("comparisons") or []
+    section = Section("significance", "Is the difference real?")
+    if not comparisons:
+        section.blocks.append("The results hold no pairwise comparisons of metrics.")
+        return section
+    section.blocks.append(
+        "Each comparison tests whether metric a agrees with the rating better than metric b on "
+        "the same rows: the Williams test for dependent correlations (Graham & Baldwin 2014), "
+        "the PERM-BOTH paired permutation test (Deutsch et al. 2021, arXiv 2104.00054) and the "
+        "paired bootstrap CI of the difference, with Holm's correction across the metric family."
+    )
+    section.blocks.append(significance_matrix(comparisons, alpha))
+    section.blocks.append(comparison_table(comparisons, alpha))
+    return section
+
+
+def _strips(results: Mapping[str, Any], frame: pd.DataFrame) -> Section:
+    section = Section("scatter", "Each metric against the rating")
+    metrics = list(results.get("metrics", []))
+    if not metrics:
+        section.blocks.append("The results name no metrics to plot.")
+        return section
+    target = results["target"]
+    section.blocks.append(Plot(
+        plots.strip_plots(frame, target, metrics),
+        f"Strip plots of each metric against {target}",
+        f"Each dot is a row, jittered horizontally; the red line joins the metric's mean per "
+        f"{target} value (per equal-width {target} bin when {target} takes more than "
+        f"{plots.MAX_LEVELS} values). Rows where a metric does not apply are left out and "
+        "counted.",
+    ))
+    return section
+
+
+def _hybrid(card: Mapping[str, Any] | None) -> Section:
+    section = Section("hybrid", "The hybrid metric")
+    if card is None:
+        section.blocks.append("No metric card was given, so this report has no hybrid weights, "
+                              "calibration or cross-validated agreement.")
+        return section
+    features = ", ".join(f["name"] for f in card.get("features", [])) or ", ".join(card["weights"])
+    section.blocks.append(
+        f"Model {card.get('model', 'unnamed')} predicting {card.get('target', 'the rating')} "
+        f"from {features}, validated on held-out tasks."
+    )
+    details = {key: card[key] for key in ("model", "alpha", "target", "scale", "scale_source",
+                                          "bootstrap", "seed") if key in card}
+    section.blocks.append(key_value_table("Model", details, exact=True))
+    fitted = {key: card[key] for key in ("intercept", "rater_sd", "ordinal") if key in card}
+    if fitted:
+        section.blocks.append(key_value_table("Fitted constants", fitted))
+    level = (card.get("bootstrap") or {}).get("level")
+    ci = f"{100 * level:g}% CI" if level is not None else "CI"
+    section.blocks.append(Plot(plots.weights_plot(card["weights"], ci),
+                               "The hybrid's weights with confidence intervals",
+                               f"The hybrid's weights per training SD of each feature, with "
+                               f"{ci}s (bootstrap over tasks)."))
+    section.blocks.append(weights_table(card, ci))
+    calibration = card.get("calibration")
+    if calibration and calibration.get("table"):
+        section.blocks.append(Plot(
+            plots.calibration_plot(calibration["table"], card.get("scale")),
+            "Calibration plot: mean observed against mean predicted rating per bin",
+            "Calibration: mean observed rating against mean prediction per bin; dashed: perfect.",
+        ))
+        section.blocks.append(calibration_table(calibration))
+    else:
+        section.blocks.append("The card holds no calibration table.")
+    cv = card.get("cv")
+    if cv:
+        section.blocks.append(cv_table(cv))
+        if cv.get("comparison"):
+            section.blocks.append(key_value_table("Hybrid against the best single feature "
+                                                  "(held out)", cv["comparison"]))
+    else:
+        section.blocks.append("The card holds no cross-validation results.")
+    if card.get("training"):
+        section.blocks.append(key_value_table("Training data", card["training"], exact=True))
+    if card.get("signature"):
+        section.blocks.append(Code("Card signature", card["signature"]))
+    return section
+
+
+def _settings(results: Mapping[str, Any]) -> Section:
+    settings = results.get("settings") or {}
+    section = Section("settings", "Settings")
+    if settings:
+        section.blocks.append(key_value_table("Audit settings", settings, exact=True))
+    else:
+        section.blocks.append("The results record no settings.")
+    return section
+
+
+def headline(results: Mapping[str, Any]) -> str:
+    """The best metric at each level against the human ceiling at that level."""
+    agreement = results.get("agreement") or {}
+    reference = ceiling_by_level(results)
+    sentences = []
+    for level in [lv for lv in agreement if lv in reference] or list(agreement)[:1]:
+        stats = [s for s in statistics_of(agreement[level]) if s in reference.get(level, {})]
+        stats = stats or statistics_of(agreement[level])[:1]
+        if not stats:
+            continue
+        stat = stats[0]
+        scored = [(m, v[stat]) for m, v in agreement[level].items()
+                  if is_estimate(v.get(stat)) and v[stat]["value"] is not None]
+        if not scored:
+            continue
+        best, estimate = max(scored, key=lambda pair: pair[1]["value"])
+        text = f"{LEVEL_NAMES.get(level, label(level))}, {label(stat)}: best metric {best}, "
+        text += fmt_estimate(estimate)
+        if stat in reference.get(level, {}):
+            text += f"; human ceiling {fmt_estimate(reference[level][stat])}"
+        sentences.append(text + ".")
+    if not reference:
+        sentences.append("Human ceiling: not computed (no per-rater ratings).")
+    return " ".join(sentences)
+
+
+def build(results: Mapping[str, Any], frame: pd.DataFrame,
+          card: Mapping[str, Any] | None) -> list[Section]:
+    """All sections of the report, in reading order."""
+    check_columns(frame, results)
+    alpha = float((results.get("settings") or {}).get("alpha", ALPHA))
+    return [
+        _overview(results), _ceiling(results), _agreement(results), _significance(results, alpha),
+        _strips(results, frame), _hybrid(card), _settings(results),
+    ]

@@ -1,0 +1,293 @@
+"""The report's tables, built once from the results dict and the metric card.
+
+The HTML and Markdown writers render the same :class:`Table` objects, so the two reports always
+show the same numbers. Cells hold plain, unescaped text; each writer escapes it for its format.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+LEVEL_TITLES = {
+    "item": "Item level (every row)",
+    "within_task": "Within task (the systems of each task compared with each other)",
+    "system": "System level (mean per system)",
+}
+LEVEL_NOTES = {
+    "within_task": "tau darr: pairs of systems on the same task, human ties dropped, pooled over "
+                   "tasks (the CodeBERTScore protocol); the other statistics: the mean over tasks "
+                   "of each task's value.",
+}
+DASH = "—"
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One table cell: its text and a style class (``good``, ``bad``, ``muted`` or empty)."""
+
+    text: str
+    style: str = ""
+
+
+@dataclass
+class Table:
+    """A titled table with a header row and an optional note printed under it."""
+
+    title: str
+    columns: list[str]
+    rows: list[list[Cell]] = field(default_factory=list)
+    note: str = ""
+
+
+def fmt(value: Any) -> str:
+    """A number as report text: integers as they are, floats to 3 decimals, None a dash."""
+    if value is None:
+        return DASH
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return DASH if math.isnan(value) else f"{value:.3f}"
+    return str(value)
+
+
+def fmt_p(value: Any) -> str:
+    """A p-value: three decimals, or scientific notation below 0.001."""
+    if value is None:
+        return DASH
+    return f"{value:.3f}" if value >= 0.001 else f"{value:.1e}"
+
+
+def is_estimate(value: Any) -> bool:
+    """Whether ``value`` is an estimate: a mapping with a ``value`` (and usually a ``ci``)."""
+    return isinstance(value, Mapping) and "value" in value
+
+
+def fmt_estimate(value: Any) -> str:
+    """``0.412 [0.380, 0.441]`` from ``{"value": .., "ci": [lo, hi]}``; a bare number as is."""
+    if not is_estimate(value):
+        return fmt(value)
+    text = fmt(value["value"])
+    ci = value.get("ci")
+    if ci is not None:
+        text += f" [{fmt(ci[0])}, {fmt(ci[1])}]"
+    return text
+
+
+def label(key: str) -> str:
+    """A results key as a heading: ``kendall_b`` -> ``kendall b``."""
+    return key.replace("_", " ")
+
+
+def statistics_of(by_metric: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The statistics reported for any metric, in order of first appearance."""
+    names: list[str] = []
+    for stats in by_metric.values():
+        names.extend(name for name in stats if name not in names)
+    return names
+
+
+def ci_name(results: Mapping[str, Any]) -> str:
+    """``95% bootstrap CI`` from the results' confidence setting (no level when it is absent)."""
+    confidence = (results.get("settings") or {}).get("confidence")
+    return f"{100 * confidence:g}% bootstrap CI" if confidence is not None else "bootstrap CI"
+
+
+def agreement_tables(results: Mapping[str, Any]) -> list[Table]:
+    """One table per level: a row per metric, a column per statistic, cells ``value [CI]``.
+
+    A CI that rests on fewer resamples than were drawn (the statistic was undefined in some) is
+    listed in the table's note with its count.
+    """
+    resamples = (results.get("settings") or {}).get("n_resamples")
+    tables = []
+    for level, by_metric in results.get("agreement", {}).items():
+        stats = statistics_of(by_metric)
+        notes = [f"Cells: estimate [{ci_name(results)} over tasks].", LEVEL_NOTES.get(level, "")]
+        table = Table(LEVEL_TITLES.get(level, label(level)), ["metric", *map(label, stats)])
+        short = []
+        for metric, values in by_metric.items():
+            table.rows.append([Cell(metric)] + [Cell(fmt_estimate(values.get(s))) for s in stats])
+            short.extend(f"{metric} {label(s)} ({values[s]['n_valid']} of {resamples})"
+                         for s in stats if resamples is not None and is_estimate(values.get(s))
+                         and values[s].get("n_valid", resamples) < resamples)
+        if short:
+            notes.append("CIs from fewer resamples, where the statistic was undefined in the "
+                         "others: " + "; ".join(short) + ".")
+        table.note = " ".join(note for note in notes if note)
+        tables.append(table)
+    return tables
+
+
+def _p_cell(value: Any, alpha: float) -> Cell:
+    if value is None:
+        return Cell(DASH, "muted")
+    return Cell(fmt_p(value), "good" if value < alpha else "")
+
+
+def comparison_table(comparisons: Sequence[Mapping[str, Any]], alpha: float) -> Table:
+    """Every tested difference ``a - b``: both values, the paired bootstrap CI, the p-values."""
+    table = Table(
+        "Differences in agreement (a − b)",
+        ["a", "b", "level", "statistic", "value a", "value b", "delta [95% CI]", "p Williams",
+         "p Williams Holm", "p permutation", "p permutation Holm"],
+        note=(f"One-sided tests of a > b; p-values of resampling tests are (c+1)/(n+1); Holm "
+              f"corrects across the metric family; highlighted where below {alpha}. {DASH}: the "
+              "test does not apply to this statistic."),
+    )
+    for row in comparisons:
+        delta = {"value": row.get("delta"), "ci": row.get("ci")}
+        table.rows.append([
+            Cell(str(row["a"])), Cell(str(row["b"])), Cell(label(str(row["level"]))),
+            Cell(label(str(row["statistic"]))), Cell(fmt(row.get("value_a"))),
+            Cell(fmt(row.get("value_b"))), Cell(fmt_estimate(delta)),
+            _p_cell(row.get("p_williams"), alpha), _p_cell(row.get("p_williams_holm"), alpha),
+            _p_cell(row.get("p_permutation"), alpha), _p_cell(row.get("p_holm"), alpha),
+        ])
+    return table
+
+
+def significance_matrix(comparisons: Sequence[Mapping[str, Any]], alpha: float) -> Table:
+    """Pairs of metrics against (level, statistic): cell ``delta (Holm p)``, coloured.
+
+    Green: ``a`` agrees significantly better than ``b``; red: significantly worse (a negative
+    delta with a small Holm p); grey: not significant after Holm's correction.
+    """
+    firsts = list(dict.fromkeys(str(row["a"]) for row in comparisons))
+    pairs = list(dict.fromkeys((str(row["a"]), str(row["b"])) for row in comparisons))
+    tests = list(dict.fromkeys((str(row["level"]), str(row["statistic"])) for row in comparisons))
+    cells = {(str(r["a"]), str(r["b"]), str(r["level"]), str(r["statistic"])): r
+             for r in comparisons}
+    one = len(firsts) == 1
+    table = Table(
+        f"Significance: {firsts[0]} against each metric" if one else "Significance matrix",
+        ["metric b" if one else "a − b", *(f"{label(lv)}: {label(st)}" for lv, st in tests)],
+        note=(f"Cells: a − b (Holm-corrected permutation p). Green: a significantly better "
+              f"(Holm p < {alpha}); red: significantly worse; grey: not significant; "
+              "·: not tested."),
+    )
+    for a, b in pairs:
+        line = [Cell(b if one else f"{a} − {b}")]
+        for level, statistic in tests:
+            row = cells.get((a, b, level, statistic))
+            if row is None:
+                line.append(Cell("·", "muted"))
+                continue
+            p, delta = row.get("p_holm"), row.get("delta")
+            style = "muted"
+            if p is not None and p < alpha and delta is not None:
+                style = "good" if delta > 0 else "bad"
+            line.append(Cell(f"{fmt(delta)} ({fmt_p(p)})", style))
+        table.rows.append(line)
+    return table
+
+
+def ceiling_tables(ceiling: Mapping[str, Any]) -> list[Table]:
+    """The inter-rater reliability, the leave-one-rater-out ceiling, and each rater against the
+    mean of the others."""
+    summary = {k: v for k, v in ceiling.items() if k not in ("leave_one_rater_out", "per_rater")}
+    tables = [key_value_table("Inter-rater reliability", summary)]
+    loo = ceiling.get("leave_one_rater_out") or {}
+    if loo:
+        table = Table("Ceiling: a rater against the mean of the other raters",
+                      ["level", "statistic", "estimate [95% CI]"],
+                      note="Pooled over raters; CIs resample tasks (none where not computed).")
+        for level, by_stat in loo.items():
+            for stat, estimate in by_stat.items():
+                table.rows.append([Cell(label(level)), Cell(label(stat)),
+                                   Cell(fmt_estimate(estimate))])
+        tables.append(table)
+    per_rater = ceiling.get("per_rater") or {}
+    if per_rater:
+        stats = statistics_of(per_rater)
+        table = Table("Each rater against the mean of the others", ["rater", *map(label, stats)])
+        for rater, values in per_rater.items():
+            table.rows.append([Cell(str(rater))] + [Cell(fmt(values.get(s))) for s in stats])
+        tables.append(table)
+    return tables
+
+
+def flatten(node: Any, prefix: str = "") -> list[tuple[str, Any]]:
+    """Leaves of a nested mapping as ``(path, leaf)``; an estimate dict counts as one leaf."""
+    if is_estimate(node) or not isinstance(node, Mapping):
+        return [(prefix, node)]
+    leaves = []
+    for key, child in node.items():
+        leaves.extend(flatten(child, f"{prefix} / {label(str(key))}" if prefix else label(key)))
+    return leaves
+
+
+def key_value_table(title: str, node: Mapping[str, Any], note: str = "",
+                    exact: bool = False) -> Table:
+    """A two-column table of a nested mapping's leaves (lists are shown inline).
+
+    ``exact`` shows numbers as they are stored (for settings), not rounded to 3 decimals.
+    """
+    show = (lambda v: fmt(v) if isinstance(v, bool) or v is None else str(v)) if exact else fmt
+    table = Table(title, ["quantity", "value"], note=note)
+    for path, leaf in flatten(node):
+        if isinstance(leaf, list):
+            text = ", ".join(show(item) if not isinstance(item, list | Mapping)
+                             else json.dumps(item) for item in leaf)
+        elif is_estimate(leaf):
+            text = fmt_estimate(leaf)
+        else:
+            text = show(leaf)
+        table.rows.append([Cell(path), Cell(text)])
+    return table
+
+
+def weights_table(card: Mapping[str, Any], ci: str) -> Table:
+    """The hybrid's features: weights with CIs (per training SD and per raw unit), feature stats."""
+    features = {f["name"]: f for f in card.get("features", [])}
+    units = card.get("weights_units") or "units of the card's model"
+    table = Table("Weights", ["feature", f"weight per SD [{ci}]", f"weight per unit [{ci}]",
+                              "training mean", "training sd"],
+                  note=f"Weights: {units}.")
+    for name, weight in card["weights"].items():
+        feature = features.get(name, {})
+        per_unit = {"value": weight.get("per_unit"), "ci": weight.get("per_unit_ci")}
+        table.rows.append([Cell(name), Cell(fmt_estimate(weight)), Cell(fmt_estimate(per_unit)),
+                           Cell(fmt(feature.get("mean"))), Cell(fmt(feature.get("std")))])
+    return table
+
+
+def calibration_table(calibration: Mapping[str, Any]) -> Table:
+    """The calibration bins: predicted against observed mean rating."""
+    table = Table(f"Calibration ({calibration.get('method', 'unnamed method')})",
+                  ["bin", "n", "mean predicted", "mean observed"])
+    for row in calibration["table"]:
+        table.rows.append([Cell(f"[{fmt(row['lo'])}, {fmt(row['hi'])}]"), Cell(fmt(row["n"])),
+                           Cell(fmt(row["predicted"])), Cell(fmt(row["observed"]))])
+    return table
+
+
+def cv_table(cv: Mapping[str, Any]) -> Table:
+    """Held-out agreement of the hybrid, of each feature alone and of Dibia et al.'s COMBINED."""
+    entries: list[tuple[str, Mapping[str, Any]]] = [("hybrid", cv.get("hybrid", {}))]
+    entries.extend((name, stats) for name, stats in cv.get("features", {}).items())
+    dibia = cv.get("dibia_combined")
+    if dibia is not None:
+        entries.append(("Dibia et al. COMBINED", dibia))
+    stats = [s for s in statistics_of(dict(entries))
+             if any(isinstance(values.get(s), Mapping) for _, values in entries)]
+    note = (f"Cells: mean ± sd over {fmt(cv.get('n_folds_run'))} held-out folds "
+            f"({fmt(cv.get('folds'))} folds × {fmt(cv.get('repeats'))} repeats, grouped by "
+            f"{cv.get('grouped_by', 'task')}).")
+    table = Table("Cross-validated agreement", ["model", *map(label, stats)], note=note)
+    for name, values in entries:
+        if "skipped" in values:
+            table.rows.append([Cell(name)] + [Cell(DASH, "muted")] * len(stats))
+            table.note += f" {name} skipped: {str(values['skipped']).rstrip('.')}."
+            continue
+        line = [Cell(name)]
+        for stat in stats:
+            value = values.get(stat) or {}
+            line.append(Cell(f"{fmt(value.get('mean'))} ± {fmt(value.get('sd'))}"))
+        table.rows.append(line)
+    return table

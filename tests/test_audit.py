@@ -1,0 +1,209 @@
+"""hybridmetric.audit: the results dict's numbers equal direct computations, and bad tables fail."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hybridmetric import stats
+from hybridmetric.audit import audit
+
+SYSTEMS = ["alpha", "beta", "gamma", "delta"]
+
+
+def _frame(seed: int = 0, n_tasks: int = 30) -> pd.DataFrame:
+    """Tasks x systems with three raters per row, a good, a weak and a hybrid metric."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for t in range(n_tasks):
+        difficulty = rng.normal()
+        for s, system in enumerate(SYSTEMS):
+            value = np.clip(s + difficulty + rng.normal(0, 1), 0, 4)
+            grades = {f"r{k}": float(np.clip(np.round(value + rng.normal(0, 0.7)), 0, 4))
+                      for k in rng.choice(5, 3, replace=False)}
+            rows.append({
+                "task_id": f"t{t}", "system": system, "candidate": "x",
+                "rating": float(np.mean(list(grades.values()))), "ratings": grades,
+                "score.good": value + rng.normal(0, 0.5),
+                "score.weak": value + rng.normal(0, 2.5),
+                "score.hybrid": value + rng.normal(0, 0.3),
+            })
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture(scope="module")
+def frame() -> pd.DataFrame:
+    return _frame()
+
+
+@pytest.fixture(scope="module")
+def results(frame) -> dict:
+    return audit(frame, seed=3, n_resamples=400, n_permutations=400)
+
+
+def test_results_are_strict_json_with_the_documented_keys(results):
+    text = json.dumps(results, allow_nan=False)
+    assert json.loads(text) == results
+    assert {"signature", "target", "n_rows", "n_tasks", "n_systems", "metrics", "focus",
+            "agreement", "comparisons", "ceiling", "counts", "skipped", "settings"} <= set(results)
+    assert (results["n_rows"], results["n_tasks"], results["n_systems"]) == (120, 30, 4)
+    assert results["metrics"] == ["score.good", "score.weak", "score.hybrid"]
+    assert results["focus"] == "score.hybrid"
+    assert "seed:3" in results["signature"] and "boot:400" in results["signature"]
+    assert results["skipped"] == []
+    assert results["counts"] == {"within_task_pairs": 30 * 6,
+                                 "human_tied_pairs": results["counts"]["human_tied_pairs"],
+                                 "tasks_with_pairs": 30}
+
+
+def test_agreement_values_equal_direct_statistics(frame, results):
+    human = frame["rating"].to_numpy()
+    groups = frame["task_id"].to_numpy()
+    systems = frame["system"].to_numpy()
+    for name in results["metrics"]:
+        metric = frame[name].to_numpy()
+        item = results["agreement"]["item"][name]
+        for statistic in ("pearson", "spearman", "kendall_tau_b", "kendall_tau_c"):
+            assert item[statistic]["value"] == pytest.approx(
+                stats.POINT_STATISTICS[statistic](metric, human))
+        assert item["pairwise_accuracy"]["value"] == pytest.approx(
+            stats.pairwise_accuracy(human, metric))
+        within = results["agreement"]["within_task"][name]
+        assert within["tau_darr"]["value"] == pytest.approx(stats.tau_darr(human, metric, groups))
+        assert within["spearman"]["value"] == pytest.approx(
+            np.nanmean(stats.per_group("spearman", human, metric, groups)))
+        epsilon, accuracy = stats.tie_calibration(human, metric, groups)
+        assert within["pairwise_accuracy_tc"]["value"] == pytest.approx(accuracy)
+        assert within["pairwise_accuracy_tc"]["epsilon"] == epsilon
+        system = results["agreement"]["system"][name]
+        assert system["pearson"]["value"] == pytest.approx(stats.pearson(
+            stats.system_means(metric, systems), stats.system_means(human, systems)))
+        for level in results["agreement"].values():
+            for estimate in level[name].values():
+                lo, hi = estimate["ci"]
+                assert lo <= hi and estimate["n_valid"] > 0
+
+
+def test_comparisons_pit_the_focus_against_every_other_metric(frame, results):
+    rows = results["comparisons"]
+    assert len(rows) == 2 * 3
+    assert {(r["level"], r["statistic"]) for r in rows} == {
+        ("item", "pearson"), ("within_task", "tau_darr"), ("system", "pearson")}
+    for row in rows:
+        assert row["a"] == "score.hybrid" and row["b"] in ("score.good", "score.weak")
+        assert row["delta"] == pytest.approx(row["value_a"] - row["value_b"])
+        assert 1 / 401 <= row["p_permutation"] <= 1
+        assert row["p_holm"] >= row["p_permutation"]
+        lo, hi = row["ci"]
+        assert lo <= hi
+    weak = [r for r in rows if r["b"] == "score.weak" and r["level"] != "system"]
+    assert all(r["p_permutation"] < 0.01 and r["ci"][0] > 0 for r in weak)
+    item = next(r for r in rows if r["b"] == "score.weak" and r["statistic"] == "pearson"
+                and r["level"] == "item")
+    human = frame["rating"].to_numpy()
+    h, w = frame["score.hybrid"].to_numpy(), frame["score.weak"].to_numpy()
+    assert item["p_williams"] == pytest.approx(stats.williams_test(
+        stats.pearson(h, human), stats.pearson(w, human), stats.pearson(h, w), human.size))
+    assert all(r["p_williams"] is None for r in rows if r["level"] == "within_task")
+
+
+def test_ceiling_from_per_rater_ratings(frame, results):
+    ceiling = results["ceiling"]
+    assert ceiling["n_raters"] == 5 and ceiling["n_ratings"] == 360
+    raters = sorted({r for cell in frame["ratings"] for r in cell})
+    matrix = np.array([[cell.get(r, np.nan) for cell in frame["ratings"]] for r in raters])
+    assert ceiling["krippendorff_alpha"]["interval"] == pytest.approx(
+        stats.krippendorff_alpha(matrix, "interval"))
+    _, _, own, rest = stats.rater_vs_rest(matrix)
+    lo_ro = ceiling["leave_one_rater_out"]
+    assert lo_ro["item"]["pearson"]["value"] == pytest.approx(stats.pearson(own, rest))
+    assert lo_ro["item"]["pearson"]["ci"][0] < lo_ro["item"]["pearson"]["value"]
+    assert set(ceiling["per_rater"]) == set(raters)
+
+
+def test_same_seed_same_numbers_other_seed_other_intervals(frame, results):
+    again = audit(frame, seed=3, n_resamples=400, n_permutations=400)
+    assert again == results
+    other = audit(frame, seed=4, n_resamples=400, n_permutations=400)
+    key = other["agreement"]["item"]["score.good"]["pearson"]
+    assert key["value"] == results["agreement"]["item"]["score.good"]["pearson"]["value"]
+    assert key["ci"] != results["agreement"]["item"]["score.good"]["pearson"]["ci"]
+
+
+def test_named_focus_and_missing_pieces(frame):
+    small = frame[["task_id", "candidate", "rating", "score.good", "score.weak"]]
+    result = audit(small, focus="score.weak", n_resamples=50, n_permutations=50)
+    assert result["focus"] == "score.weak" and result["focus_rule"] == "named"
+    assert "system" not in result["agreement"] and result["n_systems"] is None
+    assert any("no 'system' column" in reason for reason in result["skipped"])
+    assert "reason" in result["ceiling"]
+    assert {r["level"] for r in result["comparisons"]} == {"item", "within_task"}
+    best = audit(small, n_resamples=50, n_permutations=50)
+    assert best["focus"] == "score.good" and best["focus_rule"] == "best item pearson"
+
+
+def test_spearman_comparison_and_a_constant_metric(frame):
+    table = frame.assign(**{"score.flat": 0.5})
+    result = audit(table, metrics=["score.hybrid", "score.good", "score.flat"], n_resamples=50,
+                   n_permutations=50, comparisons=[("item", "spearman")])
+    rows = {r["b"]: r for r in result["comparisons"]}
+    assert rows["score.good"]["p_williams"] is not None
+    assert rows["score.good"]["p_holm"] == rows["score.good"]["p_permutation"]
+    assert rows["score.flat"]["p_permutation"] is None and rows["score.flat"]["delta"] is None
+    assert any("score.flat is constant" in reason for reason in result["skipped"])
+    assert result["agreement"]["item"]["score.flat"]["pearson"]["value"] is None
+    json.dumps(result, allow_nan=False)
+
+
+def test_bad_tables_fail_with_a_message(frame):
+    broken = frame.copy()
+    broken.loc[5, "rating"] = np.nan
+    with pytest.raises(ValueError, match="'rating' has 1 missing .* first at row 5"):
+        audit(broken, n_resamples=10, n_permutations=10)
+    with pytest.raises(ValueError, match="no 'score"):
+        audit(frame[["task_id", "rating"]], n_resamples=10, n_permutations=10)
+    with pytest.raises(ValueError, match="not among the audited metrics"):
+        audit(frame, focus="score.nope", n_resamples=10, n_permutations=10)
+    with pytest.raises(ValueError, match="no column 'value'"):
+        audit(frame, target="value", n_resamples=10, n_permutations=10)
+    odd = frame.copy()
+    odd["ratings"] = [dict(cell) for cell in odd["ratings"]]
+    odd.loc[7, "ratings"]["r9"] = "good"
+    with pytest.raises(ValueError, match="row 7, field 'ratings': rater 'r9'"):
+        audit(odd, n_resamples=10, n_permutations=10)
+    text = frame.assign(**{"score.good": "high"})
+    with pytest.raises(ValueError, match="'score.good' is not numeric"):
+        audit(text, n_resamples=10, n_permutations=10)
+
+
+def test_item_pair_statistics_are_left_out_above_the_row_limit(frame, monkeypatch):
+    monkeypatch.setattr("hybridmetric.stats.MAX_PAIR_ROWS", 100)
+    result = audit(frame, n_resamples=50, n_permutations=50)
+    item = result["agreement"]["item"]["score.good"]
+    assert set(item) == {"pearson", "spearman", "kendall_tau_b", "kendall_tau_c"}
+    assert item["kendall_tau_b"]["ci"] is None
+    assert item["kendall_tau_b"]["value"] == pytest.approx(stats.kendall_tau_b(
+        frame["score.good"].to_numpy(), frame["rating"].to_numpy()))
+    assert any("exceed 100" in reason for reason in result["skipped"])
+    with pytest.raises(ValueError, match="limit is 100 rows"):
+        stats.pairwise_accuracy(frame["rating"].to_numpy(), frame["score.good"].to_numpy())
+
+
+def test_missing_values_refused_or_dropped_explicitly():
+    rng = np.random.default_rng(3)
+    n = 60
+    frame = pd.DataFrame({"task_id": np.repeat(np.arange(20), 3).astype(str),
+                          "system": np.tile(["a", "b", "c"], 20),
+                          "rating": rng.integers(0, 5, n).astype(float),
+                          "score.x": rng.random(n), "score.y": rng.random(n)})
+    frame.loc[[4, 7], "score.y"] = np.nan
+    with pytest.raises(ValueError, match="score.y"):
+        audit(frame, n_resamples=50, n_permutations=50)
+    dropped = audit(frame, n_resamples=50, n_permutations=50, missing="drop-rows")
+    complete = audit(frame.drop(index=[4, 7]).reset_index(drop=True), n_resamples=50,
+                     n_permutations=50)
+    assert dropped["n_dropped_rows"] == 2 and dropped["n_rows"] == n - 2
+    assert dropped["agreement"] == complete["agreement"]

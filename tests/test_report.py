@@ -1,0 +1,331 @@
+"""The audit report: files, numbers traced to results.json, escaping, absent parts."""
+
+from __future__ import annotations
+
+import base64
+import copy
+import functools
+import io
+import json
+import re
+from html import escape
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from hybridmetric.audit import audit
+from hybridmetric.combine import MetricCard, fit_card
+from hybridmetric.report import write_report
+from hybridmetric.report.document import ceiling_by_level
+from hybridmetric.report.markdown import escape as md_escape
+from hybridmetric.report.plots import MAX_LEVELS, rating_groups, strip_plots
+from hybridmetric.report.tables import fmt, fmt_estimate, fmt_p, significance_matrix
+
+HOSTILE = "<script>alert('x')</script>|$x_{|&amp;"
+SYSTEMS = ("alpha", "beta", "gamma", "delta")
+
+
+def make_frame(seed: int = 7, hostile: bool = False) -> pd.DataFrame:
+    """A small scored study: 12 tasks x 4 systems, 3 of 5 raters per row, four metrics."""
+    rng = np.random.default_rng(seed)
+    raters = [f"r{k}" for k in range(4)] + [HOSTILE if hostile else "r4"]
+    rows = []
+    for task in range(12):
+        for s, system in enumerate(SYSTEMS):
+            quality = rng.uniform(0, 1) * 0.7 + 0.1 * s
+            ratings = {raters[k]: float(np.clip(np.round(4 * quality + rng.normal(0, 0.6)), 0, 4))
+                       for k in rng.choice(5, size=3, replace=False)}
+            rows.append({"task_id": f"t{task}", "system": system, "ratings": ratings,
+                         "rating": float(np.mean(list(ratings.values()))),
+                         "score.chrf": quality + rng.normal(0, 0.2),
+                         "score.edit_sim": quality + rng.normal(0, 0.3),
+                         "score.pass_rate": float(rng.uniform() < quality)})
+    frame = pd.DataFrame(rows)
+    frame["score.hybrid"] = 0.6 * frame["score.chrf"] + 0.4 * frame["score.edit_sim"]
+    if hostile:
+        frame[f"score.{HOSTILE}"] = frame["score.chrf"] * 0.5 + frame["score.pass_rate"]
+    return frame
+
+
+@functools.cache
+def _case(seed: int, hostile: bool) -> tuple[dict[str, Any], pd.DataFrame, dict[str, Any]]:
+    frame = make_frame(seed, hostile)
+    results = audit(frame, seed=1, n_resamples=200, n_permutations=200)
+    card = fit_card(frame, features=["chrf", "edit_sim"], seed=3, folds=3, repeats=2, n_boot=50,
+                    scorer_signatures={"chrf": "chrf|v1", "edit_sim": "edit|v1"},
+                    calibration="isotonic", scale=(0, 4)).data
+    return results, frame, card
+
+
+def make_case(seed: int = 7, hostile: bool = False) -> tuple[dict[str, Any], pd.DataFrame,
+                                                              dict[str, Any]]:
+    """The study, the real audit's results on it (few resamples) and a real metric card."""
+    return copy.deepcopy(_case(seed, hostile))
+
+
+@pytest.fixture(scope="module")
+def written(tmp_path_factory: pytest.TempPathFactory
+            ) -> tuple[dict[str, Path], dict[str, Any], dict[str, Any]]:
+    results, frame, card = make_case()
+    return write_report(results, frame, tmp_path_factory.mktemp("report"), card=card), results, card
+
+
+def td(estimate: dict[str, Any]) -> str:
+    """The HTML cell of an estimate: the value, then its CI in an unbreakable span."""
+    value, ci = fmt_estimate(estimate).split(" ", 1) if estimate.get("ci") else (
+        fmt_estimate(estimate), "")
+    return f'<td>{value} <span class="ci">{ci}</span></td>' if ci else f"<td>{value}</td>"
+
+
+def table_body_numbers(markdown: str) -> list[str]:
+    """Every standalone number in the body rows of the Markdown tables (headers left out)."""
+    lines = markdown.splitlines()
+    bodies = [line for i, line in enumerate(lines) if line.startswith("| ")
+              and not (i + 1 < len(lines) and lines[i + 1].startswith("|---"))]
+    number = r"(?<![\w.])-?\d+(?:\.\d+)?(?:e-\d+)?(?!\w)"
+    return [n for line in bodies for n in re.findall(number, line)]
+
+
+def formatted_numbers(node: Any) -> set[str]:
+    """Every number in a JSON tree, formatted every way the report formats numbers."""
+    found: set[str] = set()
+    if isinstance(node, dict):
+        for value in node.values():
+            found |= formatted_numbers(value)
+    elif isinstance(node, list):
+        for value in node:
+            found |= formatted_numbers(value)
+    elif isinstance(node, int | float) and not isinstance(node, bool):
+        found |= {fmt(node), fmt_p(node), str(node)}
+    elif isinstance(node, str):  # numbers inside text, e.g. a year in a method's description
+        found |= set(re.findall(r"\d+(?:\.\d+)?", node))
+    return found
+
+
+def test_writes_three_files_and_results_json_is_the_input(written) -> None:
+    paths, results, card = written
+    assert sorted(paths) == ["html", "json", "markdown"]
+    assert {p.name for p in paths.values()} == {"report.html", "report.md", "results.json"}
+    assert json.loads(paths["json"].read_text()) == {**results, "card": card}
+    assert paths["json"].read_text().startswith('{\n  "signature"')  # pretty-printed
+
+
+def test_every_table_number_comes_from_results_json(written) -> None:
+    paths, _, _ = written
+    known = formatted_numbers(json.loads(paths["json"].read_text()))
+    numbers = table_body_numbers(paths["markdown"].read_text())
+    assert len(numbers) > 150
+    stray = {n.lstrip("-") for n in numbers} - {k.lstrip("-") for k in known}
+    assert not stray, f"numbers in report.md not in results.json: {sorted(stray)[:10]}"
+
+
+def test_agreement_cells_in_html_and_markdown(written) -> None:
+    paths, results, _ = written
+    page, text = paths["html"].read_text(), paths["markdown"].read_text()
+    for level in results["agreement"].values():
+        for values in level.values():
+            for estimate in values.values():
+                cell = fmt_estimate(estimate)
+                assert td(estimate) in page
+                assert f"| {cell.replace('[', chr(92) + '[').replace(']', chr(92) + ']')} " in text
+    hybrid = results["agreement"]["item"]["score.hybrid"]
+    row = " | ".join(md_escape(fmt_estimate(hybrid[s])) for s in hybrid)
+    assert f"| score.hybrid | {row} |" in text  # one row, statistics in the header's order
+    header = "| metric | " + " | ".join(md_escape(s.replace("_", " ")) for s in hybrid) + " |"
+    assert header in text
+
+
+def test_html_is_self_contained_with_decodable_images(written) -> None:
+    page = written[0]["html"].read_text()
+    assert "<script" not in page.lower()
+    assert not re.search(r"https?://", page)
+    targets = re.findall(r'(?:src|href)="([^"]*)"', page)
+    assert all(t.startswith(("data:", "#")) for t in targets), targets
+    images = re.findall(r'src="data:image/png;base64,([^"]+)"', page)
+    assert len(images) == 4  # forest, strips, weights, calibration
+    for data in images:
+        image = Image.open(io.BytesIO(base64.b64decode(data)))
+        assert image.format == "PNG" and min(image.size) > 100
+        assert np.asarray(image.convert("L")).std() > 5  # something is drawn
+
+
+def test_ceiling_is_prominent_and_signatures_at_the_bottom(written) -> None:
+    paths, results, card = written
+    page = paths["html"].read_text()
+    assert '<section id="ceiling" class="prominent">' in page
+    assert page.index('id="ceiling"') < page.index('id="agreement"')
+    loo = results["ceiling"]["leave_one_rater_out"]
+    assert td(loo["item"]["pearson"]) in page
+    assert f"<td>{fmt(results['ceiling']['krippendorff_alpha']['ordinal'])}</td>" in page
+    best = max(results["agreement"]["item"].items(), key=lambda kv: kv[1]["pearson"]["value"])
+    lead = page[page.index('<p class="headline">'):page.index('<section')]
+    assert (f"Item level, pearson: best metric {best[0]}, {fmt_estimate(best[1]['pearson'])}; "
+            f"human ceiling {fmt_estimate(loo['item']['pearson'])}.") in lead
+    assert f"human ceiling {fmt_estimate(loo['within_task']['tau_darr'])}." in lead
+    footer = page[page.index("<footer>"):]
+    assert escape(results["signature"]) in footer
+    code = f'<code class="signature">{escape(card["signature"])}</code>'
+    assert f"<p>Card signature:</p>{code}" in page
+    assert paths["markdown"].read_text().rstrip().endswith(f"```\n{results['signature']}\n```")
+
+
+def test_hostile_names_are_escaped(tmp_path: Path) -> None:
+    results, frame, card = make_case(hostile=True)
+    paths = write_report(results, frame, tmp_path, card=card)
+    page = paths["html"].read_text()
+    assert "<script" not in page
+    hostile = "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;|$x_{|&amp;amp;"
+    assert f"<td>score.{hostile}</td>" in page  # a metric
+    assert f"<td>{hostile}</td>" in page  # a rater
+    text = paths["markdown"].read_text()
+    assert md_escape(HOSTILE) in text
+    lines = text.splitlines()
+    for i, line in enumerate(lines):  # every row has its table's column count; no pipe leaks
+        if line.startswith("|---"):
+            width = len(re.findall(r"(?<!\\)\|", lines[i - 1]))
+            j = i + 1
+            while j < len(lines) and lines[j].startswith("| "):
+                assert len(re.findall(r"(?<!\\)\|", lines[j])) == width, lines[j]
+                j += 1
+
+
+def test_markdown_escape() -> None:
+    assert md_escape("a|b_c<d>*e`[f]$") == r"a\|b\_c\<d\>\*e\`\[f\]\$"
+    assert md_escape("two\nlines") == "two lines"
+
+
+def test_number_formats() -> None:
+    assert fmt(None) == "—" and fmt(float("nan")) == "—" and fmt(12) == "12"
+    assert fmt(0.41249) == "0.412" and fmt(-0.0005) == "-0.001"
+    assert fmt_p(1 / 10001) == "1.0e-04" and fmt_p(0.03125) == "0.031" and fmt_p(None) == "—"
+    assert fmt_estimate({"value": 0.5, "ci": [0.25, 0.75]}) == "0.500 [0.250, 0.750]"
+    assert fmt_estimate({"value": 0.5, "ci": None}) == "0.500"
+
+
+def test_significance_matrix_styles() -> None:
+    def row(b: str, level: str, delta: float, p: float | None) -> dict[str, Any]:
+        return {"a": "h", "b": b, "level": level, "statistic": "pearson", "delta": delta,
+                "p_holm": p}
+
+    rows = [row("x", "item", 0.1, 0.01), row("y", "item", -0.2, 0.0004),
+            row("z", "item", 0.3, 0.2), row("x", "system", 0.0, None)]
+    table = significance_matrix(rows, 0.05)
+    assert table.title == "Significance: h against each metric"
+    assert table.columns == ["metric b", "item: pearson", "system: pearson"]
+    assert [[(c.text, c.style) for c in line] for line in table.rows] == [
+        [("x", ""), ("0.100 (0.010)", "good"), ("0.000 (—)", "muted")],
+        [("y", ""), ("-0.200 (4.0e-04)", "bad"), ("·", "muted")],
+        [("z", ""), ("0.300 (0.200)", "muted"), ("·", "muted")],
+    ]
+    rows.append({**row("y", "item", 0.05, 0.04), "a": "x"})
+    table = significance_matrix(rows, 0.05)
+    assert table.columns[0] == "a − b"
+    assert [c.text for c in table.rows[-1]] == ["x − y", "0.050 (0.040)", "·"]
+
+
+def test_no_card_and_no_ratings_say_so(tmp_path: Path) -> None:
+    frame = make_frame().drop(columns="ratings")
+    results = audit(frame, seed=1, n_resamples=50, n_permutations=50)
+    paths = write_report(results, frame, tmp_path)
+    page, text = paths["html"].read_text(), paths["markdown"].read_text()
+    for body in (page, text):
+        assert "No metric card was given" in body
+        assert "The human ceiling could not be computed: the table has no per" in body
+        assert "Human ceiling: not computed (no per-rater ratings)" in body
+        assert "Weights" not in body and "Calibration" not in body
+    assert "card" not in json.loads(paths["json"].read_text())
+    assert page.count("data:image/png") == 2  # forest and strips only
+    assert "Dashed lines" not in page
+
+
+def test_ceiling_none_is_explained(tmp_path: Path) -> None:
+    results, frame, _ = make_case()
+    results["ceiling"] = None
+    page = write_report(results, frame, tmp_path)["html"].read_text()
+    assert "The human ceiling could not be computed: the results hold no inter-rater" in page
+
+
+def test_card_inside_results_is_used_and_conflicts_fail(tmp_path: Path) -> None:
+    results, frame, card = make_case()
+    paths = write_report({**results, "card": card}, frame, tmp_path)
+    weight = card["weights"]["score.chrf"]
+    assert td(weight) in paths["html"].read_text()
+    with pytest.raises(ValueError, match="different metric card"):
+        write_report({**results, "card": card}, frame, tmp_path, card={**card, "intercept": 0.0})
+    with pytest.raises(TypeError, match=r"MetricCard.data"):
+        write_report(results, frame, tmp_path, card=MetricCard(card))
+
+
+@pytest.mark.parametrize(("path", "value", "message"), [
+    (("agreement", "item", "score.chrf", "pearson", "value"), float("nan"), "is nan"),
+    (("n_rows",), np.int64(3), "is a int64"),
+    (("settings", "seed"), float("inf"), "is inf"),
+])
+def test_non_json_results_fail_naming_the_place(tmp_path: Path, path, value, message) -> None:
+    results, frame, _ = make_case()
+    node = results
+    for key in path[:-1]:
+        node = node[key]
+    node[path[-1]] = value
+    where = "results" + "".join(f"[{key!r}]" for key in path)
+    with pytest.raises(ValueError, match=re.escape(where) + " " + message):
+        write_report(results, frame, tmp_path)
+    assert not (tmp_path / "results.json").exists()
+
+
+def test_metric_without_column_and_missing_target_fail(tmp_path: Path) -> None:
+    results, frame, _ = make_case()
+    with pytest.raises(ValueError, match="metric 'score.chrf' of the results is not a column"):
+        write_report(results, frame.drop(columns="score.chrf"), tmp_path)
+    with pytest.raises(ValueError, match="target 'rating' of the results is not a column"):
+        write_report(results, frame.drop(columns="rating"), tmp_path)
+    with pytest.raises(ValueError, match="no 'signature'"):
+        write_report({k: v for k, v in results.items() if k != "signature"}, frame, tmp_path)
+
+
+def test_ceiling_by_level() -> None:
+    results, _, _ = make_case()
+    assert ceiling_by_level(results) == results["ceiling"]["leave_one_rater_out"]
+    assert ceiling_by_level({**results, "ceiling": {"reason": "no raters"}}) == {}
+    assert ceiling_by_level({**results, "ceiling": None}) == {}
+
+
+def test_strip_plot_survives_an_all_missing_metric() -> None:
+    _, frame, _ = make_case()
+    frame["score.none"] = np.nan
+    png = strip_plots(frame, "rating", ["score.none", "score.chrf"])
+    assert Image.open(io.BytesIO(png)).format == "PNG"
+
+
+def test_rating_groups_by_value_then_by_bin() -> None:
+    group, positions = rating_groups(np.array([0.0, 1.0, 4.0, 1.0]))
+    assert group.tolist() == [0, 1, 2, 1] and positions.tolist() == [0.0, 1.0, 4.0]
+    fine = np.arange(0, 4.01, 0.25)  # 17 values > MAX_LEVELS: equal-width bins of width 1/3
+    assert MAX_LEVELS == 12
+    group, positions = rating_groups(fine)
+    assert group[[0, 1, 2, 5, -1]].tolist() == [0, 0, 1, 3, 11]  # 0.25 < 1/3 <= 0.5; 4.0 last
+    np.testing.assert_allclose(positions[[0, -1]], [1 / 6, 4 - 1 / 6])
+
+
+def test_short_resamples_and_exact_settings_are_reported(tmp_path: Path) -> None:
+    results, frame, _ = make_case()
+    results["agreement"]["system"]["score.pass_rate"]["spearman"]["n_valid"] = 187
+    results["settings"]["tie_threshold"] = 0.0001
+    text = write_report(results, frame, tmp_path)["markdown"].read_text()
+    assert ("CIs from fewer resamples, where the statistic was undefined in the others: "
+            "score.pass\\_rate spearman (187 of 200).") in text
+    assert text.count("CIs from fewer resamples") == 1
+    assert "| tie threshold | 0.0001 |" in text
+    assert "Cells: estimate \\[95% bootstrap CI over tasks\\]." in text
+
+
+def test_same_input_gives_byte_identical_files(written, tmp_path: Path) -> None:
+    paths, results, card = written
+    _, frame, _ = make_case()
+    again = write_report(results, frame, tmp_path, card=card)
+    for kind, path in paths.items():
+        assert again[kind].read_bytes() == path.read_bytes(), kind

@@ -1,0 +1,380 @@
+"""hybridmetric.stats against independent computations: scipy, statsmodels, the krippendorff
+package's published examples, brute force, exhaustive enumeration and hand-worked cases."""
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pytest
+import scipy.stats
+from statsmodels.stats.multitest import multipletests
+
+from hybridmetric import stats
+
+
+def _data(seed: int, n_groups: int = 12, size: int = 4, levels: int = 5
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Tied integer ratings, a noisy metric with ties, and group labels (all groups of ``size``)."""
+    rng = np.random.default_rng(seed)
+    human = rng.integers(0, levels, n_groups * size).astype(float)
+    metric = np.round(human + rng.normal(0, 1.5, human.size), 1)
+    groups = np.repeat([f"task{k}" for k in range(n_groups)], size)
+    return human, metric, groups
+
+
+def _materialise(counts_row: np.ndarray, groups: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Row indices of one group resample and a distinct label per copy of a group."""
+    labels, codes = np.unique(groups, return_inverse=True)
+    rows, copy_labels = [], []
+    for g, times in enumerate(counts_row.astype(int)):
+        members = np.flatnonzero(codes == g)
+        for copy in range(times):
+            rows.extend(members)
+            copy_labels.extend([f"{labels[g]}#{copy}"] * members.size)
+    return np.array(rows), np.array(copy_labels)
+
+
+# ---- point estimates ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("name, reference", [
+    ("pearson", lambda x, y: scipy.stats.pearsonr(x, y).statistic),
+    ("spearman", lambda x, y: scipy.stats.spearmanr(x, y).statistic),
+    ("kendall_tau_b", lambda x, y: scipy.stats.kendalltau(x, y, variant="b").statistic),
+    ("kendall_tau_c", lambda x, y: scipy.stats.kendalltau(x, y, variant="c").statistic),
+])
+def test_point_statistics_equal_scipy(name, reference):
+    human, metric, _ = _data(0)
+    assert stats.POINT_STATISTICS[name](metric, human) == pytest.approx(reference(metric, human))
+    assert np.isnan(stats.POINT_STATISTICS[name](np.ones(5), np.arange(5.0)))
+
+
+def test_bad_inputs_fail_loudly():
+    with pytest.raises(ValueError, match="missing or infinite value at position 1"):
+        stats.pearson(np.array([1.0, np.nan, 2.0]), np.array([1.0, 2.0, 3.0]))
+    with pytest.raises(ValueError, match="differ in length"):
+        stats.spearman(np.arange(3.0), np.arange(4.0))
+    with pytest.raises(ValueError, match="at least 2"):
+        stats.kendall_tau_b(np.array([1.0]), np.array([1.0]))
+    with pytest.raises(ValueError, match="constant metric"):
+        stats.zscore(np.ones(4))
+
+
+@pytest.mark.parametrize("name", stats.ROWWISE_STATISTICS)
+def test_rowwise_and_per_group_match_scipy_row_by_row(name):
+    rng = np.random.default_rng(1)
+    x = rng.integers(0, 4, (30, 6)).astype(float)
+    y = rng.integers(0, 3, (30, 6)).astype(float)
+    x[0] = 2.0  # a constant row
+    got = stats.rowwise(name, x, y)
+    for r in range(x.shape[0]):
+        if name == "pairwise_accuracy":
+            expected = stats.pairwise_accuracy(y[r], x[r])
+        else:
+            expected = stats.POINT_STATISTICS[name](x[r], y[r])
+        np.testing.assert_allclose(got[r], expected, equal_nan=True, atol=1e-12)
+    # per_group with unequal group sizes and a single-row group (nan)
+    human, metric = y.ravel()[:20], x.ravel()[:20]
+    groups = np.array(["a"] * 3 + ["b"] * 7 + ["c"] + ["d"] * 9)
+    values = stats.per_group(name, human, metric, groups)
+    assert np.isnan(values[2])
+    for label in "abd":
+        rows = groups == label
+        expected = stats.rowwise(name, metric[rows][None], human[rows][None])[0]
+        np.testing.assert_allclose(values["abcd".index(label)], expected, equal_nan=True)
+
+
+# ---- pairwise accuracy, tie calibration, da-RR tau --------------------------------------------
+
+def test_pairwise_accuracy_hand_computed():
+    human = np.array([1.0, 2.0, 3.0, 3.0])
+    metric = np.array([1.0, 3.0, 2.0, 2.0])
+    # pairs: (0,1) agree, (0,2) agree, (0,3) agree, (1,2) disagree, (1,3) disagree, (2,3) tie=tie
+    assert stats.pairwise_accuracy(human, metric) == pytest.approx(4 / 6)
+    # with epsilon 1 only (0,1) keeps its order; (2,3) stays a shared tie
+    assert stats.pairwise_accuracy(human, metric, epsilon=1.0) == pytest.approx(2 / 6)
+
+
+def _brute_accuracy(human, metric, epsilon, groups=None):
+    per = {}
+    for i, j in itertools.combinations(range(human.size), 2):
+        if groups is not None and groups[i] != groups[j]:
+            continue
+        dm = metric[i] - metric[j]
+        m = 0 if abs(dm) <= epsilon else np.sign(dm)
+        per.setdefault(None if groups is None else groups[i], []).append(
+            m == np.sign(human[i] - human[j]))
+    return float(np.mean([np.mean(v) for v in per.values()]))
+
+
+@pytest.mark.parametrize("grouped", [False, True])
+def test_tie_calibration_equals_brute_force_search(grouped):
+    human, metric, groups = _data(2, n_groups=8, size=5)
+    metric = np.round(metric / 3, 0)  # coarse, so ties and small gaps are common
+    g = groups if grouped else None
+    epsilon, accuracy = stats.tie_calibration(human, metric, g)
+    gaps = {0.0} | {abs(a - b) for a, b in itertools.combinations(metric, 2)}
+    brute = {eps: _brute_accuracy(human, metric, eps, g) for eps in sorted(gaps)}
+    best = max(brute.values())
+    assert accuracy == pytest.approx(best)
+    assert epsilon == min(e for e, v in brute.items() if v == pytest.approx(best))
+    acc0, eps, acc = stats.accuracy_and_calibration(human, metric, g)
+    assert acc0 == pytest.approx(brute[0.0]) == pytest.approx(stats.pairwise_accuracy(
+        human, metric, g))
+    assert (eps, acc) == (epsilon, accuracy)
+
+
+def test_tie_calibration_finds_a_positive_threshold_when_humans_tie_often():
+    human = np.array([0.0, 0.0, 0.0, 0.0, 1.0, 1.0, 1.0, 1.0])
+    metric = np.array([0.0, 0.01, 0.02, 0.03, 1.0, 1.01, 1.02, 1.03])
+    epsilon, accuracy = stats.tie_calibration(human, metric)
+    assert accuracy == 1.0
+    assert epsilon == pytest.approx(0.03)
+
+
+def _codebertscore_darr(human, metric, groups, threshold):
+    """CodeBERTScore's kendalls_tau_darr, re-written from evaluation/calc_correlation.py."""
+    c = d = t = 0
+    for i, j in itertools.permutations(range(human.size), 2):  # their ordered pairs
+        if groups[i] != groups[j]:
+            continue
+        def rank(a, b):
+            return (1, 1) if a == b or abs(a - b) < threshold else ((1, 2) if a > b else (2, 1))
+        h, m = rank(human[i], human[j]), rank(metric[i], metric[j])
+        if h[0] == h[1]:
+            continue
+        if m[0] == m[1]:
+            t += 1
+        elif (h[0] < h[1]) == (m[0] < m[1]):
+            c += 1
+        else:
+            d += 1
+    return (c - d) / (c + d + t)
+
+
+def test_tau_darr_hand_case_and_codebertscore_loop():
+    human = np.array([1.0, 2.0, 3.0, 1.0, 1.0, 2.0])
+    metric = np.array([0.1, 0.3, 0.2, 0.5, 0.4, 0.4])
+    groups = np.array(["a", "a", "a", "b", "b", "b"])
+    # a: (0,1) C, (0,2) C, (1,2) D; b: (3,4) human tie skipped, (3,5) D, (4,5) metric tie
+    assert stats.tau_darr(human, metric, groups) == pytest.approx((2 - 2) / 5)
+    np.testing.assert_array_equal(stats.darr_counts(human, metric, groups), [[2, 1, 0], [0, 1, 1]])
+    human, metric, groups = _data(3, n_groups=10, size=5)
+    metric = np.round(metric / 4, 3)
+    for threshold in (0.0, 0.001, 0.3):
+        assert stats.tau_darr(human, metric, groups, threshold, inclusive=False) == pytest.approx(
+            _codebertscore_darr(human, metric, groups, threshold))
+
+
+# ---- bootstrap over groups --------------------------------------------------------------------
+
+def test_group_bootstrap_counts_are_seeded_whole_groups():
+    counts = stats.group_bootstrap_counts(7, 50, seed=3)
+    assert counts.shape == (50, 7)
+    np.testing.assert_array_equal(counts.sum(axis=1), 7)
+    np.testing.assert_array_equal(counts, np.round(counts))
+    np.testing.assert_array_equal(counts, stats.group_bootstrap_counts(7, 50, seed=3))
+    assert not np.array_equal(counts, stats.group_bootstrap_counts(7, 50, seed=4))
+    with pytest.raises(ValueError, match="at least 2 groups"):
+        stats.group_bootstrap_counts(1, 10, seed=0)
+
+
+def test_bootstrap_statistics_equal_materialised_resamples():
+    human, metric, groups = _data(4, n_groups=9, size=4)
+    labels, codes = stats.group_codes(groups)
+    counts = stats.group_bootstrap_counts(labels.size, 6, seed=5)
+    pearson = stats.bootstrap_correlation("pearson", human, metric, codes, counts)
+    spearman = stats.bootstrap_correlation("spearman", human, metric, codes, counts)
+    pairs = stats.bootstrap_pair_statistics(human, metric, codes, counts, epsilon=0.5)
+    darr = stats.bootstrap_darr(stats.darr_counts(human, metric, groups), counts)
+    per_task = stats.per_group("kendall_tau_b", human, metric, groups)
+    mean_tau = stats.bootstrap_group_mean(per_task, counts)
+    systems = np.tile(["s1", "s2", "s3", "s4"], labels.size)
+    _, system_codes = stats.group_codes(systems)
+    means = stats.bootstrap_system_means(metric, codes, system_codes, counts)
+    for b in range(counts.shape[0]):
+        rows, copies = _materialise(counts[b], groups)
+        h, m = human[rows], metric[rows]
+        assert pearson[b] == pytest.approx(scipy.stats.pearsonr(m, h).statistic)
+        assert spearman[b] == pytest.approx(scipy.stats.spearmanr(m, h).statistic)
+        assert pairs["kendall_tau_b"][b] == pytest.approx(
+            scipy.stats.kendalltau(m, h, variant="b").statistic)
+        assert pairs["kendall_tau_c"][b] == pytest.approx(
+            scipy.stats.kendalltau(m, h, variant="c").statistic)
+        assert pairs["pairwise_accuracy"][b] == pytest.approx(_brute_accuracy(h, m, 0.0))
+        assert pairs["pairwise_accuracy_tc"][b] == pytest.approx(_brute_accuracy(h, m, 0.5))
+        assert darr[b] == pytest.approx(stats.tau_darr(h, m, copies))
+        assert mean_tau[b] == pytest.approx(
+            np.nanmean(stats.per_group("kendall_tau_b", h, m, copies)))
+        np.testing.assert_allclose(means[b], stats.system_means(m, systems[rows]))
+
+
+def test_weighted_statistic_equals_repeated_rows():
+    rng = np.random.default_rng(6)
+    x, y = rng.integers(0, 4, 10).astype(float), rng.integers(0, 3, 10).astype(float)
+    weights = rng.integers(0, 3, (5, 10)).astype(float)
+    for name, function in (("pearson", scipy.stats.pearsonr), ("spearman", scipy.stats.spearmanr)):
+        got = stats.weighted_statistic(name, x, y, weights)
+        for b in range(5):
+            rows = np.repeat(np.arange(10), weights[b].astype(int))
+            assert got[b] == pytest.approx(function(x[rows], y[rows]).statistic)
+
+
+def test_percentile_and_difference_intervals():
+    values = np.r_[np.arange(101.0), np.nan]
+    assert stats.percentile_ci(values, 0.9) == pytest.approx((5.0, 95.0))
+    a, b = np.arange(101.0), np.zeros(101)
+    assert stats.bootstrap_difference_ci(a, b, 0.9) == pytest.approx((5.0, 95.0))
+    with pytest.raises(ValueError, match="same resamples"):
+        stats.bootstrap_difference_ci(a, b[:5])
+
+
+# ---- significance -----------------------------------------------------------------------------
+
+def _williams_graham_baldwin(r12, r13, r23, n):
+    """Graham & Baldwin (2014) eq. 1, with K as the determinant of the correlation matrix."""
+    k = np.linalg.det(np.array([[1, r12, r13], [r12, 1, r23], [r13, r23, 1]]))
+    t = (r12 - r13) * np.sqrt((n - 1) * (1 + r23)) / np.sqrt(
+        2 * k * (n - 1) / (n - 3) + ((r12 + r13) / 2) ** 2 * (1 - r23) ** 3)
+    return 1 - scipy.stats.t.cdf(t, n - 3)
+
+
+@pytest.mark.parametrize("r12, r13, r23, n", [(0.6, 0.5, 0.7, 100), (0.45, 0.5, 0.3, 30),
+                                              (0.9, 0.85, 0.95, 500), (0.2, 0.1, -0.2, 10)])
+def test_williams_matches_graham_baldwin_formula(r12, r13, r23, n):
+    p = stats.williams_test(r12, r13, r23, n)
+    assert p == pytest.approx(_williams_graham_baldwin(r12, r13, r23, n), rel=1e-9)
+    assert p + stats.williams_test(r13, r12, r23, n) == pytest.approx(1.0)
+
+
+def test_williams_rejects_tiny_samples():
+    with pytest.raises(ValueError, match="more than 3"):
+        stats.williams_test(0.5, 0.4, 0.3, 3)
+
+
+def _fixture_for_perm(seed, n_groups=3, size=3):
+    rng = np.random.default_rng(seed)
+    n = n_groups * size
+    human = rng.integers(0, 4, n).astype(float)
+    a = human + rng.normal(0, 0.8, n)
+    b = human + rng.normal(0, 1.6, n)
+    groups = np.repeat(np.arange(n_groups), size).astype(str)
+    systems = np.tile(np.arange(size), n_groups).astype(str)
+    return human, a, b, groups, systems
+
+
+@pytest.mark.parametrize("level, statistic", [("item", "pearson"), ("item", "spearman"),
+                                              ("within_task", "tau_darr"),
+                                              ("system", "pearson"), ("system", "spearman")])
+def test_perm_both_matches_exhaustive_enumeration(level, statistic):
+    human, a, b, groups, systems = _fixture_for_perm(7)
+    batch = stats.batch_statistic(level, statistic, human, groups, systems)
+    za, zb = stats.zscore(a), stats.zscore(b)
+    delta = batch(za)[0] - batch(zb)[0]
+    swaps = np.array(list(itertools.product([False, True], repeat=a.size)))
+    exhaustive = batch(np.where(swaps, zb, za)) - batch(np.where(swaps, za, zb))
+    exact = np.mean(exhaustive >= delta - 1e-12)
+    n = 20000
+    p, got_delta, deltas = stats.perm_both(batch, a, b, n, seed=11)
+    assert got_delta == pytest.approx(delta)
+    assert abs(p - exact) < 4 * np.sqrt(exact * (1 - exact) / n) + 2 / n
+    assert p == (np.count_nonzero(deltas >= got_delta - 1e-12) + 1) / (n + 1)
+    assert stats.perm_both(batch, a, b, 50, seed=11)[0] == stats.perm_both(batch, a, b, 50, 11)[0]
+
+
+@pytest.mark.parametrize("level, statistic", [("item", "pearson"), ("item", "spearman"),
+                                              ("within_task", "tau_darr"),
+                                              ("within_task", "spearman"),
+                                              ("system", "kendall_tau_b")])
+def test_batch_fast_paths_equal_direct_statistics(level, statistic):
+    human, metric, groups = _data(8, n_groups=6, size=4)
+    other = np.round(human * 0.5 + np.random.default_rng(9).normal(0, 1, human.size), 1)
+    systems = np.tile(["p", "q", "r", "s"], 6)
+    batch = stats.batch_statistic(level, statistic, human, groups, systems)
+    swap = np.random.default_rng(10).random((7, human.size)) < 0.5
+    fast = batch.swapped(metric, other, swap)
+    mixed = np.where(swap, other, metric)
+    np.testing.assert_allclose(fast, batch(mixed), atol=1e-10)
+    for row, value in zip(mixed, fast, strict=True):
+        if level == "item":
+            expected = stats.POINT_STATISTICS[statistic](row, human)
+        elif statistic == "tau_darr":
+            expected = stats.tau_darr(human, row, groups)
+        elif level == "within_task":
+            expected = np.nanmean(stats.per_group(statistic, human, row, groups))
+        else:
+            expected = stats.POINT_STATISTICS[statistic](stats.system_means(row, systems),
+                                                         stats.system_means(human, systems))
+        assert value == pytest.approx(expected)
+
+
+def test_batch_statistic_rejects_unknown_combinations():
+    with pytest.raises(ValueError, match="no batch form"):
+        stats.batch_statistic("item", "kendall_tau_b", np.arange(5.0))
+
+
+def test_holm_equals_statsmodels():
+    p = np.array([0.01, 0.04, 0.03, 0.2, 0.005, 0.04])
+    np.testing.assert_allclose(stats.holm(p), multipletests(p, method="holm")[1])
+    with_nan = stats.holm([0.02, np.nan, 0.01])
+    assert np.isnan(with_nan[1])
+    np.testing.assert_allclose(with_nan[[0, 2]], multipletests([0.02, 0.01], method="holm")[1])
+
+
+# ---- inter-rater agreement --------------------------------------------------------------------
+
+def test_krippendorff_alpha_published_examples():
+    nan = np.nan
+    # the krippendorff package's docstring example
+    data = [[nan, nan, nan, nan, nan, 3, 4, 1, 2, 1, 1, 3, 3, nan, 3],
+            [1, nan, 2, 1, 3, 3, 4, 3, nan, nan, nan, nan, nan, nan, nan],
+            [nan, nan, 2, 1, 3, 4, 4, nan, 2, 1, 1, 3, 3, nan, 4]]
+    assert round(stats.krippendorff_alpha(np.array(data), "interval"), 6) == 0.810845
+    # Krippendorff (2011), "Computing Krippendorff's alpha-reliability", 4 coders x 12 units
+    data = [[1, 2, 3, 3, 2, 1, 4, 1, 2, nan, nan, nan],
+            [1, 2, 3, 3, 2, 2, 4, 1, 2, 5, nan, 3],
+            [nan, 3, 3, 3, 2, 3, 4, 2, 2, 5, 1, nan],
+            [1, 2, 3, 3, 2, 4, 4, 1, 2, 5, 1, nan]]
+    assert round(stats.krippendorff_alpha(np.array(data), "ordinal"), 3) == 0.815
+    assert round(stats.krippendorff_alpha(np.array(data), "interval"), 3) == 0.849
+    with pytest.raises(ValueError, match="level must be"):
+        stats.krippendorff_alpha(np.array(data), "nominal")
+    with pytest.raises(ValueError, match="two or more raters"):
+        stats.krippendorff_alpha(np.array([[1.0, nan], [nan, 2.0]]))
+
+
+def test_rater_vs_rest_and_leave_one_rater_out():
+    nan = np.nan
+    data = np.array([[1, 2, 3, nan, 4],
+                     [2, 2, nan, 1, 3],
+                     [3, nan, 1, nan, 5]], float)
+    rater, unit, own, rest = stats.rater_vs_rest(data)
+    cells = {(int(r), int(u)): (o, s) for r, u, o, s in zip(rater, unit, own, rest, strict=True)}
+    assert cells[(0, 0)] == (1.0, 2.5)
+    assert cells[(1, 1)] == (2.0, 2.0)
+    assert cells[(2, 2)] == (1.0, 3.0)
+    assert (1, 3) not in cells  # unit 3 has one rating only
+    assert len(cells) == 10
+    result = stats.leave_one_rater_out(data, "pearson")
+    assert set(result) == {0, 1, 2}
+    n0, r0 = result[0]
+    assert n0 == 4
+    assert r0 == pytest.approx(scipy.stats.pearsonr([1, 2, 3, 4], [2.5, 2.0, 1.0, 4.0]).statistic)
+
+
+# ---- published numbers ------------------------------------------------------------------------
+
+def test_reproduce_tables_matches_published_numbers(shared_data, capsys):
+    """analysis/reproduce_tables.py: CodeBERTScore Table 1 within 0.01, ICE-Score exactly."""
+    path = Path(__file__).resolve().parents[1] / "analysis" / "reproduce_tables.py"
+    spec = importlib.util.spec_from_file_location("reproduce_tables", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.codebertscore_table1(shared_data)
+    assert module.ice_conala(shared_data)
+    assert module.ice_humaneval(shared_data)
+    printed = capsys.readouterr().out
+    assert "chrF                                 ours 0.473 0.641 0.624" in printed
+    assert "DIFFERS" not in printed
