@@ -21,7 +21,7 @@ from typing import Any
 
 import pandas as pd
 
-from hybridmetric.schema import CONTAINER_COLUMNS, Location, RecordError, validate
+from hybridmetric.schema import Location, RecordError, is_container, validate
 
 FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 STUDY_FILE = "generations.jsonl"
@@ -58,9 +58,7 @@ def _read_jsonl(path: Path) -> tuple[pd.DataFrame, Location]:
 
 
 def _decode_containers(frame: pd.DataFrame, where: Location) -> pd.DataFrame:
-    for column in CONTAINER_COLUMNS:
-        if column not in frame.columns:
-            continue
+    for column in filter(is_container, frame.columns):
         decoded = []
         for position, value in enumerate(frame[column].tolist()):
             if isinstance(value, str):
@@ -120,7 +118,7 @@ def read_generations(source: str | os.PathLike | pd.DataFrame) -> pd.DataFrame:
     return validate(frame, where)
 
 
-def _plain(value: Any) -> Any:
+def plain(value: Any) -> Any:
     """JSON-ready value: NaN becomes null, numpy scalars and arrays become Python ones."""
     if isinstance(value, float) and math.isnan(value):
         return None
@@ -157,14 +155,13 @@ def write_generations(frame: pd.DataFrame, path: str | os.PathLike) -> Path:
             columns = list(frame.columns)
             with temporary.open("w", encoding="utf-8") as handle:
                 for row in frame.itertuples(index=False, name=None):
-                    record = {c: _plain(v) for c, v in zip(columns, row, strict=True)}
+                    record = {c: plain(v) for c, v in zip(columns, row, strict=True)}
                     handle.write(json.dumps(record, ensure_ascii=False) + "\n")
         else:
             flat = frame.copy()
-            for column in CONTAINER_COLUMNS:
-                if column in flat.columns:
-                    flat[column] = [None if v is None else json.dumps(_plain(v), ensure_ascii=False)
-                                    for v in flat[column]]
+            for column in filter(is_container, flat.columns):
+                flat[column] = [None if v is None else json.dumps(plain(v), ensure_ascii=False)
+                                for v in flat[column]]
             if kind == "csv":
                 flat.to_csv(temporary, index=False)
             else:
@@ -177,7 +174,7 @@ def frame_hash(frame: pd.DataFrame) -> str:
     digest = hashlib.sha256()
     digest.update(json.dumps(list(frame.columns)).encode())
     for row in frame.itertuples(index=False, name=None):
-        digest.update(json.dumps([_plain(v) for v in row], sort_keys=True, default=str).encode())
+        digest.update(json.dumps([plain(v) for v in row], sort_keys=True, default=str).encode())
     return digest.hexdigest()
 
 

@@ -21,6 +21,13 @@ CONTAINER_COLUMNS = ("references", "tests", "ratings")
 DEFAULT_LANGUAGE = "python"
 TESTS_KEYS = {"language", "prefix", "suffix", "cases", "timeout_s", "network"}
 SCORE_PREFIX = "score."
+#: Per-row details a scorer reports beside its scores (e.g. ``outcomes.pass_rate``); JSON values.
+DETAIL_PREFIX = "outcomes."
+
+
+def is_container(column: str) -> bool:
+    """Whether a column holds lists or objects (stored as JSON text in CSV and Parquet)."""
+    return column in CONTAINER_COLUMNS or column.startswith(DETAIL_PREFIX)
 
 
 class RecordError(ValueError):

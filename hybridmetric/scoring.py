@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 from tqdm.auto import tqdm
 
-from hybridmetric.io import atomic_path, frame_hash, read_generations, write_generations
+from hybridmetric.io import atomic_path, frame_hash, plain, read_generations, write_generations
+from hybridmetric.schema import SCORE_PREFIX
 from hybridmetric.scorers import Scorer
 from hybridmetric.signature import environment
 
@@ -63,15 +63,14 @@ def _read_journal(path: Path, expected: dict[str, Any]) -> dict[int, dict[str, f
     for text in lines[1:-1]:
         chunk = json.loads(text)
         for i, row in enumerate(chunk["rows"]):
-            done[row] = {c: math.nan if v[i] is None else v[i] for c, v in chunk["scores"].items()}
+            done[row] = {c: math.nan if v[i] is None and c.startswith(SCORE_PREFIX) else v[i]
+                         for c, v in chunk["scores"].items()}
     return done
 
 
 def _append(handle: Any, rows: Sequence[int], scores: pd.DataFrame) -> None:
-    payload = {
-        "rows": [int(r) for r in rows],
-        "scores": {c: [None if np.isnan(v) else float(v) for v in scores[c]] for c in scores},
-    }
+    payload = {"rows": [int(r) for r in rows],
+               "scores": {c: [plain(v) for v in scores[c]] for c in scores}}
     handle.write(json.dumps(payload) + "\n")
     handle.flush()
     os.fsync(handle.fileno())
@@ -96,7 +95,7 @@ def score(
     names = [s.alias for s in scorers]
     if len(set(names)) != len(names):
         raise ValueError(f"a scorer is listed twice: {names}")
-    columns = [c for s in scorers for c in s.columns]
+    columns = [c for s in scorers for c in s.columns + s.detail_columns]
     clash = [c for c in columns if c in frame.columns]
     if clash:
         raise ValueError(

@@ -15,6 +15,7 @@ import pytest
 
 from hybridmetric import read_generations, score
 from hybridmetric.scorers import build
+from hybridmetric.scorers.edit_sim import EditSim
 from hybridmetric.scoring import journal_path, signature_path
 
 N_ROWS = 60
@@ -114,3 +115,26 @@ def test_resume_refuses_changed_settings(tmp_path):
     journal_path(out).write_text(json.dumps(header) + "\n")
     with pytest.raises(RuntimeError, match="cannot resume, the input sha256 changed"):
         score(data, build(["edit_sim"]), out, resume=True, progress=False)
+
+
+class _WithDetails(EditSim):
+    """edit_sim plus a per-row detail column of JSON values."""
+
+    @property
+    def detail_columns(self) -> list[str]:
+        return [f"outcomes.{self.alias}"]
+
+    def score(self, frame: pd.DataFrame) -> pd.DataFrame:
+        scores = super().score(frame)
+        scores[self.detail_columns[0]] = [[{"outcome": "passed", "n": len(c)}]
+                                          for c in frame["candidate"]]
+        return scores
+
+
+@pytest.mark.parametrize("extension", [".jsonl", ".csv", ".parquet"])
+def test_detail_columns_survive_journal_and_formats(tmp_path, extension):
+    data = make_input(tmp_path / "g.jsonl")
+    out = tmp_path / f"s{extension}"
+    table = score(data, [_WithDetails()], out, chunk_size=7, progress=False)
+    assert table.loc[3, "outcomes.edit_sim"] == [{"outcome": "passed", "n": 4}]
+    pd.testing.assert_frame_equal(read_generations(out), table)

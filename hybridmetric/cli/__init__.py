@@ -7,10 +7,10 @@ import sys
 from collections.abc import Sequence
 
 from hybridmetric import __version__
-from hybridmetric.cli import list_scorers, score
+from hybridmetric.cli import audit, fit, list_scorers, run, score
 from hybridmetric.schema import RecordError
 
-COMMANDS = (score, list_scorers)
+COMMANDS = (run, score, fit, audit, list_scorers)
 
 
 def parser() -> argparse.ArgumentParser:

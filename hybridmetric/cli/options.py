@@ -9,7 +9,7 @@ from hybridmetric.scorers import Scorer
 
 
 def add_scorer_options(parser: argparse.ArgumentParser, default: str) -> None:
-    parser.add_argument("--scorers", default=default,
+    parser.add_argument("--scorers", default=None,
                         help=f"comma-separated scorer names (default: {default}); "
                              "see 'hybridmetric scorers'")
     parser.add_argument("--set", dest="settings", action="append", default=[],

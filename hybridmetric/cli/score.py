@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 
 from hybridmetric.cli.options import add_scorer_options, build_scorers
+from hybridmetric.combine import HYBRID_COLUMN, MetricCard
+from hybridmetric.io import atomic_path, write_generations
 from hybridmetric.scoring import journal_path, score, signature_path
 
 DEFAULT_SCORERS = "edit_sim,chrf,bleu,rouge_l,codebleu,exact_match"
@@ -17,6 +20,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("input", help="generations file (.jsonl/.csv/.parquet) or study folder")
     parser.add_argument("-o", "--output", required=True, help="scores file (.jsonl/.csv/.parquet)")
     add_scorer_options(parser, DEFAULT_SCORERS)
+    parser.add_argument("--card", help="metric card from 'hybridmetric fit': adds score.hybrid "
+                                       "(--scorers then defaults to the card's scorers)")
     parser.add_argument("--resume", action="store_true",
                         help="continue an interrupted run from its journal")
     parser.add_argument("--chunk-size", type=int, default=256, help="rows per journaled chunk")
@@ -25,6 +30,10 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    card = MetricCard.load(args.card) if args.card else None
+    if args.scorers is None:
+        args.scorers = (",".join(dict.fromkeys(f["scorer"] for f in card.data["features"]))
+                        if card else DEFAULT_SCORERS)
     scorers = build_scorers(args)
     try:
         table = score(args.input, scorers, args.output, resume=args.resume,
@@ -36,6 +45,15 @@ def run(args: argparse.Namespace) -> int:
     finally:
         for scorer in scorers:
             scorer.close()
+    if card is not None:
+        signatures = {s.alias: s.signature() for s in scorers}
+        table[HYBRID_COLUMN] = card.apply(table, signatures, missing="nan")
+        write_generations(table, args.output)
+        sidecar = signature_path(args.output)
+        meta = json.loads(sidecar.read_text(encoding="utf-8"))
+        meta["hybrid"] = card.data["signature"]
+        with atomic_path(sidecar) as temporary:
+            temporary.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
     print(f"scored {len(table)} rows -> {args.output} (signature: {signature_path(args.output)})",
           file=sys.stderr)
     return 0

@@ -23,6 +23,7 @@ BUILTIN: dict[str, str] = {
     "bleu": "hybridmetric.scorers.bleu:Bleu",
     "chrf": "hybridmetric.scorers.chrf:Chrf",
     "codebleu": "hybridmetric.scorers.codebleu:CodeBleu",
+    "dibia_combined": "hybridmetric.scorers.dibia_combined:DibiaCombined",
     "edit_sim": "hybridmetric.scorers.edit_sim:EditSim",
     "exact_match": "hybridmetric.scorers.exact_match:ExactMatch",
     "rouge_l": "hybridmetric.scorers.rouge_l:RougeL",

@@ -99,6 +99,12 @@ class Scorer(ABC):
         return self.column_names(self.alias)
 
     @property
+    def detail_columns(self) -> list[str]:
+        """Non-score columns of per-row details (``outcomes.<alias>``) that ``score`` also
+        returns, holding JSON values; none by default."""
+        return []
+
+    @property
     def alias(self) -> str:
         """The name this instance's columns carry (the scorer's name unless renamed)."""
         return getattr(self, "_alias", self.name)

@@ -1,0 +1,53 @@
+"""``hybridmetric audit SCORES -o REPORT_DIR``: metric-human agreement, significance, report."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from hybridmetric.audit import audit
+from hybridmetric.combine import HYBRID_COLUMN, MetricCard, read_scores
+from hybridmetric.report import write_report
+
+
+def add_audit_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--resamples", type=int, default=10000,
+                        help="bootstrap resamples (over tasks) for CIs")
+    parser.add_argument("--permutations", type=int, default=10000,
+                        help="permutations of the PERM-BOTH significance test")
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("audit", help="audit metric-human agreement and write a report",
+                                 description="Correlate every metric (and the hybrid) with the "
+                                             "human ratings, test the gains, write a report.")
+    parser.add_argument("scores", help="scores file written by 'hybridmetric score'")
+    parser.add_argument("-o", "--output", required=True, help="report folder")
+    parser.add_argument("--card", help="metric card: adds score.hybrid when it is missing")
+    parser.add_argument("--target", default="rating", help="the human rating column")
+    parser.add_argument("--metrics", help="comma-separated score columns (default: all)")
+    parser.add_argument("--focus", help="the metric compared with every other one "
+                                        "(default: score.hybrid, else the best)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of resamples and permutations")
+    add_audit_options(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    frame, signatures = read_scores(args.scores)
+    card = None
+    if args.card:
+        card = MetricCard.load(args.card)
+        if HYBRID_COLUMN not in frame.columns:
+            frame[HYBRID_COLUMN] = card.apply(frame, signatures, missing="nan")
+            print("note: score.hybrid was computed by applying the card; if the card was fitted "
+                  "on these rows its agreement is in-sample (optimistic); the card's "
+                  "cross-validated numbers are the honest ones", file=sys.stderr)
+    metrics = [m.strip() for m in args.metrics.split(",")] if args.metrics else None
+    results = audit(frame, metrics=metrics, target=args.target, seed=args.seed,
+                    n_resamples=args.resamples, n_permutations=args.permutations,
+                    focus=args.focus)
+    paths = write_report(results, frame, args.output, card=card.data if card else None)
+    for kind, path in paths.items():
+        print(f"{kind}: {path}")
+    return 0

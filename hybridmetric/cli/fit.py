@@ -1,0 +1,60 @@
+"""``hybridmetric fit SCORES -o CARD.json``: fit the hybrid metric and write its metric card."""
+
+from __future__ import annotations
+
+import argparse
+
+from hybridmetric.combine import MODELS, fit_card, read_scores
+
+
+def parse_scale(text: str | None) -> tuple[float, float] | None:
+    if text is None:
+        return None
+    try:
+        low, high = (float(v) for v in text.split(","))
+    except ValueError:
+        raise ValueError(f"--scale expects MIN,MAX (e.g. 0,4), got {text!r}") from None
+    return low, high
+
+
+def add_fit_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--target", default="rating", help="the human rating column")
+    parser.add_argument("--features", help="comma-separated score columns or scorer names "
+                                           "(default: every score.* column)")
+    parser.add_argument("--model", default="nonneg", choices=MODELS, help="the combiner")
+    parser.add_argument("--seed", type=int, default=0, help="seed of folds and resamples")
+    parser.add_argument("--folds", type=int, default=5, help="cross-validation folds (by task)")
+    parser.add_argument("--repeats", type=int, default=10, help="cross-validation repeats")
+    parser.add_argument("--bootstrap", type=int, default=200,
+                        help="bootstrap resamples (over tasks) for the weights' CIs")
+    parser.add_argument("--calibration", default="none", choices=("none", "isotonic"))
+    parser.add_argument("--missing", default="refuse", choices=("refuse", "drop-rows"),
+                        help="what to do with rows missing a feature or the target")
+
+
+def fit_options(args: argparse.Namespace) -> dict:
+    features = [f.strip() for f in args.features.split(",")] if args.features else None
+    return {"target": args.target, "features": features, "model": args.model,
+            "seed": args.seed, "folds": args.folds, "repeats": args.repeats,
+            "n_boot": args.bootstrap, "calibration": args.calibration, "missing": args.missing}
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("fit", help="fit the hybrid metric on rated scores",
+                                 description="Fit a hybrid metric to human ratings, validate it "
+                                             "on held-out tasks, and write its metric card.")
+    parser.add_argument("scores", help="scores file written by 'hybridmetric score'")
+    parser.add_argument("-o", "--output", required=True, help="metric card (.json)")
+    parser.add_argument("--scale", help="the rating scale MIN,MAX (default: observed range)")
+    add_fit_options(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    frame, signatures = read_scores(args.scores)
+    card = fit_card(frame, scorer_signatures=signatures, scale=parse_scale(args.scale),
+                    **fit_options(args))
+    card.save(args.output)
+    print(card.summary())
+    print(f"card -> {args.output}")
+    return 0

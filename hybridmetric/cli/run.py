@@ -1,0 +1,87 @@
+"""``hybridmetric run STUDY -o OUT_DIR``: the main job, score + fit + audit on a study.
+
+Writes ``OUT_DIR/scores.jsonl`` (with its signature), ``OUT_DIR/card.json`` (the fitted hybrid)
+and ``OUT_DIR/report/`` (report.html, report.md, results.json). The ``score.hybrid`` column that
+the audit judges holds out-of-fold predictions (each task predicted by a model fitted without it,
+the card's first cross-validation repeat), so the hybrid is not credited with in-sample fit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from hybridmetric.audit import audit
+from hybridmetric.cli.audit import add_audit_options
+from hybridmetric.cli.fit import add_fit_options, fit_options
+from hybridmetric.cli.options import add_scorer_options, build_scorers
+from hybridmetric.combine import HYBRID_COLUMN, fit_card
+from hybridmetric.io import read_study
+from hybridmetric.report import write_report
+from hybridmetric.scoring import score
+
+SIMILARITY = "edit_sim,chrf,bleu,rouge_l,codebleu,exact_match"
+#: CodeBERTScore twice: on the code alone, and with the intent encoded as context.
+CODEBERTSCORE = ("codebertscore", "codebertscore_intent=codebertscore")
+CODEBERTSCORE_SETTINGS = ("codebertscore.use_context=false",
+                          "codebertscore_intent.use_context=true")
+#: Features of the hybrid: one column per signal (F1 for CodeBERTScore, the pass rate for tests).
+FEATURES = ("score.edit_sim", "score.chrf", "score.bleu", "score.rouge_l", "score.codebleu",
+            "score.exact_match", "score.codebertscore.f1", "score.codebertscore_intent.f1",
+            "score.pass_rate")
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser("run", help="the main job: score, fit and audit a study",
+                                 description=__doc__.split("\n\n")[0])
+    parser.add_argument("study", help="study folder (generations.jsonl + study.toml)")
+    parser.add_argument("-o", "--output", required=True, help="output folder")
+    add_scorer_options(parser, "every applicable scorer")
+    parser.add_argument("--resume", action="store_true", help="continue an interrupted scoring")
+    add_fit_options(parser)
+    add_audit_options(parser)
+    parser.set_defaults(func=run, features=None, missing="drop-rows")
+
+
+def default_scorers(has_tests: bool, has_context: bool) -> tuple[str, list[str]]:
+    """The scorers (and settings) that apply to a study: all of them where the data allows."""
+    entries = SIMILARITY.split(",") + list(CODEBERTSCORE if has_context else CODEBERTSCORE[:1])
+    settings = CODEBERTSCORE_SETTINGS if has_context else CODEBERTSCORE_SETTINGS[:1]
+    if has_tests:
+        entries.append("pass_rate")
+    return ",".join(entries), list(settings)
+
+
+def run(args: argparse.Namespace) -> int:
+    study = read_study(args.study)
+    frame = study.generations
+    if args.scorers is None:
+        has_tests = "tests" in frame.columns and frame["tests"].notna().any()
+        has_context = "context" in frame.columns and frame["context"].notna().any()
+        args.scorers, defaults = default_scorers(has_tests, has_context)
+        args.settings = defaults + args.settings
+    out = Path(args.output)
+    scorers = build_scorers(args)
+    print(f"[1/3] scoring {len(frame)} rows of {study.name} with {args.scorers}", file=sys.stderr)
+    try:
+        table = score(study.path, scorers, out / "scores.jsonl", resume=args.resume)
+    finally:
+        for scorer in scorers:
+            scorer.close()
+    signatures = {s.alias: s.signature() for s in scorers}
+    options = fit_options(args)
+    if options["features"] is None:
+        options["features"] = [f for f in FEATURES if f in table.columns]
+    print(f"[2/3] fitting the hybrid on {', '.join(options['features'])}", file=sys.stderr)
+    card = fit_card(table, scorer_signatures=signatures, scale=study.scale, **options)
+    card.save(out / "card.json")
+    print(card.summary())
+    table[HYBRID_COLUMN] = card.out_of_fold
+    print("[3/3] auditing agreement with the ratings", file=sys.stderr)
+    results = audit(table, target=args.target, seed=args.seed, n_resamples=args.resamples,
+                    n_permutations=args.permutations, missing="drop-rows")
+    paths = write_report(results, table, out / "report", card=card.data)
+    print(f"scores: {out / 'scores.jsonl'}\ncard: {out / 'card.json'}\n"
+          f"report: {paths['html']}")
+    return 0

@@ -1,0 +1,882 @@
+"""The fitted hybrid metric: a small, transparent combiner of scorers, validated on held-out tasks.
+
+Dibia et al. 2022 (arXiv 2210.16494) blended PASS and EDIT-SIM by hand; COMET (Rei et al. 2020)
+learns a metric from human scores with a large neural model. Here a linear model over the scorers'
+columns is fitted to programmers' value ratings, so its weights say how much each signal matters:
+
+- ``nonneg``: least squares with every weight >= 0 (``scipy.optimize.nnls``), so a scorer can
+  never count against value and the output is monotone in every feature;
+- ``ridge``: ridge-regularised least squares (``alpha``), weights of any sign;
+- ``ordinal``: a cumulative-logit model (McCullagh 1980; statsmodels ``OrderedModel``) of the
+  raters' Likert grades; its output is the expected grade;
+- ``mixed``: a linear mixed model (statsmodels ``MixedLM``) of the raters' grades with a random
+  intercept per rater, so a harsh rater shifts only their own intercept; its output is the fixed
+  part, the grade of an average rater.
+
+Features are standardised inside the model (training mean and SD). The output is on the study's
+rating scale: clipped to ``scale`` and optionally passed through an isotonic map fitted on the
+training predictions (``calibration="isotonic"``).
+
+Validation (:func:`fit_card`) is cross-validation grouped by ``task_id`` (no task is in both a
+training and a test fold), repeated with different seeds. On every test fold the held-out Kendall
+tau-b, Spearman and Pearson correlation with the target are computed for the hybrid, for every
+single feature, and for Dibia's COMBINED, on the same rows (all of the fold's generations
+pooled, not the within-task variant of CodeBERTScore's Table 1). The hybrid is compared with the
+single feature of best mean held-out Kendall tau, chosen on the same folds (which favours the
+feature, not the hybrid), fold by fold. Weight CIs are percentile bootstrap
+intervals over tasks (resampling whole tasks with replacement and refitting).
+
+**Missing values.** A feature value or target that is missing (NaN: e.g. no tests for a task) is
+never replaced. ``missing="refuse"`` (the default) stops with a message naming the columns, rows
+and tasks; fit instead on a feature subset every row has (``features=``, e.g. the reference-free or
+test-free scorers), or pass ``missing="drop-rows"`` to fit on the rows that have every chosen
+feature and the target (the card records how many rows were dropped). :meth:`MetricCard.apply`
+refuses rows with a missing feature too, or with ``missing="nan"`` gives them NaN ("not
+applicable", as a scorer does).
+
+**Models trained on raters.** ``ordinal`` and ``mixed`` train on one row per (generation, rater)
+from the ``ratings`` column; ``ordinal`` needs integer grades. All models are evaluated against the
+per-generation ``target`` (by default the mean rating).
+
+**Card format** (``hybridmetric-card/1``; JSON)::
+
+    format       "hybridmetric-card/1"
+    model        "nonneg" | "ridge" | "ordinal" | "mixed";  alpha (ridge penalty)
+    target       the rating column the card was fitted and validated against
+    scale        [min, max] of the output; scale_source "given" | "observed"
+    features     [{name: "score.chrf", scorer: "chrf", signature, mean, std}]  (training mean/SD)
+    weights      {feature: {value, ci: [lo, hi], per_unit, per_unit_ci}}
+    weights_units  value/ci: output units (rating points; log-odds for ordinal) per training SD of
+                 the feature; per_unit: the same per 1.0 of the raw score. CIs: 95% percentile
+                 bootstrap over tasks (bootstrap.n resamples)
+    intercept    the output at the training mean of every feature (null for ordinal)
+    ordinal      {levels, cutpoints} (ordinal only): P(grade <= levels[k]) = logistic(cutpoints[k]
+                 - sum_j weight_j * z_j); output = expected grade
+    rater_sd     SD of the rater intercepts (mixed only)
+    calibration  {method: "clip" | "isotonic", points: {x, y} (isotonic only),
+                 table: [{lo, hi, n, predicted, observed}]}; the table bins the out-of-fold
+                 predictions of the first CV repeat into 10 equal-count bins
+    cv           {folds, repeats, grouped_by: "task_id", n_folds_run,
+                 hybrid | features[name] | dibia_combined: {kendall|spearman|pearson:
+                 {mean, sd (over folds), values (one per fold, in grouped_folds order),
+                 undefined (folds where it is undefined)}},
+                 comparison: {metric: "kendall", best_feature, best_feature_kendall,
+                 hybrid_kendall, gain (mean of per-fold hybrid - best), gain_sd, wins (folds
+                 where the hybrid is higher), n_folds, beats_best_feature (gain > 0)}}
+                 dibia_combined also names its {pass, edit_sim} columns; it is
+                 {"skipped": reason} when a PASS or EDIT-SIM column is absent or incomplete
+    training     {sha256, n_rows, n_tasks, n_dropped_rows, n_rater_rows}; the hash is
+                 hybridmetric.io.frame_hash of the columns task_id, the target, the features (and
+                 ratings for rater-trained models), on the rows used
+    bootstrap    {n, level}
+    seed, versions {package: version}, signature (key:value|... string)
+
+Cards are applied only to scores whose scorer signatures equal those stored for every feature.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import warnings
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+from scipy.optimize import nnls
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.isotonic import IsotonicRegression
+from sklearn.linear_model import Ridge
+from sklearn.metrics import make_scorer
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from hybridmetric.io import atomic_path, frame_hash, read_generations
+from hybridmetric.schema import SCORE_PREFIX
+from hybridmetric.signature import environment, signature
+
+CARD_FORMAT = "hybridmetric-card/1"
+MODELS = ("nonneg", "ridge", "ordinal", "mixed")
+RATER_MODELS = ("ordinal", "mixed")
+CALIBRATIONS = ("none", "isotonic")
+HYBRID_COLUMN = SCORE_PREFIX + "hybrid"
+#: Dibia et al.'s PASS, in order of preference: all tests pass (0/1), else the fraction passed.
+DIBIA_PASS_COLUMNS = (SCORE_PREFIX + "pass", SCORE_PREFIX + "pass_rate")
+DIBIA_EDIT_COLUMN = SCORE_PREFIX + "edit_sim"
+CORRELATIONS = ("kendall", "spearman", "pearson")
+CALIBRATION_BINS = 10
+CI_LEVEL = 0.95
+#: Keys every card has (see the format above); ``apply`` needs them.
+CARD_KEYS = ("model", "alpha", "target", "scale", "features", "weights", "intercept",
+             "calibration", "cv", "training", "signature")
+VERSIONED_PACKAGES = ("numpy", "pandas", "scipy", "scikit-learn", "statsmodels")
+
+
+class CardMismatchError(ValueError):
+    """A card applied to scores it was not fitted for (other scorer signatures or columns)."""
+
+
+# --------------------------------------------------------------------------- baselines and metrics
+
+
+def dibia_combined(passed: np.ndarray, edit_sim: np.ndarray) -> np.ndarray:
+    """Dibia et al. 2022's COMBINED = min(1, PASS + EDIT-SIM), as we read the paper.
+
+    Code that passes its tests scores 1; code that fails scores its edit similarity, the share of
+    the reference a programmer would not have to retype.
+    """
+    return np.minimum(1.0, np.asarray(passed, dtype=float) + np.asarray(edit_sim, dtype=float))
+
+
+def dibia_columns(columns: Sequence[str]) -> tuple[str, str] | None:
+    """The (PASS, EDIT-SIM) columns COMBINED uses, or None when either is absent."""
+    passed = next((c for c in DIBIA_PASS_COLUMNS if c in columns), None)
+    if passed is None or DIBIA_EDIT_COLUMN not in columns:
+        return None
+    return passed, DIBIA_EDIT_COLUMN
+
+
+def correlations(x: np.ndarray, y: np.ndarray) -> dict[str, float]:
+    """Kendall tau-b, Spearman rho and Pearson r of ``x`` with ``y``; NaN where undefined."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", stats.ConstantInputWarning)
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return {
+            "kendall": float(stats.kendalltau(x, y).statistic),
+            "spearman": float(stats.spearmanr(x, y).statistic),
+            "pearson": float(stats.pearsonr(x, y).statistic) if len(x) > 1 else math.nan,
+        }
+
+
+def _kendall(y_true: np.ndarray, y_pred: np.ndarray) -> float:
+    return correlations(np.asarray(y_pred), np.asarray(y_true))["kendall"]
+
+
+#: For ``cross_val_score(..., scoring=kendall_scorer)``: Kendall tau-b of prediction and target.
+kendall_scorer = make_scorer(_kendall)
+
+
+def grouped_folds(
+    groups: Sequence[Any], n_splits: int = 5, n_repeats: int = 1, seed: int = 0
+) -> list[tuple[int, np.ndarray, np.ndarray]]:
+    """Repeated K-fold splits of rows by group: ``(repeat, train_rows, test_rows)``.
+
+    Each repeat shuffles the distinct groups with ``numpy.random.default_rng(seed)`` and deals them
+    round-robin into ``n_splits`` folds, so a group's rows are all in one test fold and the folds
+    hold near-equal numbers of groups.
+    """
+    groups = np.asarray(groups)
+    unique, inverse = np.unique(groups, return_inverse=True)
+    if n_splits < 2:
+        raise ValueError(f"n_splits must be at least 2, got {n_splits}")
+    if n_repeats < 1:
+        raise ValueError(f"n_repeats must be at least 1, got {n_repeats}")
+    if len(unique) < n_splits:
+        raise ValueError(
+            f"{len(unique)} distinct tasks cannot fill {n_splits} folds; use fewer folds"
+        )
+    rng = np.random.default_rng(seed)
+    splits = []
+    for repeat in range(n_repeats):
+        fold_of_group = np.empty(len(unique), dtype=int)
+        fold_of_group[rng.permutation(len(unique))] = np.arange(len(unique)) % n_splits
+        fold_of_row = fold_of_group[inverse]
+        for fold in range(n_splits):
+            test = fold_of_row == fold
+            splits.append((repeat, np.flatnonzero(~test), np.flatnonzero(test)))
+    return splits
+
+
+# --------------------------------------------------------------------------- the estimator
+
+
+def _logistic(x: np.ndarray) -> np.ndarray:
+    return 0.5 * (1.0 + np.tanh(0.5 * x))
+
+
+class HybridMetric(RegressorMixin, BaseEstimator):
+    """A scikit-learn regressor combining score columns into one value on the rating scale.
+
+    Parameters
+    ----------
+    model: ``nonneg`` | ``ridge`` | ``ordinal`` | ``mixed`` (see the module docstring).
+    alpha: the ridge penalty (``ridge`` only) on standardised features.
+    calibration: ``none`` (clip to ``bounds``) or ``isotonic`` (an increasing map of the training
+        predictions onto the target, then clip).
+    bounds: ``(min, max)`` of the output; None takes the range of the training target.
+
+    ``fit(X, y, raters=...)`` takes each row's rater for ``mixed``. Fitted: ``mean_``, ``scale_``
+    (feature standardisation), ``coef_`` (per SD of each feature), ``intercept_``, ``bounds_``;
+    ``levels_`` and ``cutpoints_`` for ``ordinal``; ``rater_sd_`` for ``mixed``; ``iso_x_`` and
+    ``iso_y_`` with isotonic calibration. ``score`` is R^2, scikit-learn's regressor convention;
+    pass ``scoring=kendall_scorer`` to ``cross_val_score`` for Kendall tau.
+    """
+
+    def __init__(
+        self,
+        model: str = "nonneg",
+        alpha: float = 1.0,
+        calibration: str = "none",
+        bounds: tuple[float, float] | None = None,
+    ):
+        self.model = model
+        self.alpha = alpha
+        self.calibration = calibration
+        self.bounds = bounds
+
+    def _check_params(self) -> None:
+        if self.model not in MODELS:
+            raise ValueError(f"model must be one of {list(MODELS)}, got {self.model!r}")
+        if self.calibration not in CALIBRATIONS:
+            raise ValueError(
+                f"calibration must be one of {list(CALIBRATIONS)}, got {self.calibration!r}"
+            )
+        if not (isinstance(self.alpha, int | float) and self.alpha >= 0):
+            raise ValueError(f"alpha must be a number >= 0, got {self.alpha!r}")
+        if self.bounds is not None and not (
+            len(self.bounds) == 2 and float(self.bounds[0]) <= float(self.bounds[1])
+        ):
+            raise ValueError(f"bounds must be (min, max) with min <= max, got {self.bounds!r}")
+
+    def fit(self, X: Any, y: Any, raters: Sequence[Any] | None = None) -> HybridMetric:
+        self._check_params()
+        X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64)
+        if raters is not None and self.model != "mixed":
+            raise ValueError(f"raters are used only by model='mixed', not {self.model!r}")
+        self.mean_ = X.mean(axis=0)
+        scale = X.std(axis=0)
+        self.scale_ = np.where(scale > 0, scale, 1.0)
+        Z = (X - self.mean_) / self.scale_
+        if self.model == "nonneg":
+            self.intercept_ = float(y.mean())
+            self.coef_ = nnls(Z, y - self.intercept_)[0]
+        elif self.model == "ridge":
+            ridge = Ridge(alpha=float(self.alpha)).fit(Z, y)
+            self.coef_, self.intercept_ = ridge.coef_, float(ridge.intercept_)
+        elif self.model == "ordinal":
+            self._fit_ordinal(Z, y)
+        else:
+            self._fit_mixed(Z, y, raters)
+        if self.model == "ordinal":
+            self.bounds_ = (float(self.levels_[0]), float(self.levels_[-1]))
+        elif self.bounds is None:
+            self.bounds_ = (float(y.min()), float(y.max()))
+        else:
+            self.bounds_ = (float(self.bounds[0]), float(self.bounds[1]))
+        if self.calibration == "isotonic":
+            iso = IsotonicRegression(y_min=self.bounds_[0], y_max=self.bounds_[1],
+                                     out_of_bounds="clip").fit(self._raw(Z), y)
+            self.iso_x_, self.iso_y_ = iso.X_thresholds_, iso.y_thresholds_
+        return self
+
+    def _fit_ordinal(self, Z: np.ndarray, y: np.ndarray) -> None:
+        from statsmodels.miscmodels.ordinal_model import OrderedModel
+
+        if not np.all(y == np.round(y)):
+            raise ValueError("model='ordinal' needs integer grades (Likert classes) as y; "
+                             "the mean of several raters is not one: train on each rater's grade")
+        levels, codes = np.unique(y, return_inverse=True)
+        if len(levels) < 2:
+            raise ValueError(f"model='ordinal' needs at least 2 distinct grades, got {levels}")
+        model = OrderedModel(codes, Z, distr="logit")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            result = model.fit(method="bfgs", disp=False, maxiter=2000)
+        if not result.mle_retvals["converged"]:
+            raise RuntimeError("the ordinal model did not converge; check for a feature that "
+                               "separates the grades perfectly, or use model='nonneg'")
+        p = Z.shape[1]
+        self.coef_ = np.asarray(result.params[:p], dtype=float)
+        self.cutpoints_ = np.asarray(model.transform_threshold_params(result.params)[1:-1])
+        self.levels_ = levels
+        self.intercept_ = 0.0
+
+    def _fit_mixed(self, Z: np.ndarray, y: np.ndarray, raters: Sequence[Any] | None) -> None:
+        import statsmodels.api as sm
+
+        if raters is None:
+            raise ValueError("model='mixed' needs fit(X, y, raters=...): each row's rater id")
+        raters = np.asarray(raters)
+        if len(raters) != len(y):
+            raise ValueError(f"raters has {len(raters)} entries for {len(y)} rows")
+        if len(np.unique(raters)) < 2:
+            raise ValueError("model='mixed' needs at least 2 raters; use model='nonneg'")
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            # Tried in turn, each from where the last stopped. Not L-BFGS: when the rater
+            # variance sits on its boundary (0) it can report convergence at a wrong intercept.
+            result = sm.MixedLM(y, sm.add_constant(Z, has_constant="add"), groups=raters).fit(
+                reml=True, method=["bfgs", "powell", "nm"])
+        if not result.converged:
+            raise RuntimeError("the mixed model did not converge; use model='nonneg'")
+        fixed = np.asarray(result.fe_params, dtype=float)
+        self.intercept_, self.coef_ = float(fixed[0]), fixed[1:]
+        self.rater_sd_ = float(np.sqrt(max(float(np.asarray(result.cov_re)[0, 0]), 0.0)))
+
+    def _raw(self, Z: np.ndarray) -> np.ndarray:
+        """The uncalibrated output of standardised features."""
+        eta = Z @ self.coef_
+        if self.model == "ordinal":
+            return self._ordinal_probabilities(eta) @ self.levels_
+        return self.intercept_ + eta
+
+    def _ordinal_probabilities(self, eta: np.ndarray) -> np.ndarray:
+        cumulative = _logistic(self.cutpoints_[None, :] - eta[:, None])
+        ones = np.ones((len(eta), 1))
+        return np.diff(np.hstack([0.0 * ones, cumulative, ones]), axis=1)
+
+    def predict(self, X: Any) -> np.ndarray:
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=np.float64)
+        raw = self._raw((X - self.mean_) / self.scale_)
+        if self.calibration == "isotonic":
+            raw = np.interp(raw, self.iso_x_, self.iso_y_)
+        return np.clip(raw, *self.bounds_)
+
+    def class_probabilities(self, X: Any) -> np.ndarray:
+        """P(grade = ``levels_[k]``) per row (``ordinal`` only)."""
+        check_is_fitted(self)
+        if self.model != "ordinal":
+            raise ValueError(f"class_probabilities needs model='ordinal', not {self.model!r}")
+        X = validate_data(self, X, reset=False, dtype=np.float64)
+        return self._ordinal_probabilities(((X - self.mean_) / self.scale_) @ self.coef_)
+
+
+# --------------------------------------------------------------------------- data preparation
+
+
+#: Score columns whose name does not start with the scorer that writes them.
+COLUMN_OWNERS = {SCORE_PREFIX + "pass": "pass_rate"}
+
+
+def scorer_of(column: str, scorer_names: Sequence[str] = ()) -> str:
+    """The scorer (or alias) that wrote a ``score.<scorer>[.<part>]`` column.
+
+    Among ``scorer_names`` (e.g. the keys of a signature sidecar) the longest that prefixes the
+    column wins, so an alias containing a dot resolves; otherwise the first name segment.
+    """
+    if not column.startswith(SCORE_PREFIX):
+        raise ValueError(f"{column!r} is not a score column (score.<scorer>[.<part>])")
+    if column in COLUMN_OWNERS:
+        return COLUMN_OWNERS[column]
+    rest = column[len(SCORE_PREFIX):]
+    matches = [n for n in scorer_names if rest == n or rest.startswith(n + ".")]
+    return max(matches, key=len) if matches else rest.split(".", 1)[0]
+
+
+def feature_columns(frame: pd.DataFrame, features: Sequence[str] | None = None) -> list[str]:
+    """Resolve feature names (``chrf`` or ``score.chrf``) to columns; None: every score column
+    except ``score.hybrid``."""
+    available = [c for c in frame.columns if c.startswith(SCORE_PREFIX) and c != HYBRID_COLUMN]
+    if features is None:
+        if not available:
+            raise ValueError("the table has no score.* columns; score it first "
+                             "(hybridmetric score)")
+        return available
+    columns = [f if f.startswith(SCORE_PREFIX) else SCORE_PREFIX + f for f in features]
+    unknown = [c for c in columns if c not in available]
+    if unknown:
+        raise ValueError(f"no such feature column(s) {unknown}; available: {available}")
+    if len(set(columns)) != len(columns):
+        raise ValueError(f"a feature is named twice in {list(features)}")
+    if not columns:
+        raise ValueError("no features chosen")
+    return columns
+
+
+def read_scores(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, str]]:
+    """A scores file and the scorer signatures of its ``<path>.signature.json`` sidecar."""
+    sidecar = Path(f"{path}.signature.json")
+    if not sidecar.exists():
+        raise FileNotFoundError(
+            f"{sidecar}: missing; a scores file written by 'hybridmetric score' has this sidecar "
+            "with the signature of every scorer"
+        )
+    meta = json.loads(sidecar.read_text(encoding="utf-8"))
+    if not isinstance(meta, dict) or not isinstance(meta.get("scorers"), dict):
+        raise ValueError(f"{sidecar}: expected an object with a 'scorers' object")
+    return read_generations(path), dict(meta["scorers"])
+
+
+def _where(frame: pd.DataFrame, rows: np.ndarray, limit: int = 5) -> str:
+    shown = ", ".join(f"row {r} (task {frame['task_id'].iloc[r]})" for r in rows[:limit])
+    return shown + (f" and {len(rows) - limit} more" if len(rows) > limit else "")
+
+
+def _missing_rows(frame: pd.DataFrame, columns: Sequence[str]) -> dict[str, np.ndarray]:
+    found = {}
+    for column in columns:
+        values = frame[column]
+        if column == "ratings":
+            bad = np.array([not isinstance(v, Mapping) or not v for v in values])
+        else:
+            bad = pd.to_numeric(values, errors="coerce").isna().to_numpy()
+        if bad.any():
+            found[column] = np.flatnonzero(bad)
+    return found
+
+
+def _missing_message(frame: pd.DataFrame, missing: dict[str, np.ndarray], fix: str) -> str:
+    lines = [f"  {column}: {len(rows)} missing, {_where(frame, rows)}"
+             for column, rows in missing.items()]
+    header = "missing values (never filled in; rows are 0-based positions in the table):"
+    return "\n".join([header, *lines, fix])
+
+
+def _check_signatures(columns: Sequence[str], scorer_signatures: Mapping[str, str] | None) -> None:
+    if scorer_signatures is None:
+        raise ValueError("scorer_signatures is required: the card stores each feature's scorer "
+                         "signature; read_scores(path) returns them from the scores' sidecar")
+    absent = sorted({scorer_of(c, list(scorer_signatures)) for c in columns}
+                    - set(scorer_signatures))
+    if absent:
+        raise ValueError(f"no signature for scorer(s) {absent}; signatures given for "
+                         f"{sorted(scorer_signatures)}")
+
+
+@dataclass
+class _Design:
+    """Rows to train on (per generation, or per rater grade) and rows to evaluate on."""
+
+    X: np.ndarray  # evaluation rows: one per generation
+    y: np.ndarray
+    tasks: np.ndarray
+    X_train: np.ndarray  # training rows: the same, or one per (generation, rater)
+    y_train: np.ndarray
+    tasks_train: np.ndarray
+    raters: np.ndarray | None
+
+
+def _design(frame: pd.DataFrame, target: str, columns: list[str], model: str) -> _Design:
+    X = frame[columns].to_numpy(dtype=float)
+    y = frame[target].to_numpy(dtype=float)
+    tasks = frame["task_id"].astype(str).to_numpy()
+    if model not in RATER_MODELS:
+        return _Design(X, y, tasks, X, y, tasks, None)
+    source, grades, raters = [], [], []
+    for row, ratings in enumerate(frame["ratings"]):
+        for rater, grade in sorted(ratings.items()):
+            source.append(row)
+            grades.append(float(grade))
+            raters.append(str(rater))
+    source = np.asarray(source)
+    return _Design(X, y, tasks, X[source], np.asarray(grades), tasks[source],
+                   np.asarray(raters) if model == "mixed" else None)
+
+
+# --------------------------------------------------------------------------- the card
+
+
+def _summary_stats(values: list[float]) -> dict[str, Any]:
+    array = np.asarray(values, dtype=float)
+    defined = array[~np.isnan(array)]
+    return {
+        "mean": float(defined.mean()) if len(defined) else None,
+        "sd": float(defined.std(ddof=1)) if len(defined) > 1 else None,
+        "values": [None if math.isnan(v) else float(v) for v in array],
+        "undefined": int(np.isnan(array).sum()),
+    }
+
+
+def _calibration_table(predicted: np.ndarray, observed: np.ndarray) -> list[dict[str, float]]:
+    order = np.argsort(predicted, kind="stable")
+    table = []
+    for chunk in np.array_split(order, min(CALIBRATION_BINS, len(order))):
+        p, o = predicted[chunk], observed[chunk]
+        table.append({"lo": float(p.min()), "hi": float(p.max()), "n": int(len(chunk)),
+                      "predicted": float(p.mean()), "observed": float(o.mean())})
+    return table
+
+
+def _percentile_ci(samples: np.ndarray) -> list[list[float]]:
+    tail = 100 * (1 - CI_LEVEL) / 2
+    low, high = np.percentile(samples, [tail, 100 - tail], axis=0)
+    return [[float(a), float(b)] for a, b in zip(low, high, strict=True)]
+
+
+def _training_rows(
+    frame: pd.DataFrame, target: str, features: Sequence[str] | None, model: str,
+    scorer_signatures: Mapping[str, str] | None, missing: str,
+) -> tuple[pd.DataFrame, list[str], np.ndarray]:
+    """The rows to fit on, the feature columns, and the input positions of those rows."""
+    if target not in frame.columns:
+        raise ValueError(f"target column '{target}' is not in the table "
+                         f"(columns: {list(frame.columns)})")
+    if model in RATER_MODELS and "ratings" not in frame.columns:
+        raise ValueError(f"model='{model}' trains on each rater's grade, from the 'ratings' "
+                         "column, which this table lacks; use model='nonneg' or 'ridge'")
+    columns = feature_columns(frame, features)
+    _check_signatures(columns, scorer_signatures)
+    frame = frame.reset_index(drop=True)
+    gaps = _missing_rows(frame, [target, *columns] + (["ratings"] if model in RATER_MODELS
+                                                       else []))
+    if gaps and missing == "refuse":
+        complete = [c for c in columns if c not in gaps]
+        raise ValueError(_missing_message(
+            frame, gaps,
+            f"fit on features every row has (--features {','.join(complete) or '...'}), "
+            "or pass missing='drop-rows' (--missing drop-rows) to fit on complete rows only"))
+    keep = np.ones(len(frame), dtype=bool)
+    for rows in gaps.values():
+        keep[rows] = False
+    frame = frame[keep].reset_index(drop=True)
+    if frame.empty:
+        raise ValueError("no row has every chosen feature and the target; choose other features")
+    constant = [c for c in columns if frame[c].nunique() < 2]
+    if constant:
+        raise ValueError(f"feature(s) {constant} are constant on the training rows; drop them")
+    return frame, columns, np.flatnonzero(keep)
+
+
+def _cross_validate(
+    design: _Design, estimator: Callable[[], HybridMetric], baselines: dict[str, np.ndarray],
+    folds: int, repeats: int, seed: int,
+) -> tuple[dict[str, dict[str, list[float]]], np.ndarray]:
+    """Per-fold correlations of the hybrid and each baseline with the target, on held-out tasks,
+    and the out-of-fold predictions of the first repeat."""
+    names = ["hybrid", *baselines]
+    per_fold: dict[str, dict[str, list[float]]] = {n: {m: [] for m in CORRELATIONS} for n in names}
+    out_of_fold = np.full(len(design.y), np.nan)
+    for repeat, _, test in grouped_folds(design.tasks, folds, repeats, seed):
+        train = ~np.isin(design.tasks_train, design.tasks[test])
+        kw = {"raters": design.raters[train]} if design.raters is not None else {}
+        predicted = estimator().fit(design.X_train[train], design.y_train[train],
+                                    **kw).predict(design.X[test])
+        if repeat == 0:
+            out_of_fold[test] = predicted
+        candidates = {"hybrid": predicted, **{n: v[test] for n, v in baselines.items()}}
+        for name, values in candidates.items():
+            for metric, value in correlations(values, design.y[test]).items():
+                per_fold[name][metric].append(value)
+    return per_fold, out_of_fold
+
+
+def fit_card(
+    frame: pd.DataFrame,
+    target: str = "rating",
+    features: Sequence[str] | None = None,
+    model: str = "nonneg",
+    seed: int = 0,
+    scorer_signatures: Mapping[str, str] | None = None,
+    *,
+    alpha: float = 1.0,
+    calibration: str = "none",
+    scale: tuple[float, float] | None = None,
+    folds: int = 5,
+    repeats: int = 10,
+    n_boot: int = 200,
+    missing: str = "refuse",
+) -> MetricCard:
+    """Fit a hybrid on ``frame``, validate it on held-out tasks, and return its metric card.
+
+    ``scale`` is the study's rating scale (None: the observed range of the target);
+    ``missing`` is ``refuse`` or ``drop-rows`` (see the module docstring). ``seed`` fixes the fold
+    shuffles (``default_rng(seed)``) and the bootstrap resamples (``default_rng([seed, 1])``).
+    """
+    HybridMetric(model=model, alpha=alpha, calibration=calibration, bounds=scale)._check_params()
+    if missing not in ("refuse", "drop-rows"):
+        raise ValueError(f"missing must be 'refuse' or 'drop-rows', got {missing!r}")
+    if n_boot < 0:
+        raise ValueError(f"n_boot must be >= 0, got {n_boot}")
+    n_input = len(frame)
+    frame, columns, kept = _training_rows(frame, target, features, model, scorer_signatures,
+                                          missing)
+    n_dropped = n_input - len(kept)
+    design = _design(frame, target, columns, model)
+    if scale is None:
+        scale_source = "observed"
+        scale = (float(design.y_train.min()), float(design.y_train.max()))
+    else:
+        scale_source, scale = "given", (float(scale[0]), float(scale[1]))
+
+    def estimator() -> HybridMetric:
+        return HybridMetric(model=model, alpha=alpha, calibration=calibration, bounds=scale)
+
+    dibia = dibia_columns(list(frame.columns))
+    dibia_values, dibia_skipped = None, None
+    if dibia is None:
+        dibia_skipped = f"needs {' or '.join(DIBIA_PASS_COLUMNS)} and {DIBIA_EDIT_COLUMN}"
+    else:
+        dibia_values = dibia_combined(frame[dibia[0]].to_numpy(float),
+                                      frame[dibia[1]].to_numpy(float))
+        if np.isnan(dibia_values).any():
+            dibia_skipped = f"{dibia[0]} or {dibia[1]} is missing on some training rows"
+            dibia_values = None
+    baselines = {c: design.X[:, j] for j, c in enumerate(columns)}
+    if dibia_values is not None:
+        baselines["dibia_combined"] = dibia_values
+    per_fold, out_of_fold = _cross_validate(design, estimator, baselines, folds, repeats, seed)
+
+    raters_kw = {"raters": design.raters} if design.raters is not None else {}
+    full = estimator().fit(design.X_train, design.y_train, **raters_kw)
+    boot = _bootstrap_weights(design, estimator, n_boot, seed)
+
+    cv = {"folds": folds, "repeats": repeats, "grouped_by": "task_id",
+          "n_folds_run": folds * repeats,
+          "hybrid": {m: _summary_stats(v) for m, v in per_fold["hybrid"].items()},
+          "features": {c: {m: _summary_stats(v) for m, v in per_fold[c].items()} for c in columns},
+          "dibia_combined": (
+              {"skipped": dibia_skipped} if dibia_values is None else
+              {"pass": dibia[0], "edit_sim": dibia[1],
+               **{m: _summary_stats(v) for m, v in per_fold["dibia_combined"].items()}})}
+    cv["comparison"] = _comparison(per_fold, columns)
+
+    per_unit = full.coef_ / full.scale_
+    weights = {}
+    for j, column in enumerate(columns):
+        weights[column] = {
+            "value": float(full.coef_[j]),
+            "ci": [v * float(full.scale_[j]) for v in boot[j]] if boot else None,
+            "per_unit": float(per_unit[j]),
+            "per_unit_ci": boot[j] if boot else None,
+        }
+    used = frame[["task_id", target, *columns] + (["ratings"] if model in RATER_MODELS else [])]
+    training = {"sha256": frame_hash(used), "n_rows": int(len(frame)),
+                "n_tasks": int(len(np.unique(design.tasks))), "n_dropped_rows": n_dropped,
+                "n_rater_rows": int(len(design.y_train)) if model in RATER_MODELS else None}
+    versions = environment(VERSIONED_PACKAGES)
+    scorers = {c: scorer_of(c, list(scorer_signatures)) for c in columns}
+    calibration_block: dict[str, Any] = {"method": "isotonic" if calibration == "isotonic"
+                                         else "clip"}
+    if calibration == "isotonic":
+        calibration_block["points"] = {"x": full.iso_x_.tolist(), "y": full.iso_y_.tolist()}
+    calibration_block["table"] = _calibration_table(out_of_fold, design.y)
+    card: dict[str, Any] = {
+        "format": CARD_FORMAT, "model": model, "alpha": float(alpha), "target": target,
+        "scale": list(scale), "scale_source": scale_source,
+        "features": [{"name": c, "scorer": scorers[c], "signature": scorer_signatures[scorers[c]],
+                      "mean": float(full.mean_[j]), "std": float(full.scale_[j])}
+                     for j, c in enumerate(columns)],
+        "weights": weights,
+        "weights_units": (
+            ("log-odds" if model == "ordinal" else "rating points")
+            + " per training SD of the feature (value, ci); per 1.0 of the raw score "
+            f"(per_unit, per_unit_ci); {int(CI_LEVEL * 100)}% percentile bootstrap over tasks"),
+        "intercept": None if model == "ordinal" else float(full.intercept_),
+        "calibration": calibration_block, "cv": cv, "training": training,
+        "bootstrap": {"n": n_boot, "level": CI_LEVEL}, "seed": seed, "versions": versions,
+    }
+    if model == "ordinal":
+        card["ordinal"] = {"levels": full.levels_.tolist(), "cutpoints": full.cutpoints_.tolist()}
+    if model == "mixed":
+        card["rater_sd"] = full.rater_sd_
+    card["signature"] = signature({
+        "card": CARD_FORMAT, "model": model, "alpha": float(alpha), "calibration": calibration,
+        "target": target, "features": ",".join(columns), "scale": f"{scale[0]!r}-{scale[1]!r}",
+        "folds": folds, "repeats": repeats, "boot": n_boot, "seed": seed,
+        "data": training["sha256"][:16], "missing": missing, **versions})
+    held_out = np.full(n_input, np.nan)
+    held_out[kept] = out_of_fold
+    return MetricCard(card, out_of_fold=held_out)
+
+
+def _bootstrap_weights(design: _Design, estimator: Callable[[], HybridMetric], n_boot: int,
+                       seed: int) -> list[list[float]] | None:
+    """Percentile CIs of the per-unit weights over task resamples (None when n_boot is 0)."""
+    if n_boot == 0:
+        return None
+    tasks = np.unique(design.tasks_train)
+    rows_of = {t: np.flatnonzero(design.tasks_train == t) for t in tasks}
+    rng = np.random.default_rng([seed, 1])
+    samples = []
+    for _ in range(n_boot):
+        rows = np.concatenate([rows_of[t] for t in rng.choice(tasks, size=len(tasks))])
+        kw = {"raters": design.raters[rows]} if design.raters is not None else {}
+        fitted = estimator().fit(design.X_train[rows], design.y_train[rows], **kw)
+        samples.append(fitted.coef_ / fitted.scale_)
+    return _percentile_ci(np.asarray(samples))
+
+
+def _comparison(per_fold: dict[str, dict[str, list[float]]],
+                columns: list[str]) -> dict[str, Any]:
+    """The hybrid against the single feature with the best mean held-out Kendall tau."""
+    means = {c: np.nanmean(per_fold[c]["kendall"]) for c in columns}
+    best = max(columns, key=lambda c: (means[c], c))
+    hybrid = np.asarray(per_fold["hybrid"]["kendall"])
+    gain = hybrid - np.asarray(per_fold[best]["kendall"])
+    return {"metric": "kendall", "best_feature": best,
+            "best_feature_kendall": float(means[best]),
+            "hybrid_kendall": float(np.nanmean(hybrid)),
+            "gain": float(np.nanmean(gain)),
+            "gain_sd": float(np.nanstd(gain, ddof=1)) if len(gain) > 1 else None,
+            "wins": int(np.sum(gain > 0)), "n_folds": int(len(gain)),
+            "beats_best_feature": bool(np.nanmean(gain) > 0)}
+
+
+def _signature_diff(card: str, scores: str) -> list[str]:
+    def fields(text: str) -> dict[str, str]:
+        return dict(item.partition(":")[::2] for item in text.split("|"))
+
+    a, b = fields(card), fields(scores)
+    return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+
+
+class MetricCard:
+    """A fitted hybrid with its validation: the ``CARD.json`` document (see module docstring)."""
+
+    def __init__(self, data: dict[str, Any], out_of_fold: np.ndarray | None = None):
+        if data.get("format") != CARD_FORMAT:
+            raise ValueError(f"not a metric card: format is {data.get('format')!r}, "
+                             f"expected {CARD_FORMAT!r}")
+        absent = [k for k in CARD_KEYS if k not in data]
+        if absent:
+            raise ValueError(f"metric card lacks {absent}; fit it again with hybridmetric fit")
+        self.data = data
+        #: From :func:`fit_card` only: each input row's prediction by the model of the first CV
+        #: repeat that did not see its task (NaN for rows left out of the fit); not saved.
+        self.out_of_fold = out_of_fold
+
+    @property
+    def features(self) -> list[str]:
+        return [f["name"] for f in self.data["features"]]
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the card as JSON, atomically."""
+        with atomic_path(path) as temporary:
+            temporary.write_text(json.dumps(self.data, indent=2, allow_nan=False) + "\n",
+                                 encoding="utf-8")
+        return Path(path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> MetricCard:
+        try:
+            data = json.loads(Path(path).read_text(encoding="utf-8"))
+        except json.JSONDecodeError as error:
+            raise ValueError(
+                f"{path}: not valid JSON ({error.msg} at line {error.lineno})") from None
+        if not isinstance(data, dict):
+            raise ValueError(f"{path}: a metric card is a JSON object")
+        return cls(data)
+
+    def estimator(self) -> HybridMetric:
+        """The fitted :class:`HybridMetric` this card describes."""
+        d = self.data
+        est = HybridMetric(model=d["model"], alpha=d["alpha"],
+                           calibration="isotonic" if d["calibration"]["method"] == "isotonic"
+                           else "none", bounds=tuple(d["scale"]))
+        est.n_features_in_ = len(d["features"])
+        est.mean_ = np.array([f["mean"] for f in d["features"]], dtype=float)
+        est.scale_ = np.array([f["std"] for f in d["features"]], dtype=float)
+        est.coef_ = np.array([d["weights"][f]["value"] for f in self.features], dtype=float)
+        est.intercept_ = 0.0 if d["intercept"] is None else float(d["intercept"])
+        est.bounds_ = (float(d["scale"][0]), float(d["scale"][1]))
+        if d["model"] == "ordinal":
+            est.levels_ = np.array(d["ordinal"]["levels"], dtype=float)
+            est.cutpoints_ = np.array(d["ordinal"]["cutpoints"], dtype=float)
+            est.bounds_ = (float(est.levels_[0]), float(est.levels_[-1]))
+        if est.calibration == "isotonic":
+            est.iso_x_ = np.array(d["calibration"]["points"]["x"], dtype=float)
+            est.iso_y_ = np.array(d["calibration"]["points"]["y"], dtype=float)
+        return est
+
+    def check(self, columns: Sequence[str], scorer_signatures: Mapping[str, str]) -> None:
+        """Raise :class:`CardMismatchError` unless the scores have every feature, scored by the
+        scorers (same signatures) the card was fitted on."""
+        problems = [f"  {f}: column missing from the scores" for f in self.features
+                    if f not in columns]
+        for feature in self.data["features"]:
+            ours, theirs = feature["signature"], scorer_signatures.get(feature["scorer"])
+            if theirs is None:
+                problems.append(f"  {feature['name']}: the scores carry no signature for "
+                                f"scorer '{feature['scorer']}'")
+            elif theirs != ours:
+                problems.append(
+                    f"  {feature['name']}: differs in {', '.join(_signature_diff(ours, theirs))}"
+                    f"\n    card:   {ours}\n    scores: {theirs}")
+        if problems:
+            raise CardMismatchError(
+                "the card does not match these scores; refusing to apply it:\n"
+                + "\n".join(problems)
+                + "\nre-score with the scorer settings and versions in the card, or fit a new "
+                "card on these scores")
+
+    def apply(self, frame: pd.DataFrame, scorer_signatures: Mapping[str, str],
+              missing: str = "refuse") -> np.ndarray:
+        """The hybrid's value for each row of ``frame`` (the ``score.hybrid`` column).
+
+        ``missing="refuse"`` stops at a row without some feature; ``"nan"`` gives it NaN.
+        """
+        if missing not in ("refuse", "nan"):
+            raise ValueError(f"missing must be 'refuse' or 'nan', got {missing!r}")
+        self.check(list(frame.columns), scorer_signatures)
+        frame = frame.reset_index(drop=True)
+        gaps = _missing_rows(frame, self.features)
+        if gaps and missing == "refuse":
+            raise ValueError(_missing_message(
+                frame, gaps, "score those rows, or pass missing='nan' to give them NaN"))
+        X = frame[self.features].to_numpy(dtype=float)
+        ok = ~np.isnan(X).any(axis=1)
+        result = np.full(len(frame), np.nan)
+        if ok.any():
+            result[ok] = self.estimator().predict(X[ok])
+        return result
+
+    def summary(self) -> str:
+        """What ``hybridmetric fit`` prints: held-out agreement of the hybrid and each feature."""
+        d, cv = self.data, self.data["cv"]
+        t = d["training"]
+        lines = [
+            f"hybrid metric: model {d['model']}, target {d['target']}, scale "
+            f"{d['scale'][0]:g}-{d['scale'][1]:g}, {t['n_rows']} rows, {t['n_tasks']} tasks"
+            + (f" ({t['n_dropped_rows']} rows with missing values dropped)"
+               if t["n_dropped_rows"] else ""),
+            f"held-out agreement with {d['target']}: {cv['folds']}-fold CV grouped by task, "
+            f"{cv['repeats']} repeats (mean ± sd over {cv['n_folds_run']} folds)",
+        ]
+        width = max(len(n) for n in [*cv["features"], "dibia_combined"]) + 2
+        lines.append(f"{'':{width}}{'kendall':>16}{'spearman':>16}{'pearson':>16}"
+                     "   weight [95% CI] per SD")
+
+        def row(name: str, block: dict[str, Any], weight: dict[str, Any] | None) -> str:
+            cells = []
+            for metric in CORRELATIONS:
+                m, s = block[metric]["mean"], block[metric]["sd"]
+                cells.append("n/a" if m is None else f"{m:.3f} ± {s if s is not None else 0:.3f}")
+            text = f"{name:{width}}" + "".join(f"{c:>16}" for c in cells)
+            if weight is not None:
+                ci = weight["ci"]
+                text += f"   {weight['value']:+.3f}" + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]"
+                                                         if ci else "")
+            return text
+
+        lines.append(row("hybrid", cv["hybrid"], None))
+        for name, block in cv["features"].items():
+            lines.append(row(name, block, d["weights"][name]))
+        if "skipped" in cv["dibia_combined"]:
+            lines.append(f"{'dibia_combined':{width}}skipped: {cv['dibia_combined']['skipped']}")
+        else:
+            lines.append(row("dibia_combined", cv["dibia_combined"], None))
+        c = cv["comparison"]
+        verdict = "beats" if c["beats_best_feature"] else "does not beat"
+        lines.append(
+            f"the hybrid {verdict} the best single feature ({c['best_feature']}, Kendall tau "
+            f"{c['best_feature_kendall']:.3f}) on held-out tasks: {c['hybrid_kendall']:.3f}, "
+            f"difference {c['gain']:+.3f} (sd {c['gain_sd'] or 0:.3f} over folds; hybrid higher "
+            f"in {c['wins']} of {c['n_folds']} folds)")
+        lines.append(f"signature: {d['signature']}")
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.summary()
+
+
+__all__ = [
+    "CARD_FORMAT",
+    "COLUMN_OWNERS",
+    "CardMismatchError",
+    "HYBRID_COLUMN",
+    "HybridMetric",
+    "MetricCard",
+    "dibia_combined",
+    "dibia_columns",
+    "feature_columns",
+    "fit_card",
+    "grouped_folds",
+    "kendall_scorer",
+    "read_scores",
+    "scorer_of",
+]

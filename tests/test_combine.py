@@ -1,0 +1,462 @@
+"""The fitted hybrid: weight recovery, constraints, grouped validation, the card, and sklearn."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+from scipy.optimize import lsq_linear
+from sklearn.base import clone
+from sklearn.model_selection import GroupKFold, cross_val_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+from sklearn.utils.estimator_checks import check_estimator
+
+from hybridmetric.combine import (
+    CARD_FORMAT,
+    CardMismatchError,
+    HybridMetric,
+    MetricCard,
+    dibia_columns,
+    dibia_combined,
+    feature_columns,
+    fit_card,
+    grouped_folds,
+    kendall_scorer,
+    read_scores,
+    scorer_of,
+)
+from hybridmetric.io import write_generations
+
+SIGNATURES = {"chrf": "scorer:chrf|v:1|nrefs:best", "edit_sim": "scorer:edit_sim|v:1|level:char",
+              "noise": "scorer:noise|v:1", "pass_rate": "scorer:pass_rate|v:1|timeout_s:10.0"}
+
+
+def study_frame(n_tasks: int = 60, per_task: int = 4, seed: int = 0) -> pd.DataFrame:
+    """Generations whose rating is 0.5 + 2*chrf + 1*edit_sim + noise, clipped to 0-4.
+
+    Each row also has integer per-rater grades around the rating (three raters of six).
+    """
+    rng = np.random.default_rng(seed)
+    n = n_tasks * per_task
+    chrf, edit = rng.uniform(0, 1, n), rng.uniform(0, 1, n)
+    rating = np.clip(0.5 + 2 * chrf + 1 * edit + rng.normal(0, 0.15, n), 0, 4)
+    ratings = []
+    for value in rating:
+        raters = rng.choice(6, size=3, replace=False)
+        ratings.append({f"r{r}": int(np.clip(round(value + rng.normal(0, 0.3)), 0, 4))
+                        for r in raters})
+    return pd.DataFrame({
+        "task_id": [f"t{i // per_task}" for i in range(n)],
+        "candidate": [f"x = {i}" for i in range(n)],
+        "rating": rating, "ratings": ratings,
+        "score.chrf": chrf, "score.edit_sim": edit, "score.noise": rng.uniform(0, 1, n),
+        "score.pass": (rng.uniform(0, 1, n) < chrf).astype(float),
+    })
+
+
+def quick_card(frame: pd.DataFrame, **kwargs) -> MetricCard:
+    options = {"features": ["chrf", "edit_sim", "noise"], "scorer_signatures": SIGNATURES,
+               "folds": 4, "repeats": 2, "n_boot": 40, "scale": (0, 4)}
+    options.update(kwargs)
+    return fit_card(frame, **options)
+
+
+# ------------------------------------------------------------------------- the estimator
+
+
+def test_nonneg_recovers_known_weights_and_sets_negative_effect_to_zero():
+    rng = np.random.default_rng(1)
+    X = rng.uniform(0, 1, (3000, 3))
+    y = 1.0 + 2.0 * X[:, 0] + 0.5 * X[:, 1] - 0.7 * X[:, 2] + rng.normal(0, 0.1, 3000)
+    nonneg = HybridMetric(bounds=(-10, 10)).fit(X, y)
+    per_unit = nonneg.coef_ / nonneg.scale_
+    assert per_unit[0] == pytest.approx(2.0, abs=0.05)
+    assert per_unit[1] == pytest.approx(0.5, abs=0.05)
+    assert per_unit[2] == 0.0  # the harmful signal is dropped, never counted against value
+    assert (nonneg.coef_ >= 0).all()
+    ridge = HybridMetric(model="ridge", alpha=0.0, bounds=(-10, 10)).fit(X, y)
+    assert (ridge.coef_ / ridge.scale_)[2] == pytest.approx(-0.7, abs=0.05)
+
+
+def test_nonneg_equals_an_independent_bounded_least_squares():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(200, 4))
+    y = X @ np.array([1.0, -1.0, 0.3, 0.0]) + rng.normal(0, 0.5, 200)
+    model = HybridMetric(bounds=(-100, 100)).fit(X, y)
+    Z = (X - X.mean(0)) / X.std(0)
+    design = np.hstack([np.ones((200, 1)), Z])
+    low = np.r_[-np.inf, np.zeros(4)]
+    reference = lsq_linear(design, y, bounds=(low, np.full(5, np.inf)), tol=1e-12).x
+    assert model.intercept_ == pytest.approx(reference[0], abs=1e-8)
+    np.testing.assert_allclose(model.coef_, reference[1:], atol=1e-7)
+    np.testing.assert_allclose(model.predict(X), design @ reference, atol=1e-7)
+
+
+def test_ridge_equals_standard_scaler_plus_ridge_and_output_is_clipped():
+    from sklearn.linear_model import Ridge
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(100, 3))
+    y = X @ np.array([0.5, 1.0, -0.2]) + 2
+    ours = HybridMetric(model="ridge", alpha=3.0, bounds=(-50, 50)).fit(X, y)
+    theirs = make_pipeline(StandardScaler(), Ridge(alpha=3.0)).fit(X, y)
+    np.testing.assert_allclose(ours.predict(X), theirs.predict(X), atol=1e-10)
+    clipped = HybridMetric(model="ridge", alpha=3.0).fit(X, y)  # bounds: the observed range of y
+    outside = clipped.predict(np.array([[100.0, 100.0, 0.0], [-100.0, -100.0, 0.0]]))
+    assert outside.tolist() == [y.max(), y.min()]
+
+
+def test_isotonic_calibration_is_monotone_and_on_the_scale():
+    rng = np.random.default_rng(4)
+    X = rng.uniform(0, 1, (400, 2))
+    y = np.clip(np.round(4 * X[:, 0] ** 2 + X[:, 1]), 0, 4)
+    model = HybridMetric(calibration="isotonic", bounds=(0, 4)).fit(X, y)
+    grid = np.column_stack([np.linspace(-1, 2, 200), np.full(200, 0.5)])
+    predicted = model.predict(grid)
+    assert (np.diff(predicted) >= 0).all()
+    assert predicted.min() >= 0 and predicted.max() <= 4
+    assert predicted[0] < predicted[-1]
+
+
+def test_ordinal_orders_classes_and_matches_statsmodels():
+    from statsmodels.miscmodels.ordinal_model import OrderedModel
+
+    rng = np.random.default_rng(5)
+    x = rng.uniform(-3, 3, 1500)
+    latent = 1.5 * x + rng.logistic(size=1500)
+    grades = np.digitize(latent, [-3.0, -1.0, 1.0, 3.0])  # Likert 0..4, rising with x
+    model = HybridMetric(model="ordinal").fit(x[:, None], grades)
+    assert model.levels_.tolist() == [0, 1, 2, 3, 4]
+    assert (np.diff(model.cutpoints_) > 0).all()
+    probe = np.array([[-3.0], [-1.5], [0.0], [1.5], [3.0]])
+    assert model.class_probabilities(probe).argmax(axis=1).tolist() == [0, 1, 2, 3, 4]
+    expected = model.predict(probe)
+    assert (np.diff(expected) > 0).all() and expected[0] >= 0 and expected[-1] <= 4
+    by_class = [model.predict(x[grades == k][:, None]).mean() for k in range(5)]
+    assert (np.diff(by_class) > 0).all()
+    # Our cumulative-logit probabilities equal statsmodels' for the same parameters.
+    z = (x - x.mean()) / x.std()
+    reference = OrderedModel(grades, z[:, None], distr="logit")
+    fitted = reference.fit(method="bfgs", disp=False, maxiter=2000)
+    np.testing.assert_allclose(model.coef_, fitted.params[:1], atol=1e-3)
+    probe_z = (probe - x.mean()) / x.std()
+    np.testing.assert_allclose(model.class_probabilities(probe),
+                               fitted.model.predict(fitted.params, exog=probe_z), atol=1e-3)
+
+
+def test_ordinal_refuses_mean_ratings():
+    with pytest.raises(ValueError, match="integer grades"):
+        HybridMetric(model="ordinal").fit([[0.0], [1.0], [2.0]], [0.5, 1.0, 2.0])
+
+
+def test_mixed_model_is_not_bent_by_harsh_raters():
+    rng = np.random.default_rng(6)
+    rows, ys, raters = [], [], []
+    for rater in range(12):
+        harshness = -0.4 * rater  # the later raters are harsher and see the better code
+        x = rng.uniform(rater / 12, rater / 12 + 0.3, 60)
+        rows.extend(x)
+        ys.extend(2 + 3.0 * x + harshness + rng.normal(0, 0.2, 60))
+        raters.extend([f"r{rater}"] * 60)
+    X, y = np.array(rows)[:, None], np.array(ys)
+    mixed = HybridMetric(model="mixed").fit(X, y, raters=raters)
+    pooled = HybridMetric(model="ridge", alpha=0.0).fit(X, y)
+    assert (mixed.coef_ / mixed.scale_)[0] == pytest.approx(3.0, abs=0.2)
+    assert (pooled.coef_ / pooled.scale_)[0] < 1.0  # pooling confuses rater and code quality
+    assert mixed.rater_sd_ > 1.0
+    with pytest.raises(ValueError, match="raters"):
+        HybridMetric(model="mixed").fit(X, y)
+    with pytest.raises(ValueError, match="only by model='mixed'"):
+        HybridMetric().fit(X, y, raters=raters)
+
+
+def test_sklearn_clone_pipeline_and_grouped_cross_val_score():
+    frame = study_frame()
+    X = frame[["score.chrf", "score.edit_sim"]].to_numpy()
+    y, groups = frame["rating"].to_numpy(), frame["task_id"].to_numpy()
+    model = HybridMetric(model="ridge", alpha=2.0, calibration="isotonic", bounds=(0, 4))
+    copy = clone(model)
+    assert copy.get_params() == model.get_params()
+    assert copy.set_params(alpha=5.0).alpha == 5.0
+    taus = cross_val_score(model, X, y, groups=groups, cv=GroupKFold(3), scoring=kendall_scorer)
+    assert len(taus) == 3 and (taus > 0.6).all()
+    r2 = cross_val_score(make_pipeline(StandardScaler(), HybridMetric()), X, y, groups=groups,
+                         cv=GroupKFold(3))
+    assert (r2 > 0.8).all()
+
+
+@pytest.mark.parametrize("params", [{}, {"model": "ridge", "calibration": "isotonic"}])
+def test_check_estimator(params):
+    # Only check_array_api_input may be skipped: sklearn skips it unless SCIPY_ARRAY_API is set,
+    # and the estimator does not claim array-API support. The ordinal and mixed models are outside
+    # check_estimator: they need integer Likert grades and per-row rater ids, which the generic
+    # checks cannot supply; their tests are above.
+    results = check_estimator(HybridMetric(**params), on_fail=None, on_skip=None)
+    failed = [(r["check_name"], str(r["exception"])) for r in results if r["status"] == "failed"]
+    skipped = {r["check_name"] for r in results if r["status"] == "skipped"}
+    assert failed == []
+    assert skipped <= {"check_array_api_input"}
+
+
+def test_hostile_parameters_are_refused():
+    with pytest.raises(ValueError, match="model must be one of"):
+        HybridMetric(model="lasso").fit([[0.0], [1.0]], [0.0, 1.0])
+    with pytest.raises(ValueError, match="calibration"):
+        HybridMetric(calibration="platt").fit([[0.0], [1.0]], [0.0, 1.0])
+    with pytest.raises(ValueError, match="bounds"):
+        HybridMetric(bounds=(4, 0)).fit([[0.0], [1.0]], [0.0, 1.0])
+
+
+# ------------------------------------------------------------------------- folds and baselines
+
+
+def test_grouped_folds_never_leak_a_task():
+    tasks = np.repeat([f"t{i}" for i in range(23)], [1 + i % 4 for i in range(23)])
+    splits = grouped_folds(tasks, n_splits=5, n_repeats=3, seed=7)
+    assert len(splits) == 15
+    for repeat in range(3):
+        tested = np.concatenate([test for r, _, test in splits if r == repeat])
+        assert sorted(tested.tolist()) == list(range(len(tasks)))  # each row tested once
+        for r, train, test in splits:
+            if r == repeat:
+                assert not set(tasks[train]) & set(tasks[test])
+                assert len(train) + len(test) == len(tasks)
+                assert len(set(tasks[test])) in (4, 5)
+    assert [t.tolist() for _, _, t in splits] == [
+        t.tolist() for _, _, t in grouped_folds(tasks, 5, 3, seed=7)]
+    first = [set(tasks[t]) for r, _, t in splits if r == 0]
+    second = [set(tasks[t]) for r, _, t in splits if r == 1]
+    assert first != second
+    with pytest.raises(ValueError, match="cannot fill"):
+        grouped_folds(["a", "b"], n_splits=3)
+
+
+def test_dibia_combined_formula():
+    assert dibia_combined([1, 0, 0, 1], [0.4, 0.4, 0.0, 1.0]).tolist() == [1.0, 0.4, 0.0, 1.0]
+    assert dibia_columns(["score.pass_rate", "score.edit_sim"]) == ("score.pass_rate",
+                                                                   "score.edit_sim")
+    assert dibia_columns(["score.pass", "score.pass_rate", "score.edit_sim"])[0] == "score.pass"
+    assert dibia_columns(["score.pass", "score.chrf"]) is None
+
+
+def test_columns_resolve_to_their_scorers():
+    names = ["codebertscore", "edit_sim", "edit_sim.token", "pass_rate"]
+    assert scorer_of("score.codebertscore.f1", names) == "codebertscore"
+    assert scorer_of("score.edit_sim.token", names) == "edit_sim.token"  # an alias with a dot
+    assert scorer_of("score.edit_sim", names) == "edit_sim"
+    assert scorer_of("score.pass", names) == "pass_rate"  # pass_rate writes score.pass too
+    assert scorer_of("score.bleu") == "bleu"
+    with pytest.raises(ValueError, match="not a score column"):
+        scorer_of("rating")
+
+
+def test_feature_names_resolve():
+    frame = study_frame(n_tasks=3)
+    assert feature_columns(frame) == ["score.chrf", "score.edit_sim", "score.noise", "score.pass"]
+    assert feature_columns(frame, ["chrf", "score.pass"]) == ["score.chrf", "score.pass"]
+    with pytest.raises(ValueError, match="no such feature"):
+        feature_columns(frame, ["bleu"])
+    with pytest.raises(ValueError, match="named twice"):
+        feature_columns(frame, ["chrf", "score.chrf"])
+
+
+# ------------------------------------------------------------------------- the card
+
+
+def test_card_validation_numbers_are_recomputable():
+    frame = study_frame()
+    card = quick_card(frame, seed=3)
+    cv = card.data["cv"]
+    assert cv["n_folds_run"] == 8 and cv["grouped_by"] == "task_id"
+    splits = grouped_folds(frame["task_id"].to_numpy(), 4, 2, seed=3)
+    combined = dibia_combined(frame["score.pass"], frame["score.edit_sim"])
+    for i, (_, train, test) in enumerate(splits):
+        y = frame["rating"].to_numpy()[test]
+        tau = stats.kendalltau(frame["score.chrf"].to_numpy()[test], y).statistic
+        assert cv["features"]["score.chrf"]["kendall"]["values"][i] == pytest.approx(tau)
+        rho = stats.spearmanr(combined[test], y).statistic
+        assert cv["dibia_combined"]["spearman"]["values"][i] == pytest.approx(rho)
+        held_out = HybridMetric(bounds=(0, 4)).fit(
+            frame[["score.chrf", "score.edit_sim", "score.noise"]].to_numpy()[train],
+            frame["rating"].to_numpy()[train])
+        predicted = held_out.predict(
+            frame[["score.chrf", "score.edit_sim", "score.noise"]].to_numpy()[test])
+        r = stats.pearsonr(predicted, y).statistic
+        assert cv["hybrid"]["pearson"]["values"][i] == pytest.approx(r)
+    values = cv["hybrid"]["kendall"]["values"]
+    assert cv["hybrid"]["kendall"]["mean"] == pytest.approx(np.mean(values))
+    assert cv["hybrid"]["kendall"]["sd"] == pytest.approx(np.std(values, ddof=1))
+    comparison = cv["comparison"]
+    assert comparison["best_feature"] == "score.chrf"
+    assert comparison["beats_best_feature"] is True and comparison["gain"] > 0.05
+    assert "beats the best single feature (score.chrf" in card.summary()
+
+
+def test_a_one_feature_hybrid_does_not_beat_that_feature():
+    # A positive weight keeps the feature's order, so the held-out taus are equal: gain 0.
+    card = quick_card(study_frame(), features=["chrf"], scale=(-10, 10), n_boot=0)
+    comparison = card.data["cv"]["comparison"]
+    assert comparison["gain"] == pytest.approx(0.0, abs=1e-12)
+    assert comparison["beats_best_feature"] is False and comparison["wins"] == 0
+    assert "the hybrid does not beat the best single feature (score.chrf" in card.summary()
+    assert card.data["weights"]["score.chrf"]["ci"] is None
+
+
+def test_card_weights_cis_and_calibration():
+    card = quick_card(study_frame())
+    weights = card.data["weights"]
+    assert weights["score.chrf"]["per_unit"] == pytest.approx(2.0, abs=0.1)
+    assert weights["score.edit_sim"]["per_unit"] == pytest.approx(1.0, abs=0.1)
+    for name in ("score.chrf", "score.edit_sim"):
+        low, high = weights[name]["per_unit_ci"]
+        assert low <= weights[name]["per_unit"] <= high
+        std = next(f["std"] for f in card.data["features"] if f["name"] == name)
+        assert weights[name]["ci"] == pytest.approx([low * std, high * std])
+    assert all(w["value"] >= 0 and w["ci"][0] >= 0 for w in weights.values())
+    table = card.data["calibration"]["table"]
+    assert sum(b["n"] for b in table) == 240 and len(table) == 10
+    assert all(a["hi"] <= b["lo"] for a, b in zip(table, table[1:], strict=False))
+    assert table[0]["observed"] < table[-1]["observed"]
+    assert card.data["training"]["n_tasks"] == 60 and card.data["training"]["n_rows"] == 240
+    assert card.data["features"][0]["signature"] == SIGNATURES["chrf"]
+
+
+def test_card_round_trips_and_is_deterministic(tmp_path):
+    frame = study_frame()
+    card = quick_card(frame, calibration="isotonic")
+    path = card.save(tmp_path / "card.json")
+    loaded = MetricCard.load(path)
+    assert loaded.data == json.loads(path.read_text())
+    assert loaded.data["format"] == CARD_FORMAT
+    fresh = study_frame(seed=9)
+    expected = HybridMetric(calibration="isotonic", bounds=(0, 4)).fit(
+        frame[card.features].to_numpy(), frame["rating"].to_numpy()).predict(
+        fresh[card.features].to_numpy())
+    np.testing.assert_array_equal(loaded.apply(fresh, SIGNATURES), card.apply(fresh, SIGNATURES))
+    np.testing.assert_allclose(loaded.apply(fresh, SIGNATURES), expected, atol=1e-12)
+    again = quick_card(frame, calibration="isotonic")
+    assert again.data == card.data
+    (tmp_path / "other.json").write_text(json.dumps({"format": "comet/1"}))
+    with pytest.raises(ValueError, match="not a metric card"):
+        MetricCard.load(tmp_path / "other.json")
+    truncated = {k: v for k, v in card.data.items() if k != "weights"}
+    (tmp_path / "truncated.json").write_text(json.dumps(truncated))
+    with pytest.raises(ValueError, match=r"lacks \['weights'\]"):
+        MetricCard.load(tmp_path / "truncated.json")
+
+
+@pytest.mark.parametrize("model", ["ordinal", "mixed"])
+def test_rater_models_card_round_trip(tmp_path, model):
+    frame = study_frame(n_tasks=30)
+    card = quick_card(frame, model=model, n_boot=5)
+    assert card.data["training"]["n_rater_rows"] == 3 * len(frame)
+    loaded = MetricCard.load(card.save(tmp_path / "card.json"))
+    np.testing.assert_allclose(loaded.apply(frame, SIGNATURES), card.apply(frame, SIGNATURES),
+                               rtol=0, atol=1e-12)
+    assert card.data["cv"]["hybrid"]["kendall"]["mean"] > 0.6
+    assert ("ordinal" in card.data) == (model == "ordinal")
+
+
+def test_mismatched_card_is_refused():
+    card = quick_card(study_frame(n_tasks=20), n_boot=0)
+    frame = study_frame(n_tasks=5)
+    other = dict(SIGNATURES, chrf="scorer:chrf|v:2|nrefs:best")
+    with pytest.raises(CardMismatchError, match=r"score\.chrf: differs in v") as error:
+        card.apply(frame, other)
+    assert "scorer:chrf|v:2|nrefs:best" in str(error.value)
+    assert "score.edit_sim" not in str(error.value)
+    with pytest.raises(CardMismatchError, match="no signature for scorer 'noise'"):
+        card.apply(frame, {k: v for k, v in SIGNATURES.items() if k != "noise"})
+    with pytest.raises(CardMismatchError, match="score.edit_sim: column missing"):
+        card.apply(frame.drop(columns="score.edit_sim"), SIGNATURES)
+
+
+def test_missing_values_are_refused_or_dropped_explicitly():
+    frame = study_frame(n_tasks=20)
+    frame.loc[[3, 7], "score.pass"] = np.nan
+    with pytest.raises(ValueError, match=r"score\.pass: 2 missing, row 3 \(task t0\), row 7") as e:
+        quick_card(frame, features=["chrf", "pass"])
+    assert "--features score.chrf" in str(e.value)
+    card = quick_card(frame, features=["chrf", "pass"], missing="drop-rows", n_boot=0)
+    assert card.data["training"]["n_dropped_rows"] == 2 and card.data["training"]["n_rows"] == 78
+    assert "2 rows with missing values dropped" in card.summary()
+    assert card.data["features"][1] | {"mean": 0, "std": 0} == {
+        "name": "score.pass", "scorer": "pass_rate", "signature": SIGNATURES["pass_rate"],
+        "mean": 0, "std": 0}
+    with pytest.raises(ValueError, match=r"score\.pass: 2 missing"):
+        card.apply(frame, SIGNATURES)
+    scored = card.apply(frame, SIGNATURES, missing="nan")
+    assert np.isnan(scored[[3, 7]]).all() and not np.isnan(np.delete(scored, [3, 7])).any()
+    no_dibia = quick_card(frame, features=["chrf"], n_boot=0)
+    assert "score.pass" in no_dibia.data["cv"]["dibia_combined"]["skipped"]
+
+
+def test_fit_card_refuses_bad_requests():
+    frame = study_frame(n_tasks=10)
+    with pytest.raises(ValueError, match="scorer_signatures is required"):
+        quick_card(frame, scorer_signatures=None)
+    with pytest.raises(ValueError, match=r"no signature for scorer\(s\) \['noise'\]"):
+        quick_card(frame, scorer_signatures={"chrf": "a", "edit_sim": "b"})
+    with pytest.raises(ValueError, match="target column 'value'"):
+        quick_card(frame, target="value")
+    with pytest.raises(ValueError, match="'ratings' column"):
+        quick_card(frame.drop(columns="ratings"), model="ordinal")
+    frame["score.noise"] = 0.5
+    with pytest.raises(ValueError, match="constant"):
+        quick_card(frame)
+
+
+def test_read_scores_needs_its_signature_sidecar(tmp_path):
+    frame = study_frame(n_tasks=2)
+    path = write_generations(frame, tmp_path / "scores.jsonl")
+    with pytest.raises(FileNotFoundError, match="signature.json"):
+        read_scores(path)
+    (tmp_path / "scores.jsonl.signature.json").write_text(json.dumps({"scorers": SIGNATURES}))
+    read, signatures = read_scores(path)
+    assert signatures == SIGNATURES
+    np.testing.assert_allclose(read["score.chrf"], frame["score.chrf"])
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="the full sandbox needs root")
+def test_dibia_combined_scorer_by_hand():
+    from hybridmetric.scorers.dibia_combined import DibiaCombined
+
+    reference = "len(set(myList)) == 1"
+    tests = {"language": "python", "prefix": "def f(myList):\n    return ", "suffix": "\n",
+             "cases": ["\nassert f([1, 1]) == True\nassert f([1, 2]) == False\n"]}
+    frame = pd.DataFrame({
+        "task_id": ["a", "a", "b"],
+        "candidate": ["len(set(myList)) <= 1", "len(set(myList)) == 2", reference],
+        "references": [[reference], [reference], [reference]],
+        "tests": [tests, tests, None],
+    })
+    with DibiaCombined(workers=1, timeout_s=5.0) as scorer:
+        scored = scorer.score(frame)["score.dibia_combined"].to_numpy()
+        text = scorer.signature()
+    assert scored[0] == 1.0  # passes, though it differs from the reference
+    assert scored[1] == pytest.approx(1 - 1 / len(reference))  # fails: one character to retype
+    assert np.isnan(scored[2])  # no tests: PASS is not applicable, so neither is COMBINED
+    assert "edit_level:char" in text and "pass_rate_v:" in text and "sandbox:" in text
+
+
+def test_out_of_fold_predictions_never_see_their_task():
+    frame = study_frame()
+    frame.loc[[5, 17], "score.edit_sim"] = np.nan
+    card = quick_card(frame, missing="drop-rows")
+    held_out = card.out_of_fold
+    assert np.isnan(held_out[[5, 17]]).all() and np.isfinite(np.delete(held_out, [5, 17])).all()
+    # Recompute one test fold by hand: fit on the other tasks only, predict this fold's rows.
+    kept = frame.drop(index=[5, 17])
+    _, _, test = grouped_folds(kept["task_id"].to_numpy(), 4, 1, 0)[0]  # quick_card: 4 folds
+    test_tasks = set(kept["task_id"].iloc[test])
+    train = kept[~kept["task_id"].isin(test_tasks)]
+    columns = card.features
+    model = HybridMetric(bounds=tuple(card.data["scale"])).fit(
+        train[columns].to_numpy(), train["rating"].to_numpy())
+    expected = model.predict(kept[columns].to_numpy()[test])
+    np.testing.assert_allclose(held_out[kept.index[test]], expected)
