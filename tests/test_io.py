@@ -142,3 +142,17 @@ def test_atomic_write_has_normal_permissions(tmp_path):
         os.umask(umask)
     assert path.stat().st_mode & 0o777 == 0o644
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_conala_odex_build_script_reproduces_committed_file(shared_data, tmp_path):
+    study = CONALA.parent / "conala-odex"
+    out = tmp_path / "g.jsonl"
+    subprocess.run([sys.executable, str(study / "build.py"), "--odex",
+                    str(shared_data / "odex-conala-execution" / "en_test.jsonl"),
+                    "--output", str(out)], check=True, capture_output=True)
+    assert out.read_bytes() == (study / "generations.jsonl").read_bytes()
+    frame = read_study(study).generations
+    assert len(frame) == 1875 and frame["task_id"].nunique() == 375
+    notes = frame["exec_note"].value_counts()
+    assert notes["network-test"] == 30 and notes["tests-broken"] == 90
+    assert frame["tests"].isna().sum() == 120

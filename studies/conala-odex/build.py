@@ -14,13 +14,19 @@ is slotted where ODEX's canonical solution goes, so ``tests`` is the ODEX progra
 ODEX's prompt parameters carry the names that the intent (and so the graded snippet) uses.
 
 Nothing is dropped. Each row records, in ``exec_note``, why it cannot run as given:
-``unk`` (a TranX ``<unk>`` token), ``slot`` (a backtick-quoted TranX slot value), ``print`` (the
-answer wrapped in ``print(...)``, which returns None), ``statement`` (a statement where ODEX needs an
-expression, or the reverse), ``syntax`` (any other syntax error); empty when it compiles. Such
-candidates are still executed and fail: a candidate that cannot run earns no PASS.
-Tests that reach the network (they import requests, urllib, socket, ... without mocking them) are
-excluded: the row keeps its grades and similarity scores, ``tests`` is null and ``exec_note`` says
-``network-test`` so PASS is "not applicable", never a made-up fail.
+``unk`` (a TranX ``<unk>`` token), ``slot`` (a backtick-quoted TranX slot value), ``print``
+(the answer wrapped in ``print(...)``, which returns None), ``statement`` (a statement where ODEX
+needs an expression, or the reverse), ``syntax`` (any other syntax error); empty when it
+compiles. Such candidates are still executed and fail: a candidate that cannot run earns no PASS.
+Tests that cannot judge are excluded, with the row kept (grades, references) and ``tests`` null,
+so that PASS is "not applicable", never a made-up fail:
+
+- ``network-test``: the tests reach the network (they import requests, urllib, socket, ...
+  without mocking them);
+- ``tests-broken``: ODEX's own canonical solution does not pass them in hybridmetric's sandbox
+  here (a package the tests import is not installed, e.g. bs4, flask, django, pytz, mock; or the
+  tests rely on an older numpy/pandas/matplotlib API). The build runs every canonical solution
+  and ``odex_check`` keeps the first line of its error.
 
 Usage, from the repository root::
 
@@ -33,6 +39,10 @@ import argparse
 import json
 from collections import Counter
 from pathlib import Path
+
+import pandas as pd
+
+from hybridmetric.scorers.pass_rate import PassRate
 
 HERE = Path(__file__).resolve().parent
 CONALA = HERE.parent / "conala" / "generations.jsonl"
@@ -79,19 +89,43 @@ def exec_note(candidate: str, tests: dict) -> str:
     return ""
 
 
+def check_canonical(items: list[dict]) -> dict[str, str]:
+    """Run each item's canonical solution in the sandbox: intent -> '' (passes) or why not."""
+    frame = pd.DataFrame({"task_id": [str(i) for i in range(len(items))],
+                          "candidate": [item["canonical_solution"] for item in items],
+                          "tests": [template(item) for item in items]})
+    with PassRate() as scorer:
+        scored = scorer.score(frame)
+    verdicts = {}
+    for item, passed, outcomes in zip(items, scored["score.pass"], scored["outcomes.pass_rate"],
+                                      strict=True):
+        failed = [o for o in outcomes if o["outcome"] != "passed"]
+        error = failed[0]["error"].strip().splitlines()[-1:] if failed else []
+        verdicts[normalize(item["intent"])] = "" if passed == 1.0 else (
+            f"{failed[0]['outcome']}: {error[0] if error else ''}"[:200])
+    return verdicts
+
+
 def build_rows(conala: list[dict], odex: list[dict]) -> list[dict]:
     by_intent = {normalize(item["intent"]): item for item in odex}
+    matched = {normalize(r["context"]): by_intent[normalize(r["context"])] for r in conala
+               if normalize(r["context"]) in by_intent}
+    runnable = [item for item in matched.values() if not needs_network(item)]
+    canonical = check_canonical(runnable)
     rows = []
     for row in conala:
-        item = by_intent.get(normalize(row["context"]))
+        item = matched.get(normalize(row["context"]))
         if item is None:
             continue
         row = dict(row, odex_task_id=str(item["task_id"]), odex_library=list(item["library"]))
         if needs_network(item):
-            row.update(tests=None, exec_note="network-test")
+            row.update(tests=None, exec_note="network-test", odex_check="")
+        elif canonical[normalize(item["intent"])]:
+            row.update(tests=None, exec_note="tests-broken",
+                       odex_check=canonical[normalize(item["intent"])])
         else:
             tests = template(item)
-            row.update(tests=tests, exec_note=exec_note(row["candidate"], tests))
+            row.update(tests=tests, exec_note=exec_note(row["candidate"], tests), odex_check="")
         rows.append(row)
     return rows
 

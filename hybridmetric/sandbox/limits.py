@@ -1,0 +1,59 @@
+"""Resource limits, outcomes and the result of one sandboxed program."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+PASSED = "passed"
+FAILED = "failed"  # an assertion or another exception, or the program stopped before the end
+TIMEOUT = "timeout"
+MEMORY = "memory"
+CRASH = "crash"  # killed by a signal
+SYNTAX_ERROR = "syntax_error"  # the program does not parse or compile
+SANDBOX_ERROR = "sandbox_error"  # the sandbox itself failed; says nothing about the program
+OUTCOMES = (PASSED, FAILED, TIMEOUT, MEMORY, CRASH, SYNTAX_ERROR, SANDBOX_ERROR)
+
+#: Bytes of a program's stdout/stderr kept in a result.
+ERROR_CAP = 2000
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one program may use. Every limit enters the signature and the cache key."""
+
+    timeout_s: float = 10.0  # wall clock, per program; CPU seconds get the same budget plus 1
+    memory_mb: int = 1024  # RLIMIT_DATA (heap and anonymous mappings)
+    file_mb: int = 64  # RLIMIT_FSIZE: largest file it may write, stdout and stderr included
+    open_files: int = 256  # RLIMIT_NOFILE
+    processes: int = 256  # RLIMIT_NPROC for the sandbox uid (threads count: the JVM needs ~30)
+    compile_timeout_s: float = 60.0  # g++ / javac, per program
+
+    def __post_init__(self) -> None:
+        for name, value in asdict(self).items():
+            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
+                raise ValueError(f"limit '{name}' must be a positive number, got {value!r}")
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class RunResult:
+    """The verdict on one program (one test case)."""
+
+    outcome: str
+    error: str = ""  # capped stderr or the reason for the verdict
+    escaped: int = 0  # processes that left the program's process group and had to be hunted
+
+    def as_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def cap(text: str, limit: int = ERROR_CAP) -> str:
+    """Keep the head and the tail of a long text (the tail holds the exception)."""
+    if len(text) <= limit:
+        return text
+    half = limit // 2
+    return f"{text[:half]}\n...[{len(text) - limit} chars cut]...\n{text[-half:]}"

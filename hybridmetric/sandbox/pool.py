@@ -1,0 +1,245 @@
+"""The host side: a pool of sandbox workers, one per core, and the result cache.
+
+Each worker is a separate process started with a clean environment (no secret of the caller's
+environment reaches it) that owns one unprivileged uid, claimed through an abstract Unix socket
+so that two sandboxes on one machine never share a uid (the escapee sweep kills every process of
+its uid).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import queue
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import weakref
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hybridmetric.sandbox.cache import ResultCache, cache_key
+from hybridmetric.sandbox.isolation import Isolation
+from hybridmetric.sandbox.languages import DEFAULT_JAVA_CLASSPATH, canonical
+from hybridmetric.sandbox.limits import SANDBOX_ERROR, Limits, RunResult
+
+UID_BASE = 61000
+UID_SLOTS = 1000
+
+
+@dataclass(frozen=True)
+class Program:
+    """One complete program to run: for a ``tests`` case, prefix + candidate + suffix + case."""
+
+    language: str
+    source: str
+    limits: Limits = field(default_factory=Limits)
+
+
+def _claim_uid() -> tuple[int, socket.socket]:
+    """Claim a free sandbox uid for this process's lifetime (released when the socket closes)."""
+    for uid in range(UID_BASE, UID_BASE + UID_SLOTS):
+        claim = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            claim.bind(f"\0hybridmetric-sandbox-uid-{uid}")
+        except OSError:
+            claim.close()
+            continue
+        return uid, claim
+    raise RuntimeError(f"all {UID_SLOTS} sandbox uids from {UID_BASE} are in use")
+
+
+class _Worker:
+    """One worker process and the pipe protocol to it."""
+
+    def __init__(self, allow_network: bool, preload: Sequence[str]):
+        self.allow_network, self.preload = allow_network, list(preload)
+        self.uid: int | None = None
+        self._claim: socket.socket | None = None
+        if os.getuid() == 0:
+            self.uid, self._claim = _claim_uid()
+        self.process: subprocess.Popen[str] | None = None
+        self.isolation: Isolation | None = None
+        self.problems: list[str] = []
+
+    def start(self) -> None:
+        config = {"uid": self.uid, "allow_network": self.allow_network, "preload": self.preload}
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
+               "PYTHONDONTWRITEBYTECODE": "1",
+               "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+        self.log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
+        self.process = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("_boot.py")), json.dumps(config)],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env,
+            text=True, encoding="utf-8", start_new_session=True,
+        )
+
+    def handshake(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        line = self.process.stdout.readline()
+        if not line:
+            raise RuntimeError(f"sandbox worker failed to start:\n{self.log_tail()}")
+        hello = json.loads(line)
+        if "error" in hello:
+            raise RuntimeError(f"sandbox worker failed to start: {hello['error']}\n"
+                               "(check the `preload` modules are installed)")
+        self.isolation = Isolation(**hello["isolation"])
+        self.problems = hello["problems"]
+        if not self.allow_network and not self.isolation.network_blocked:
+            raise RuntimeError(
+                "no way to block the network works on this machine ("
+                + "; ".join(self.problems) + "). Run as root or where unprivileged network "
+                "namespaces or seccomp are allowed, or accept the risk explicitly with "
+                "allow_network=True (--set pass_rate.allow_network=true)."
+            )
+
+    def log_tail(self) -> str:
+        self.log.seek(0)
+        return self.log.read()[-4000:].decode("utf-8", "replace")
+
+    def run(self, program: Program, java_classpath: Sequence[str]) -> RunResult:
+        assert self.process is not None and self.process.stdin and self.process.stdout
+        request = {"language": program.language, "source": program.source,
+                   "limits": program.limits.as_dict(), "java_classpath": list(java_classpath)}
+        try:
+            self.process.stdin.write(json.dumps(request) + "\n")
+            self.process.stdin.flush()
+            line = self.process.stdout.readline()
+        except (BrokenPipeError, OSError):
+            line = ""
+        if line:
+            return RunResult(**json.loads(line))
+        error = f"sandbox worker died:\n{self.log_tail()}"
+        self.stop()
+        self.start()
+        self.handshake()
+        return RunResult(SANDBOX_ERROR, error)
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        with contextlib.suppress(OSError):
+            if self.process.stdin:
+                self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        if self.process.stdout:
+            self.process.stdout.close()
+        self.log.close()
+        self.process = None
+
+    def close(self) -> None:
+        self.stop()
+        if self._claim is not None:
+            self._claim.close()
+            self._claim = None
+
+
+def _close_all(workers: list[_Worker]) -> None:
+    for worker in workers:
+        worker.close()
+
+
+class Sandbox:
+    """Runs untrusted programs in isolated workers, ``workers`` at a time (0: one per core).
+
+    ``preload`` lists modules every Python worker imports once (numpy, pandas, ...), so a
+    program that imports them pays nothing. ``cache`` is a SQLite path for verdicts, or None.
+    ``java_classpath``: jars Java programs compile and run against (a missing one is a
+    sandbox error when a Java program runs).
+    """
+
+    def __init__(self, *, workers: int = 0, allow_network: bool = False,
+                 preload: Sequence[str] = (), cache: str | Path | None = None,
+                 java_classpath: Sequence[str] = DEFAULT_JAVA_CLASSPATH):
+        count = workers or os.cpu_count() or 1
+        if count < 1:
+            raise ValueError(f"workers must be at least 1 (or 0 for one per core), got {workers}")
+        self.allow_network = allow_network
+        self.java_classpath = list(java_classpath)
+        self._workers = [_Worker(allow_network, preload) for _ in range(count)]
+        self._finalizer = weakref.finalize(self, _close_all, self._workers)
+        try:
+            for worker in self._workers:
+                worker.start()
+            for worker in self._workers:
+                worker.handshake()
+        except BaseException:
+            self.close()
+            raise
+        self.cache = ResultCache(cache) if cache is not None else None
+
+    @property
+    def uids(self) -> list[int]:
+        """The unprivileged uids its programs run as (empty when not root)."""
+        return [w.uid for w in self._workers if w.uid is not None]
+
+    @property
+    def isolation(self) -> Isolation:
+        found = self._workers[0].isolation
+        assert found is not None
+        return found
+
+    def run(self, programs: Sequence[Program],
+            progress: Callable[[int], None] | None = None) -> list[RunResult]:
+        """Verdicts for ``programs``, in order. Identical programs run once."""
+        keys = [cache_key(canonical(p.language), p.source, p.limits, self.allow_network,
+                          self.java_classpath) for p in programs]
+        known = self.cache.get_many(keys) if self.cache is not None else {}
+        pending: dict[str, Program] = {}
+        for key, program in zip(keys, programs, strict=True):
+            if key not in known and key not in pending:
+                pending[key] = Program(canonical(program.language), program.source,
+                                       program.limits)
+        jobs: queue.SimpleQueue[tuple[str, Program]] = queue.SimpleQueue()
+        for item in pending.items():
+            jobs.put(item)
+        fresh: dict[str, RunResult] = {}
+        lock = threading.Lock()
+        failures: list[BaseException] = []
+
+        def drain(worker: _Worker) -> None:
+            try:
+                while True:
+                    try:
+                        key, program = jobs.get_nowait()
+                    except queue.Empty:
+                        return
+                    result = worker.run(program, self.java_classpath)
+                    with lock:
+                        fresh[key] = result
+                        if progress is not None:
+                            progress(len(fresh))
+            except BaseException as exc:
+                failures.append(exc)
+
+        threads = [threading.Thread(target=drain, args=(w,), daemon=True) for w in self._workers]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        if failures:
+            raise failures[0]
+        if self.cache is not None:
+            self.cache.put_many(fresh.items())
+        known.update(fresh)
+        return [known[key] for key in keys]
+
+    def close(self) -> None:
+        self._finalizer()
+        if getattr(self, "cache", None) is not None:
+            self.cache.close()
+            self.cache = None
+
+    def __enter__(self) -> Sandbox:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

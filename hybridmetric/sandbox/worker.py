@@ -1,0 +1,375 @@
+"""The sandbox worker: a fork server for Python and a runner for the other languages.
+
+Started by :class:`hybridmetric.sandbox.pool.Sandbox` with a clean environment, it isolates itself
+once (network and mount namespaces, seccomp, subreaper; see ``isolation.py``), imports the modules
+a study needs, then answers one JSON request per line on stdin with one JSON result per line on
+stdout. Each program runs in a forked child with its own session, rlimits, private working
+directory and the worker's unprivileged uid; a Python program costs a fork, not an interpreter
+start.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import fcntl
+import gc
+import importlib
+import json
+import os
+import secrets
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import traceback
+from dataclasses import dataclass
+from typing import Any, NoReturn
+
+from hybridmetric.sandbox import isolation, languages
+from hybridmetric.sandbox.limits import (
+    CRASH,
+    FAILED,
+    MEMORY,
+    PASSED,
+    SANDBOX_ERROR,
+    SYNTAX_ERROR,
+    TIMEOUT,
+    Limits,
+    RunResult,
+    cap,
+)
+
+#: The whole environment a program sees; nothing of the caller's leaks in.
+PROGRAM_PATH = "/usr/local/bin:/usr/bin:/bin"
+_TAIL = 16384
+_MEMORY_SIGNS = ("MemoryError", "std::bad_alloc", "heap out of memory", "OutOfMemoryError",
+                 "Cannot allocate memory", "Allocation failed", "Array buffer allocation failed")
+_CXX_ASSERT = "Assertion `"
+
+
+def program_env(work: str) -> dict[str, str]:
+    return {"PATH": PROGRAM_PATH, "HOME": work, "TMPDIR": work, "LANG": "C.UTF-8",
+            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8"}
+
+
+def needed_paths() -> list[str]:
+    """What a program must be able to read: this Python (prefixes, import path), the tools."""
+    paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.realpath(sys.executable),
+             *(p for p in sys.path if os.path.isabs(p))}
+    for name in ("node", "g++", "javac", "java"):
+        found = shutil.which(name, path=PROGRAM_PATH)
+        if found:
+            paths.add(os.path.realpath(found))
+    return sorted(p for p in paths if os.path.exists(p))
+
+
+@dataclass
+class Process:
+    """What is known about one finished child process."""
+
+    status: int
+    timed_out: bool
+    report: bytes  # what arrived on fd 4
+    token: bytes
+    stdout: str
+    stderr: str
+    escaped: int
+
+    @property
+    def signal(self) -> int | None:
+        return os.WTERMSIG(self.status) if os.WIFSIGNALED(self.status) else None
+
+    @property
+    def exit_code(self) -> int | None:
+        return os.WEXITSTATUS(self.status) if os.WIFEXITED(self.status) else None
+
+    @property
+    def completed(self) -> bool:
+        return self.exit_code == 0 and b"T" + self.token in self.report
+
+
+def _tail(path: str) -> str:
+    with open(path, "rb") as handle:
+        handle.seek(max(0, os.fstat(handle.fileno()).st_size - _TAIL))
+        return handle.read().decode("utf-8", "replace")
+
+
+def _install_fds(fds: list[int]) -> None:
+    """Put ``fds`` on 0, 1, 2, ... in the child and close everything else."""
+    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in fds]
+    for number, fd in enumerate(high):
+        os.dup2(fd, number)
+    os.closerange(len(fds), 1 << 20)
+
+
+def _python_main(source: str, path: str, env: dict[str, str]) -> NoReturn:
+    """Run ``source`` as ``__main__`` in this (child) process; emit the token after it returns."""
+    write, read, leave = os.write, os.read, os._exit  # held before the program can patch them
+    sys.stdin = open(0, closefd=False)  # noqa: SIM115 - fd 0 is /dev/null
+    sys.stdout = open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False)  # noqa: SIM115
+    sys.stderr = open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False,  # noqa: SIM115
+                      buffering=1)
+    sys.argv = [path]
+    sys.path.insert(0, os.path.dirname(path))
+    os.environ.clear()
+    os.environ.update(env)
+
+    def report(code: bytes, exc: BaseException) -> NoReturn:
+        with contextlib.suppress(BaseException):
+            frames = exc.__traceback__.tb_next if exc.__traceback__ else None  # drop the harness
+            text = "".join(traceback.format_exception(type(exc), exc, frames))
+            write(2, text.encode("utf-8", "replace"))
+        write(4, code)
+        leave(1)
+
+    try:
+        code = compile(source, path, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, UnicodeError) as exc:  # ValueError: NUL bytes
+        report(b"S", exc)
+    except MemoryError as exc:
+        report(b"M", exc)
+    namespace: dict[str, Any] = {"__name__": "__main__", "__file__": path,
+                                 "__builtins__": builtins}
+    try:
+        exec(code, namespace)
+    except SystemExit as exc:
+        report(b"X", RuntimeError(f"the program called exit({exc.code!r}) before its tests ended"))
+    except MemoryError as exc:
+        report(b"M", exc)
+    except BaseException as exc:
+        report(b"E", exc)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(BaseException):
+            stream.flush()
+    token = read(3, 64)
+    write(4, b"T" + token)
+    leave(0)
+
+
+class Worker:
+    def __init__(self, uid: int | None, allow_network: bool, preload: list[str]):
+        self.isolation, self.problems = isolation.isolate_worker(uid, allow_network,
+                                                                 needed_paths())
+        self.uid = self.isolation.uid
+        self.root = tempfile.mkdtemp(prefix="hybridmetric-sandbox-")
+        self._pch_error = ""
+        os.chmod(self.root, 0o711)
+        self.sweep()
+        for module in preload:
+            importlib.import_module(module)
+        gc.collect()
+        gc.freeze()  # keep the preloaded heap shared with the forked children
+
+    def sweep(self) -> int:
+        escaped = isolation.sweep(self.uid)
+        if self.isolation.mount_namespace:
+            isolation.empty_private_dirs(keep=self.root)
+        return escaped
+
+    def close(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def run(self, language: str, source: str, limits: Limits,
+            classpath: list[str]) -> RunResult:
+        case = tempfile.mkdtemp(dir=self.root)
+        work = os.path.join(case, "work")
+        os.mkdir(work, 0o700)
+        os.chmod(case, 0o711)
+        if self.uid is not None:
+            os.chown(work, self.uid, self.uid)
+        try:
+            if language == "python":
+                return self._python(source, limits, case, work)
+            return self._built(language, source, limits, case, work, classpath)
+        except OSError as exc:
+            return RunResult(SANDBOX_ERROR, f"sandbox failure: {exc}")
+        finally:
+            shutil.rmtree(case, ignore_errors=True)
+
+    def _python(self, source: str, limits: Limits, case: str, work: str) -> RunResult:
+        path = os.path.join(work, "program.py")
+        self._write(path, source)
+        process = self._spawn(None, source, path, limits, limits.memory_mb, limits.timeout_s,
+                              case, work)
+        return self._verdict("python", process, limits)
+
+    def _built(self, language: str, source: str, limits: Limits, case: str, work: str,
+               classpath: list[str]) -> RunResult:
+        pch = None
+        if language == "cpp" and languages.uses_stdcxx(source):
+            pch = self._precompiled(limits)
+            if pch is None:
+                return RunResult(SANDBOX_ERROR, f"precompiling <bits/stdc++.h> failed:\n"
+                                                f"{self._pch_error}")
+        missing = [jar for jar in classpath if not os.path.exists(jar)]
+        if language == "java" and missing:
+            return RunResult(SANDBOX_ERROR,
+                             f"Java classpath entries {missing} do not exist; install them "
+                             "(javatuples: apt-get install libjavatuples-java) or set the "
+                             "classpath (pass_rate.java_classpath)")
+        try:
+            recipe = languages.build(language, source, limits.memory_mb, pch, classpath)
+        except ValueError as exc:
+            return RunResult(SYNTAX_ERROR, str(exc))
+        except FileNotFoundError as exc:
+            return RunResult(SANDBOX_ERROR, str(exc))
+        for name, text in recipe.files.items():
+            self._write(os.path.join(work, name), text)
+        overhead = languages.RUNTIME_OVERHEAD_MB.get(language, 0)
+        if recipe.compile is not None:
+            memory = max(limits.memory_mb, 1024) + 1024
+            built = self._spawn(recipe.compile, None, None, limits, memory,
+                                limits.compile_timeout_s, case, work)
+            if built.timed_out or built.signal == signal.SIGXCPU:
+                return RunResult(TIMEOUT, f"compiling took over {limits.compile_timeout_s} s",
+                                 built.escaped)
+            if built.exit_code != 0:
+                return RunResult(SYNTAX_ERROR, cap(built.stderr or built.stdout), built.escaped)
+        process = self._spawn(recipe.run, None, None, limits, limits.memory_mb + overhead,
+                              limits.timeout_s, case, work)
+        return self._verdict(language, process, limits)
+
+    def _precompiled(self, limits: Limits) -> str | None:
+        """The directory of the precompiled ``<bits/stdc++.h>``, built on first use (trusted)."""
+        directory = os.path.join(self.root, "pch")
+        if not os.path.isdir(directory):
+            os.mkdir(directory, 0o755)
+            command = languages.precompile_stdcxx(directory)
+            try:
+                done = subprocess.run(command, cwd=directory, capture_output=True, text=True,
+                                      timeout=max(120.0, limits.compile_timeout_s), check=False)
+                error = done.stderr[-4000:] if done.returncode != 0 else ""
+            except subprocess.TimeoutExpired:
+                error = "g++ took too long"
+            if error:
+                self._pch_error = error
+                shutil.rmtree(directory)
+                return None
+            for name in os.listdir(directory):
+                os.chmod(os.path.join(directory, name), 0o644)
+        return directory
+
+    def _write(self, path: str, text: str) -> None:
+        with open(path, "w", encoding="utf-8", errors="surrogateescape") as handle:
+            handle.write(text)
+        if self.uid is not None:
+            os.chown(path, self.uid, self.uid)
+
+    def _spawn(self, argv: list[str] | None, source: str | None, path: str | None,
+               limits: Limits, memory_mb: int, timeout_s: float, case: str,
+               work: str) -> Process:
+        """Run ``argv`` (or, when None, the Python ``source``) in an isolated child."""
+        token = secrets.token_hex(16).encode()
+        token_r, token_w = os.pipe()
+        os.write(token_w, token)
+        os.close(token_w)
+        report_r, report_w = os.pipe()
+        if self.uid is not None:  # so that /proc/self/fd/3 and 4 can be reopened (the JVM does)
+            os.fchown(token_r, self.uid, self.uid)
+            os.fchown(report_w, self.uid, self.uid)
+        out_path, err_path = os.path.join(case, "stdout"), os.path.join(case, "stderr")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+        out, err = os.open(out_path, flags, 0o600), os.open(err_path, flags, 0o600)
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        env = program_env(work)
+        pid = os.fork()
+        if pid == 0:
+            channel = report_w
+            try:
+                os.setsid()
+                _install_fds([devnull, out, err, token_r, report_w])
+                channel = 4
+                os.chdir(work)
+                signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+                isolation.apply_limits(limits, memory_mb=memory_mb, cpu_s=timeout_s)
+                isolation.drop_privileges(self.uid)
+                if argv is None:
+                    assert source is not None and path is not None
+                    _python_main(source, path, env)
+                os.execve(argv[0], argv, env)
+            except BaseException as exc:  # the sandbox failed before the program started
+                with contextlib.suppress(BaseException):
+                    os.write(channel, b"B" + repr(exc).encode()[:1000])
+                os._exit(70)
+        for fd in (token_r, report_w, out, err, devnull):
+            os.close(fd)
+        pidfd = os.pidfd_open(pid)
+        try:
+            timed_out = not select.select([pidfd], [], [], timeout_s)[0]
+        finally:
+            os.close(pidfd)
+        if timed_out:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(pid, signal.SIGKILL)
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)
+        _, status = os.waitpid(pid, 0)
+        os.set_blocking(report_r, False)
+        try:
+            report = os.read(report_r, 65536)
+        except BlockingIOError:
+            report = b""
+        os.close(report_r)
+        escaped = self.sweep()
+        return Process(status, timed_out, report, token, _tail(out_path), _tail(err_path), escaped)
+
+    def _verdict(self, language: str, process: Process, limits: Limits) -> RunResult:
+        def result(outcome: str, error: str) -> RunResult:
+            return RunResult(outcome, cap(error), process.escaped)
+
+        stderr = process.stderr
+        if process.timed_out or process.signal == signal.SIGXCPU:
+            return result(TIMEOUT, f"exceeded {limits.timeout_s} s\n{stderr}")
+        if process.completed:
+            return result(PASSED, "")
+        kind = process.report[:1]
+        if kind == b"B":
+            return result(SANDBOX_ERROR, process.report[1:].decode("utf-8", "replace"))
+        if kind == b"S":
+            return result(SYNTAX_ERROR, stderr)
+        if kind == b"M" or any(sign in stderr for sign in _MEMORY_SIGNS):
+            return result(MEMORY, stderr)
+        number = process.signal
+        if number is not None:
+            if language == "cpp" and number == signal.SIGABRT and _CXX_ASSERT in stderr:
+                return result(FAILED, stderr)
+            return result(CRASH, f"killed by {signal.Signals(number).name}\n{stderr}")
+        if language == "javascript" and "SyntaxError" in stderr and "wrapSafe" in stderr:
+            return result(SYNTAX_ERROR, stderr)
+        if process.exit_code == 0:
+            return result(FAILED, f"exited with status 0 before its tests completed\n{stderr}")
+        return result(FAILED, stderr or f"exit status {process.exit_code}")
+
+
+def main() -> None:
+    config = json.loads(sys.argv[1])
+    requests = os.fdopen(os.dup(0), "r", encoding="utf-8")
+    replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    try:
+        worker = Worker(config["uid"], config["allow_network"], config["preload"])
+    except BaseException as exc:
+        replies.write(json.dumps({"error": f"{type(exc).__name__}: {exc}"}) + "\n")
+        replies.flush()
+        raise SystemExit(1) from exc
+    hello = {"isolation": worker.isolation.as_dict(), "problems": worker.problems}
+    replies.write(json.dumps(hello) + "\n")
+    replies.flush()
+    try:
+        for line in requests:
+            request = json.loads(line)
+            result = worker.run(request["language"], request["source"],
+                                Limits(**request["limits"]), request["java_classpath"])
+            replies.write(json.dumps(result.as_dict()) + "\n")
+            replies.flush()
+    finally:
+        worker.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,154 @@
+"""Unit-test pass rate: run each candidate's tests in the sandbox (``hybridmetric.sandbox``).
+
+For a row with ``tests``, case ``i`` runs ``prefix + candidate + suffix + cases[i]`` in the tests'
+language (else the row's). A case passes only when the sandbox receives the run's secret token
+after the test code finished (see ``hybridmetric/sandbox/languages.py``).
+
+Columns:
+
+- ``score.pass_rate``: the fraction of cases passed;
+- ``score.pass``: 1.0 when every case passed, else 0.0 (PASS in Dibia et al. 2022,
+  arXiv 2210.16494; pass@1 of Chen et al. 2021 for one sample);
+- ``outcomes.pass_rate`` (``detail_columns``, not a score): per case,
+  ``{"outcome": ..., "error": ...}`` with the outcome (passed, failed, timeout, memory, crash,
+  syntax_error) and the capped error text.
+
+Rows without ``tests``, or with no cases, get NaN and an empty outcome list. A sandbox failure is
+an error, never a score.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, ClassVar
+
+import numpy as np
+import pandas as pd
+
+from hybridmetric.sandbox import SANDBOX_ERROR, Limits, Program, Sandbox, canonical
+from hybridmetric.sandbox.cache import SANDBOX_VERSION
+from hybridmetric.sandbox.languages import DEFAULT_JAVA_CLASSPATH
+from hybridmetric.schema import DEFAULT_LANGUAGE, SCORE_PREFIX
+from hybridmetric.scorers.base import Scorer, Setting
+
+
+def _present(value: Any) -> bool:
+    return value is not None and not (isinstance(value, float) and math.isnan(value))
+
+
+class PassRate(Scorer):
+    name = "pass_rate"
+    version = "1"
+    description = ("fraction of unit-test cases passed, run in an isolated sandbox (Python, "
+                   "JavaScript, C++, Java)")
+    settings_spec: ClassVar[dict[str, Setting]] = {
+        "timeout_s": Setting(10.0, "wall-clock seconds per case (a row's tests.timeout_s wins)"),
+        "memory_mb": Setting(1024, "memory (RLIMIT_DATA) per program, in MiB"),
+        "workers": Setting(0, "sandbox worker processes; 0 = one per core"),
+        "allow_network": Setting(False, "run with no network block (only for trusted tests "
+                                        "that need it)"),
+        "preload": Setting("", "comma-separated modules the Python fork server imports once, "
+                               "e.g. numpy,pandas"),
+        "java_classpath": Setting(":".join(DEFAULT_JAVA_CLASSPATH),
+                                  "colon-separated jars Java tests compile and run against"),
+        "cache": Setting(None, "SQLite file caching verdicts by program and limits; none: no "
+                               "cache", kind=str),
+    }
+
+    def __init__(self, **settings: Any):
+        super().__init__(**settings)
+        cache = self.settings["cache"]
+        if isinstance(cache, str) and cache.strip().lower() in ("", "none", "null"):
+            self.settings["cache"] = None  # `--set pass_rate.cache=none` on the command line
+        self._sandbox: Sandbox | None = None
+
+    @classmethod
+    def column_names(cls, name: str | None = None) -> list[str]:
+        """``score.pass_rate``, ``score.pass``; under an alias A: ``score.A``, ``score.A.pass``."""
+        if name is None or name == cls.name:
+            return [SCORE_PREFIX + "pass_rate", SCORE_PREFIX + "pass"]
+        return [SCORE_PREFIX + name, f"{SCORE_PREFIX}{name}.pass"]
+
+    @property
+    def detail_columns(self) -> list[str]:
+        """The non-score column with the per-case outcomes: ``outcomes.<name or alias>``."""
+        return [f"outcomes.{self.alias}"]
+
+    @property
+    def sandbox(self) -> Sandbox:
+        if self._sandbox is None:
+            modules = [m.strip() for m in self.settings["preload"].split(",") if m.strip()]
+            jars = [p for p in self.settings["java_classpath"].split(":") if p]
+            self._sandbox = Sandbox(workers=self.settings["workers"],
+                                    allow_network=self.settings["allow_network"],
+                                    preload=modules, cache=self.settings["cache"],
+                                    java_classpath=jars)
+        return self._sandbox
+
+    def signature_fields(self) -> dict[str, Any]:
+        isolation = self.sandbox.isolation
+        walls = [name for name, on in (("netns", isolation.network_namespace),
+                                       ("seccomp", isolation.seccomp),
+                                       ("mountns", isolation.mount_namespace),
+                                       ("uid", isolation.uid is not None)) if on]
+        fixed = Limits()
+        return {"sandbox": SANDBOX_VERSION, "isolation": "+".join(walls) or "none",
+                "file_mb": fixed.file_mb, "open_files": fixed.open_files,
+                "processes": fixed.processes, "compile_timeout_s": fixed.compile_timeout_s}
+
+    def programs_of(self, frame: pd.DataFrame) -> list[list[Program]]:
+        """The programs of each row (one per case); an empty list for rows without tests."""
+        tests_column = frame["tests"] if "tests" in frame.columns else [None] * len(frame)
+        languages = frame["language"] if "language" in frame.columns else [None] * len(frame)
+        rows: list[list[Program]] = []
+        for position, (candidate, tests, row_language) in enumerate(
+                zip(frame["candidate"], tests_column, languages, strict=True)):
+            if not _present(tests):
+                rows.append([])
+                continue
+            where = f"row {position} (task_id {frame['task_id'].iloc[position]!r})"
+            if tests.get("network") and not self.settings["allow_network"]:
+                raise ValueError(f"{where}: its tests need the network; allow it with "
+                                 "--set pass_rate.allow_network=true if you trust them")
+            language = tests.get("language") or (
+                row_language if _present(row_language) else DEFAULT_LANGUAGE)
+            try:
+                language = canonical(language)
+            except ValueError as exc:
+                raise ValueError(f"{where}, field 'tests': {exc}") from None
+            timeout = tests.get("timeout_s") or self.settings["timeout_s"]
+            limits = Limits(timeout_s=float(timeout), memory_mb=self.settings["memory_mb"])
+            head = tests.get("prefix", "") + candidate + tests.get("suffix", "")
+            rows.append([Program(language, head + case, limits) for case in tests["cases"]])
+        return rows
+
+    def score(self, frame: pd.DataFrame) -> pd.DataFrame:
+        per_row = self.programs_of(frame)
+        flat = [program for programs in per_row for program in programs]
+        results = self.sandbox.run(flat) if flat else []
+        rate = np.full(len(frame), np.nan)
+        passed_all = np.full(len(frame), np.nan)
+        details: list[list[dict[str, str]]] = []
+        start = 0
+        for position, programs in enumerate(per_row):
+            mine = results[start:start + len(programs)]
+            start += len(programs)
+            for result in mine:
+                if result.outcome == SANDBOX_ERROR:
+                    raise RuntimeError(
+                        f"row {position} (task_id {frame['task_id'].iloc[position]!r}): the "
+                        f"sandbox failed, so no verdict exists: {result.error}"
+                    )
+            details.append([{"outcome": r.outcome, "error": r.error} for r in mine])
+            if mine:
+                passed = sum(r.outcome == "passed" for r in mine)
+                rate[position] = passed / len(mine)
+                passed_all[position] = float(passed == len(mine))
+        pass_rate_column, pass_column = self.columns
+        return pd.DataFrame({pass_rate_column: rate, pass_column: passed_all,
+                             self.detail_columns[0]: details}, index=frame.index)
+
+    def close(self) -> None:
+        if self._sandbox is not None:
+            self._sandbox.close()
+            self._sandbox = None

