@@ -54,12 +54,34 @@ resamples gave a defined value; ``None`` stands for an undefined statistic)::
                        "kendall_tau_b": Estimate},                  # this one without CI
               "within_task": {"tau_darr": Estimate}},
           "per_rater": {rater: {"n": int, "pearson": float|None, "spearman": float|None}}},
+      "by_system": {                     # absent without a 'system' column
+          system: {"n": int, "n_tasks": int,
+                   "mean": Estimate,     # mean target of the system's rows, CI over tasks
+                   "metrics": {metric: float|None}}},   # mean of each metric on those rows
+      "pass_value": {                    # absent without a 'score.pass' column (1.0 / 0.0)
+          "n_missing": int,              # rows with NaN pass (no tests), left out below
+          "grades": [int, ...],          # the grade bins: the scale's integers (or the observed
+                                         # range without a scale)
+          "pass"|"fail": {
+              "n": int, "n_tasks": int,
+              "mean": Estimate,          # mean target
+              "useful_share": Estimate,  # share with target >= settings.useful_threshold
+              "distribution": [{"grade": int, "n": int, "share": Estimate}, ...]},
+                                         # grade = round-half-up of the target
+          "difference": {"mean": Estimate, "useful_share": Estimate}},  # pass - fail, paired
+                                         # over the same task resamples
       "counts": {"within_task_pairs": int, "human_tied_pairs": int, "tasks_with_pairs": int},
       "skipped": [str, ...],             # levels or comparisons left out, and why
       "settings": {"seed", "n_resamples", "n_permutations", "confidence", "alpha",
                    "bootstrap_unit", "ci_method", "permutation", "williams", "holm_family",
-                   "tie_threshold", "comparisons"}
+                   "tie_threshold", "comparisons", "useful_threshold", "scale"}
     }
+
+``pass_value`` answers Dibia et al. (2022, arXiv 2210.16494), who found that programmers value
+code that fails its unit tests: how the ratings of failing code compare with those of passing
+code. Every share and mean is a ratio of task sums, so its bootstrap resamples tasks like the rest
+of the audit (a resample without failing rows leaves that resample undefined, counted in
+``n_valid``).
 """
 
 from __future__ import annotations
@@ -84,6 +106,7 @@ SYSTEM_STATISTICS = ("pearson", "spearman", "kendall_tau_b", "kendall_tau_c", "p
 #: ("item", "spearman") is supported too; it is left out by default as the costliest test.
 DEFAULT_COMPARISONS = (("item", "pearson"), ("within_task", "tau_darr"), ("system", "pearson"))
 HYBRID = f"{SCORE_PREFIX}hybrid"
+PASS = f"{SCORE_PREFIX}pass"  # 1.0: the unit tests pass, 0.0: they fail, NaN: no tests
 
 
 def _number(value: Any) -> float | None:
@@ -274,6 +297,92 @@ def _ceiling(data: _Data, frame: pd.DataFrame, counts: np.ndarray, confidence: f
     }
 
 
+def _by_system(data: _Data, counts: np.ndarray, confidence: float) -> dict[str, Any]:
+    """Rows, tasks, the mean target (CI over tasks) and each metric's mean, per system."""
+    assert data.systems is not None
+    labels, system_codes = stats.group_codes(data.systems)
+    boot = stats.bootstrap_system_means(data.human, data.task_codes, system_codes, counts)
+    out = {}
+    for k, name in enumerate(labels):
+        rows = system_codes == k
+        out[str(name)] = {
+            "n": int(rows.sum()),
+            "n_tasks": int(np.unique(data.task_codes[rows]).size),
+            "mean": _estimate(data.human[rows].mean(), boot[:, k], confidence),
+            "metrics": {m: _number(values[rows].mean()) for m, values in data.scores.items()},
+        }
+    return out
+
+
+def _ratio(numerator: np.ndarray, denominator: np.ndarray, counts: np.ndarray
+           ) -> tuple[float, np.ndarray]:
+    """The ratio of task sums, in the data and in each resample (nan where undefined)."""
+    with np.errstate(invalid="ignore", divide="ignore"):
+        point = numerator.sum() / denominator.sum() if denominator.sum() else math.nan
+        return point, (counts @ numerator) / (counts @ denominator)
+
+
+def _grades(human: np.ndarray, scale: tuple[float, float] | None) -> tuple[np.ndarray, np.ndarray]:
+    """Each rating's grade (round half up) and the grade bins (the scale's integers)."""
+    grade = np.floor(human + 0.5).astype(int)
+    if scale is None:
+        bins = np.arange(grade.min(), grade.max() + 1) if grade.size else np.zeros(0, int)
+        return grade, bins
+    bins = np.arange(math.ceil(scale[0]), math.floor(scale[1]) + 1)
+    outside = (grade < bins[0]) | (grade > bins[-1]) if bins.size else np.ones_like(grade, bool)
+    if outside.any():
+        raise ValueError(f"{int(outside.sum())} rating(s) round to a grade outside the scale "
+                         f"{list(scale)}, e.g. {float(human[outside][0])}; pass the study's scale")
+    return grade, bins
+
+
+def _pass_value(frame: pd.DataFrame, data: _Data, counts: np.ndarray, confidence: float,
+                threshold: float, scale: tuple[float, float] | None) -> dict[str, Any]:
+    """Ratings of passing against failing rows (Dibia et al. 2022); see the module docstring."""
+    try:
+        passed = pd.to_numeric(frame[PASS], errors="raise").to_numpy(dtype=float)
+    except (TypeError, ValueError) as error:
+        raise ValueError(f"column '{PASS}' is not numeric: {error}") from None
+    known = ~np.isnan(passed)
+    odd = known & (passed != 0.0) & (passed != 1.0)
+    if odd.any():
+        raise ValueError(f"column '{PASS}' must hold 1.0 (pass), 0.0 (fail) or NaN (no tests); "
+                         f"row {int(np.flatnonzero(odd)[0])} holds {passed[odd][0]}")
+    grade, bins = _grades(data.human[known], scale)
+    grades = np.full(data.human.size, -1)
+    grades[known] = grade
+    n_tasks = data.task_labels.size
+    out: dict[str, Any] = {"n_missing": int((~known).sum()), "grades": bins.tolist()}
+    boot: dict[tuple[str, str], np.ndarray] = {}
+
+    def task_sums(weights: np.ndarray) -> np.ndarray:
+        return np.bincount(data.task_codes, weights=weights, minlength=n_tasks)
+
+    for group, value in (("pass", 1.0), ("fail", 0.0)):
+        rows = passed == value
+        n = task_sums(rows.astype(float))
+        block: dict[str, Any] = {"n": int(rows.sum()),
+                                 "n_tasks": int(np.count_nonzero(n))}
+        for key, numerator in (("mean", np.where(rows, data.human, 0.0)),
+                               ("useful_share", (rows & (data.human >= threshold)).astype(float))):
+            point, boot[(group, key)] = _ratio(task_sums(numerator), n, counts)
+            block[key] = _estimate(point, boot[(group, key)], confidence)
+        block["distribution"] = []
+        for g in bins:
+            hits = task_sums((rows & (grades == g)).astype(float))
+            point, resampled = _ratio(hits, n, counts)
+            block["distribution"].append({"grade": int(g), "n": int(hits.sum()),
+                                          "share": _estimate(point, resampled, confidence)})
+        out[group] = block
+    out["difference"] = {}
+    for key in ("mean", "useful_share"):
+        va, vb = out["pass"][key]["value"], out["fail"][key]["value"]
+        delta = boot[("pass", key)] - boot[("fail", key)]
+        out["difference"][key] = _estimate(math.nan if va is None or vb is None else va - vb,
+                                           delta, confidence)
+    return out
+
+
 def _choose_focus(metrics: Sequence[str], focus: str | None, item: Mapping[str, Any]
                   ) -> tuple[str, str]:
     if focus is not None:
@@ -294,7 +403,8 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
           focus: str | None = None,
           comparisons: Sequence[tuple[str, str]] = DEFAULT_COMPARISONS,
           confidence: float = 0.95, alpha: float = 0.05, tie_threshold: float = 0.0,
-          missing: str = "refuse") -> dict[str, Any]:
+          missing: str = "refuse", useful_threshold: float = 2.0,
+          scale: tuple[float, float] | None = None) -> dict[str, Any]:
     """Audit metric-human agreement on a scored table; see the module docstring for the result.
 
     ``metrics`` defaults to every ``score.*`` column; ``focus`` (default ``score.hybrid`` when
@@ -304,6 +414,12 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
     (NaN: e.g. no tests to run) stops the audit when ``missing="refuse"``; with
     ``missing="drop-rows"`` such rows are left out of every statistic, so that all metrics are
     compared on the same rows, and ``n_dropped_rows`` says how many.
+
+    On the same rows, ``by_system`` summarises each system and, with a ``score.pass`` column,
+    ``pass_value`` compares the ratings of passing and failing code: ``useful_threshold`` is the
+    lowest useful rating (2: "somewhat helpful, ... still useful" on the CoNaLa 0-4 scale) and
+    ``scale`` the study's rating range, whose integers are the grade bins (default: the observed
+    range of the rounded ratings).
     """
     if metrics is None:
         metrics = [c for c in frame.columns if str(c).startswith(SCORE_PREFIX)]
@@ -405,11 +521,19 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
                     "for spearman; n = systems at system level",
         "holm_family": "the focus metric against every other metric, per level and statistic",
         "comparisons": [f"{level}:{statistic}" for level, statistic in comparisons],
+        "useful_threshold": useful_threshold, "scale": None if scale is None else list(scale),
     }
     fields = {"audit": AUDIT_VERSION, "target": target, "seed": seed, "boot": n_resamples,
               "unit": "task", "perm": n_permutations, "ci": confidence,
-              "tie": tie_threshold, "missing": missing,
+              "tie": tie_threshold, "missing": missing, "useful": useful_threshold,
+              "scale": "observed" if scale is None else f"{scale[0]:g}-{scale[1]:g}",
               **environment(["numpy", "scipy", "krippendorff"])}
+    extra: dict[str, Any] = {}
+    if data.systems is not None:
+        extra["by_system"] = _by_system(data, counts, confidence)
+    if PASS in frame.columns:
+        extra["pass_value"] = _pass_value(frame, data, counts, confidence, useful_threshold,
+                                          scale)
     return {
         "signature": signature(fields),
         "target": target,
@@ -426,6 +550,7 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
         "counts": {"within_task_pairs": int(i.size),
                    "human_tied_pairs": int(i.size - cdt_counts[:, 0].sum()),
                    "tasks_with_pairs": int(np.count_nonzero(np.bincount(data.task_codes) >= 2))},
+        **extra,
         "skipped": skipped,
         "settings": settings,
     }

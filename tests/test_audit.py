@@ -207,3 +207,99 @@ def test_missing_values_refused_or_dropped_explicitly():
                      n_permutations=50)
     assert dropped["n_dropped_rows"] == 2 and dropped["n_rows"] == n - 2
     assert dropped["agreement"] == complete["agreement"]
+
+
+def _pass_frame() -> pd.DataFrame:
+    """6 tasks x 2 systems with hand-chosen pass/fail and mean ratings; one row has no tests."""
+    cells = [  # task, system, pass, rating
+        (0, "s1", 1.0, 4.0), (0, "s2", 0.0, 2.5), (1, "s1", 1.0, 3.0), (1, "s2", 0.0, 1.0),
+        (2, "s1", 1.0, 1.5), (2, "s2", 0.0, 0.0), (3, "s1", 0.0, 2.0), (3, "s2", 1.0, 3.5),
+        (4, "s1", 0.0, 3.0), (4, "s2", np.nan, 1.0), (5, "s1", 1.0, 0.4), (5, "s2", 0.0, 2.4)]
+    return pd.DataFrame([{"task_id": f"t{t}", "system": s, "rating": r, "score.pass": p,
+                          "score.x": 0.1 * k + (0.5 if s == "s2" else 0.0)}
+                         for k, (t, s, p, r) in enumerate(cells)])
+
+
+def _pass_audit(frame: pd.DataFrame, **options) -> dict:
+    return audit(frame, metrics=["score.x"], seed=5, n_resamples=300, n_permutations=20,
+                 scale=(0, 4), **options)
+
+
+def test_pass_value_by_hand():
+    frame = _pass_frame()
+    result = _pass_audit(frame)
+    value = result["pass_value"]
+    assert value["n_missing"] == 1 and value["grades"] == [0, 1, 2, 3, 4]
+    passing, failing = value["pass"], value["fail"]
+    assert (passing["n"], passing["n_tasks"], failing["n"], failing["n_tasks"]) == (5, 5, 6, 6)
+    assert passing["mean"]["value"] == pytest.approx(12.4 / 5)  # 4, 3, 1.5, 3.5, 0.4
+    assert failing["mean"]["value"] == pytest.approx(10.9 / 6)  # 2.5, 1, 0, 2, 3, 2.4
+    assert passing["useful_share"]["value"] == pytest.approx(3 / 5)
+    assert failing["useful_share"]["value"] == pytest.approx(4 / 6)
+    # round half up: 2.5 -> 3, 1.5 -> 2, 3.5 -> 4, 2.4 -> 2, 0.4 -> 0
+    assert [e["n"] for e in passing["distribution"]] == [1, 0, 1, 1, 2]
+    assert [e["n"] for e in failing["distribution"]] == [1, 1, 2, 2, 0]
+    assert [e["grade"] for e in failing["distribution"]] == [0, 1, 2, 3, 4]
+    assert failing["distribution"][3]["share"]["value"] == pytest.approx(2 / 6)
+    difference = value["difference"]
+    assert difference["mean"]["value"] == pytest.approx(12.4 / 5 - 10.9 / 6)
+    assert difference["useful_share"]["value"] == pytest.approx(3 / 5 - 4 / 6)
+    estimates = [passing["mean"], failing["mean"], passing["useful_share"],
+                 failing["useful_share"], difference["mean"], difference["useful_share"]]
+    estimates += [e["share"] for e in passing["distribution"] + failing["distribution"]]
+    for estimate in estimates:
+        lo, hi = estimate["ci"]
+        assert lo <= estimate["value"] <= hi
+    assert result["settings"]["useful_threshold"] == 2.0 and result["settings"]["scale"] == [0, 4]
+    assert "useful:2.0" in result["signature"] and "scale:0-4" in result["signature"]
+    stricter = _pass_audit(frame, useful_threshold=3.0)["pass_value"]
+    assert stricter["fail"]["useful_share"]["value"] == pytest.approx(1 / 6)
+    assert _pass_audit(frame) == result
+    json.dumps(result, allow_nan=False)
+
+
+def test_pass_value_bootstrap_equals_a_direct_resampling_loop():
+    frame = _pass_frame()
+    result = _pass_audit(frame)
+    counts = stats.group_bootstrap_counts(6, 300, 5)  # the audit's task resamples (seed 5)
+    task = frame["task_id"].str[1:].astype(int).to_numpy()
+    passed, rating = frame["score.pass"].to_numpy(), frame["rating"].to_numpy()
+    deltas, fail_useful = [], []
+    for weights in counts:
+        w = weights[task]
+        means = [np.sum(w * rating * (passed == p)) / np.sum(w * (passed == p)) for p in (1, 0)]
+        deltas.append(means[0] - means[1])
+        fail_useful.append(np.sum(w * (rating >= 2) * (passed == 0)) / np.sum(w * (passed == 0)))
+    value = result["pass_value"]
+    np.testing.assert_allclose(value["difference"]["mean"]["ci"], stats.percentile_ci(deltas))
+    np.testing.assert_allclose(value["fail"]["useful_share"]["ci"],
+                               stats.percentile_ci(fail_useful))
+
+
+def test_by_system_by_hand():
+    frame = _pass_frame()
+    by_system = _pass_audit(frame)["by_system"]
+    assert list(by_system) == ["s1", "s2"]
+    assert by_system["s1"]["n"] == 6 and by_system["s1"]["n_tasks"] == 6
+    assert by_system["s1"]["mean"]["value"] == pytest.approx(13.9 / 6)
+    assert by_system["s2"]["mean"]["value"] == pytest.approx(10.4 / 6)
+    assert by_system["s2"]["metrics"]["score.x"] == pytest.approx(0.5 + 0.1 * 36 / 6)
+    for values in by_system.values():
+        lo, hi = values["mean"]["ci"]
+        assert lo <= values["mean"]["value"] <= hi
+
+
+def test_pass_value_on_the_audited_rows_and_bad_pass_columns():
+    frame = _pass_frame()
+    dropped = audit(frame, metrics=["score.x", "score.pass"], n_resamples=50, n_permutations=20,
+                    missing="drop-rows")
+    assert dropped["n_dropped_rows"] == 1 and dropped["pass_value"]["n_missing"] == 0
+    assert dropped["pass_value"]["grades"] == [0, 1, 2, 3, 4]  # observed range without a scale
+    assert dropped["by_system"]["s2"]["n"] == 5
+    plain = _pass_audit(frame.drop(columns=["score.pass", "system"]))
+    assert "pass_value" not in plain and "by_system" not in plain
+    odd = frame.assign(**{"score.pass": frame["score.pass"].replace(1.0, 0.5)})
+    with pytest.raises(ValueError, match=r"1.0 \(pass\), 0.0 \(fail\) or NaN .* row 0 holds 0.5"):
+        _pass_audit(odd)
+    with pytest.raises(ValueError, match="outside the scale"):
+        audit(frame, metrics=["score.x"], n_resamples=50, n_permutations=20, scale=(1, 4))

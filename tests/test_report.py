@@ -329,3 +329,43 @@ def test_same_input_gives_byte_identical_files(written, tmp_path: Path) -> None:
     again = write_report(results, frame, tmp_path, card=card)
     for kind, path in paths.items():
         assert again[kind].read_bytes() == path.read_bytes(), kind
+
+
+def test_pass_vs_fail_and_by_system_sections(tmp_path: Path) -> None:
+    frame = make_frame().assign(**{"score.pass": lambda f: f["score.pass_rate"]})
+    frame.loc[[0, 5], "score.pass"] = np.nan  # rows without tests
+    results = audit(frame, metrics=["score.chrf", "score.hybrid"], seed=1, n_resamples=100,
+                    n_permutations=50, scale=(0, 4))
+    paths = write_report(results, frame, tmp_path)
+    page, text = paths["html"].read_text(), paths["markdown"].read_text()
+    value = results["pass_value"]
+    for body in (page, text):
+        assert "Passing vs failing code" in body and "By system" in body
+        assert "No comparison of passing and failing code" not in body
+    assert text.index("## Passing vs failing code") < text.index("## By system")
+    assert (f"| fails its tests | {value['fail']['n']} | {value['fail']['n_tasks']} | "
+            f"{md_escape(fmt_estimate(value['fail']['mean']))} | "
+            f"{md_escape(fmt_estimate(value['fail']['useful_share']))} |") in text
+    delta = md_escape(fmt_estimate(value["difference"]["mean"]))
+    assert f"| difference (pass − fail) | — | — | {delta} |" in text
+    grade = value["pass"]["distribution"][4]
+    fail4 = value["fail"]["distribution"][4]
+    assert (f"| 4 | {grade['n']} | {md_escape(fmt_estimate(grade['share']))} | {fail4['n']} | "
+            f"{md_escape(fmt_estimate(fail4['share']))} |") in text
+    assert "Rows without tests (n/a): 2, left out." in text
+    gamma = results["by_system"]["gamma"]
+    assert (f"| gamma | 12 | 12 | {md_escape(fmt_estimate(gamma['mean']))} | "
+            f"{fmt(gamma['metrics']['score.chrf'])} | {fmt(gamma['metrics']['score.hybrid'])} |"
+            ) in text
+    assert page.count("data:image/png") == 3  # forest, grade bars, strips
+    known = formatted_numbers(json.loads(paths["json"].read_text()))
+    stray = {n.lstrip("-") for n in table_body_numbers(text)} - {k.lstrip("-") for k in known}
+    assert not stray, f"numbers in report.md not in results.json: {sorted(stray)[:10]}"
+
+
+def test_pass_vs_fail_and_by_system_absent(tmp_path: Path) -> None:
+    frame = make_frame().drop(columns=["system", "ratings"])
+    results = audit(frame, seed=1, n_resamples=50, n_permutations=50)
+    text = write_report(results, frame, tmp_path)["markdown"].read_text()
+    assert "Passing vs failing code" not in text and "## By system" not in text
+    assert "No comparison of passing and failing code: the table has no" in text

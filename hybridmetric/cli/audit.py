@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from hybridmetric.audit import audit
+from hybridmetric.cli.fit import parse_scale
 from hybridmetric.combine import HYBRID_COLUMN, MetricCard, read_scores
 from hybridmetric.report import write_report
 
@@ -29,6 +30,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--focus", help="the metric compared with every other one "
                                         "(default: score.hybrid, else the best)")
     parser.add_argument("--seed", type=int, default=0, help="seed of resamples and permutations")
+    parser.add_argument("--scale", help="the rating scale MIN,MAX (grade bins of the pass/fail "
+                                        "comparison; default: observed range)")
+    parser.add_argument("--missing", default="refuse", choices=("refuse", "drop-rows"),
+                        help="what to do with rows missing a metric or the rating")
     add_audit_options(parser)
     parser.set_defaults(func=run)
 
@@ -46,7 +51,7 @@ def run(args: argparse.Namespace) -> int:
     metrics = [m.strip() for m in args.metrics.split(",")] if args.metrics else None
     results = audit(frame, metrics=metrics, target=args.target, seed=args.seed,
                     n_resamples=args.resamples, n_permutations=args.permutations,
-                    focus=args.focus)
+                    focus=args.focus, scale=parse_scale(args.scale), missing=args.missing)
     paths = write_report(results, frame, args.output, card=card.data if card else None)
     for kind, path in paths.items():
         print(f"{kind}: {path}")

@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     table[HYBRID_COLUMN] = card.out_of_fold
     print("[3/3] auditing agreement with the ratings", file=sys.stderr)
     results = audit(table, target=args.target, seed=args.seed, n_resamples=args.resamples,
-                    n_permutations=args.permutations, missing="drop-rows")
+                    n_permutations=args.permutations, missing="drop-rows", scale=study.scale)
     paths = write_report(results, table, out / "report", card=card.data)
     print(f"scores: {out / 'scores.jsonl'}\ncard: {out / 'card.json'}\n"
           f"report: {paths['html']}")

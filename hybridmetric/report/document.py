@@ -2,7 +2,8 @@
 
 Every number in a section comes from the results dict or the metric card; the strip plots alone
 draw the scored rows themselves. A part that is absent (no card, no per-rater ratings, no
-comparisons) gives a section that says so, never a silently missing one.
+comparisons) gives a section that says so, never a silently missing one; the by-system and
+pass/fail sections appear when the results hold them (the overview says when pass/fail is absent).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from hybridmetric.report import plots
 from hybridmetric.report.tables import (
     Table,
     agreement_tables,
+    by_system_table,
     calibration_table,
     ceiling_tables,
     ci_name,
@@ -26,6 +28,7 @@ from hybridmetric.report.tables import (
     is_estimate,
     key_value_table,
     label,
+    pass_value_tables,
     significance_matrix,
     statistics_of,
     weights_table,
@@ -93,6 +96,34 @@ def _overview(results: Mapping[str, Any]) -> Section:
     section = Section("overview", "Overview", [key_value_table("Data", facts)])
     for reason in results.get("skipped") or []:
         section.blocks.append(f"Left out: {str(reason).rstrip('.')}.")
+    if "pass_value" not in results:
+        section.blocks.append("No comparison of passing and failing code: the table has no "
+                              "`score.pass` column (unit-test results).")
+    return section
+
+
+def _by_system(results: Mapping[str, Any]) -> Section:
+    section = Section("by-system", "By system")
+    section.blocks.append(by_system_table(results))
+    return section
+
+
+def _pass_value(results: Mapping[str, Any]) -> Section:
+    value = results["pass_value"]
+    target = str(results["target"])
+    section = Section("pass-value", "Passing vs failing code")
+    section.blocks.append(
+        "Do programmers value code that fails its unit tests? Dibia et al. (2022, arXiv "
+        "2210.16494) found that they do. Below: the ratings of rows whose code passes its tests "
+        "against rows whose code fails them, and the share rated useful."
+    )
+    section.blocks.append(Plot(
+        plots.grade_bars(value, target),
+        f"Grouped bar chart of the {target} grade distribution for passing and failing code",
+        f"Share of passing (green) and failing (red) rows at each grade, with "
+        f"{ci_name(results)}s over tasks.",
+    ))
+    section.blocks.extend(pass_value_tables(results))
     return section
 
 
@@ -270,7 +301,10 @@ def build(results: Mapping[str, Any], frame: pd.DataFrame,
     """All sections of the report, in reading order."""
     check_columns(frame, results)
     alpha = float((results.get("settings") or {}).get("alpha", ALPHA))
-    return [
-        _overview(results), _ceiling(results), _agreement(results), _significance(results, alpha),
-        _strips(results, frame), _hybrid(card), _settings(results),
-    ]
+    sections = [_overview(results), _ceiling(results), _agreement(results),
+                _significance(results, alpha)]
+    if "pass_value" in results:
+        sections.append(_pass_value(results))
+    if "by_system" in results:
+        sections.append(_by_system(results))
+    return sections + [_strips(results, frame), _hybrid(card), _settings(results)]

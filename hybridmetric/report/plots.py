@@ -193,3 +193,27 @@ def calibration_plot(table: Sequence[Mapping[str, Any]], scale: Sequence[float] 
     axis.legend(fontsize=8, loc="upper left", frameon=False)
     axis.grid(color="#eeeeee", linewidth=0.6)
     return to_png(figure)
+
+
+def grade_bars(pass_value: Mapping[str, Any], target: str) -> bytes:
+    """Grouped bars: the share of passing and of failing rows at each grade, with CIs."""
+    grades = list(pass_value["grades"])
+    figure = Figure(figsize=(1.2 + 0.9 * max(len(grades), 2), 3.4), layout="constrained")
+    axis = figure.subplots()
+    positions = np.arange(len(grades), dtype=float)
+    for k, (group, name) in enumerate((("pass", "passes its tests"), ("fail", "fails its tests"))):
+        block = pass_value[group]
+        shares = {entry["grade"]: _interval(entry["share"]) for entry in block["distribution"]}
+        points = [shares.get(g) or (0.0, 0.0, 0.0) for g in grades]
+        values = np.array([p[0] for p in points])
+        errors = np.array([[p[0] - p[1] for p in points], [p[2] - p[0] for p in points]])
+        axis.bar(positions + (k - 0.5) * 0.4, values, width=0.4, yerr=errors, capsize=3,
+                 color=COLOURS[2 if group == "pass" else 3],
+                 label=f"{name} (n={block['n']})", error_kw={"linewidth": 1})
+    axis.set_xticks(positions, [str(g) for g in grades])
+    axis.set_xlabel(literal(f"grade ({target} rounded half up)"), fontsize=9)
+    axis.set_ylabel("share of the group's rows", fontsize=9)
+    axis.set_ylim(0, 1)
+    axis.legend(fontsize=8, frameon=False)
+    axis.grid(axis="y", color="#eeeeee", linewidth=0.6)
+    return to_png(figure)

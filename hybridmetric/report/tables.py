@@ -291,3 +291,57 @@ def cv_table(cv: Mapping[str, Any]) -> Table:
             line.append(Cell(f"{fmt(value.get('mean'))} ± {fmt(value.get('sd'))}"))
         table.rows.append(line)
     return table
+
+
+def by_system_table(results: Mapping[str, Any]) -> Table:
+    """Per system: rows, tasks, the mean target with its CI, and the mean of each metric."""
+    by_system = results["by_system"]
+    metrics = statistics_of({s: v.get("metrics", {}) for s, v in by_system.items()})
+    target = str(results.get("target", "target"))
+    table = Table("By system", ["system", "rows", "tasks", f"mean {target} [CI]",
+                                *(f"mean {m}" for m in metrics)],
+                  note=f"CI: {ci_name(results)} over tasks; metric means without CIs.")
+    for system, values in by_system.items():
+        means = values.get("metrics", {})
+        table.rows.append([Cell(str(system)), Cell(fmt(values.get("n"))),
+                           Cell(fmt(values.get("n_tasks"))), Cell(fmt_estimate(values.get("mean")))]
+                          + [Cell(fmt(means.get(m))) for m in metrics])
+    return table
+
+
+def pass_value_tables(results: Mapping[str, Any]) -> list[Table]:
+    """Passing against failing code: means and useful shares, then the grade distribution."""
+    value = results["pass_value"]
+    target = str(results.get("target", "target"))
+    threshold = (results.get("settings") or {}).get("useful_threshold")
+    useful = f"share {target} ≥ {fmt(threshold)}" if threshold is not None else "useful share"
+    ci = ci_name(results)
+    summary = Table("Ratings of passing and failing code",
+                    ["code", "rows", "tasks", f"mean {target} [CI]", f"{useful} [CI]"],
+                    note=f"CI: {ci} over tasks. Difference: passing minus failing, paired over "
+                         f"the same task resamples. Rows without tests (n/a): "
+                         f"{fmt(value.get('n_missing'))}, left out.")
+    for group in ("pass", "fail"):
+        block = value[group]
+        table_row = [Cell("passes its tests" if group == "pass" else "fails its tests"),
+                     Cell(fmt(block.get("n"))), Cell(fmt(block.get("n_tasks"))),
+                     Cell(fmt_estimate(block.get("mean"))),
+                     Cell(fmt_estimate(block.get("useful_share")))]
+        summary.rows.append(table_row)
+    difference = value.get("difference", {})
+    summary.rows.append([Cell("difference (pass − fail)"), Cell(DASH, "muted"),
+                         Cell(DASH, "muted"), Cell(fmt_estimate(difference.get("mean"))),
+                         Cell(fmt_estimate(difference.get("useful_share")))])
+    distribution = Table(f"Distribution of the grade ({target} rounded half up)",
+                         ["grade", "pass: rows", "pass: share [CI]", "fail: rows",
+                          "fail: share [CI]"],
+                         note=f"Share of each group's rows with that grade; CI: {ci} over tasks.")
+    by_grade = {group: {entry["grade"]: entry for entry in value[group]["distribution"]}
+                for group in ("pass", "fail")}
+    for grade in value.get("grades", []):
+        line = [Cell(fmt(grade))]
+        for group in ("pass", "fail"):
+            entry = by_grade[group].get(grade, {})
+            line += [Cell(fmt(entry.get("n"))), Cell(fmt_estimate(entry.get("share")))]
+        distribution.rows.append(line)
+    return [summary, distribution]
