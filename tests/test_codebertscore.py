@@ -1,0 +1,335 @@
+"""CodeBERTScore: hand-checked matching, parity with code-bert-score 0.4.1, and the fast paths."""
+
+from __future__ import annotations
+
+import functools
+import json
+import pickle
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from hybridmetric.scorers import get
+from hybridmetric.scorers.codebertscore import (
+    CodeBertScore,
+    embedded_model_path,
+    idf_from_corpus,
+    is_punctuation,
+    load_idf_file,
+    resolve_device,
+    resolve_dtype,
+    window_spans,
+)
+
+COLUMNS = [f"score.codebertscore.{p}" for p in ("precision", "recall", "f1", "f3")]
+CONALA = (Path(__file__).resolve().parents[1] / ".." / "shared" / "data" / "conala-human-grades"
+          / "conala" / "conala-human-grades.json")
+CODE = [
+    ("os.kill(os.getpid(), signal.SIGUSR1)", "os.kill(os.getpid(), signal.SIGUSR1)",
+     "send a signal `signal.SIGUSR1` to the current process"),
+    ("sorted(d.items(), key=lambda x: x[1])", "sorted(list(d.items()), key=operator.itemgetter(1))",
+     "Sort a dictionary `d` by value"),
+    ("df.drop('a', axis=1)", "df = df.drop(columns=['a'])", "drop column 'a' from dataframe df"),
+    ("x = [i for i in range(10)]", "x = list(range(10))", None),
+    ("return app.run(debug = True)", "app.run(debug=True)", "enable debug mode on Flask app"),
+    ("...", "print('hello')", "print hello"),
+]
+
+
+@pytest.fixture(scope="module")
+def scorer() -> CodeBertScore:
+    """The default scorer (embedded model, context on), shared to load the model once."""
+    return CodeBertScore(device="cpu")
+
+
+def frame_of(rows: list[tuple[str, str, str | None]]) -> pd.DataFrame:
+    return pd.DataFrame({"candidate": [c for c, _, _ in rows],
+                         "references": [[r] for _, r, _ in rows],
+                         "context": [x for _, _, x in rows]})
+
+
+def with_specials(tokenizer, ids: list[int]) -> list[int]:
+    """[CLS] + ids + [SEP]: what transformers 5 dropped and code-bert-score uses for ""."""
+    return [tokenizer.cls_token_id, *ids, tokenizer.sep_token_id]
+
+
+def reference_package():
+    """code-bert-score's ``score`` and its module (``score`` is shadowed by the function)."""
+    cbs = pytest.importorskip("code_bert_score")
+    return cbs.score, sys.modules["code_bert_score.score"]
+
+
+def reference_scores(cands, refs, layer, sources=None, idf=False, no_punc=True) -> np.ndarray:
+    """code_bert_score.score as (n, 4) P/R/F1/F3.
+
+    With sources, the package needs two repairs for a BERT tokenizer: it calls
+    ``decode(...).removeprefix(tokenizer.bos_token)``, and BERT has no bos token (TypeError); and it
+    finds the context by decoding token prefixes, which fails when the tokenizer lowercases. We set
+    ``bos_token`` to [CLS], decode without special tokens, and give it contexts already in the
+    tokenizer's decoded form (``normalise``), which encode to the same token ids. And it encodes
+    an empty text with ``build_inputs_with_special_tokens``, gone in transformers 5.
+    """
+    score, module = reference_package()
+    original = module.AutoTokenizer.from_pretrained
+
+    def patched(*args, **kwargs):
+        tokenizer = original(*args, **kwargs)
+        tokenizer.bos_token = tokenizer.cls_token
+        tokenizer.decode = functools.partial(tokenizer.decode, skip_special_tokens=True)
+        tokenizer.build_inputs_with_special_tokens = functools.partial(with_specials, tokenizer)
+        return tokenizer
+
+    module.AutoTokenizer.from_pretrained = patched
+    try:
+        out = score(cands, refs, model_type=embedded_model_path(), num_layers=layer,
+                    sources=sources, idf=idf, device="cpu", batch_size=64, no_punc=no_punc)
+    finally:
+        module.AutoTokenizer.from_pretrained = original
+    return torch.stack(out, dim=1).double().numpy()
+
+
+def normalise(texts: list[str]) -> list[str]:
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(embedded_model_path())
+    return [tokenizer.decode(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
+
+
+# -- pure helpers ---------------------------------------------------------------------------------
+
+def test_window_spans_match_the_reference_package():
+    utils = pytest.importorskip("code_bert_score.utils")
+    for length in (1, 511, 512, 513, 700, 1023, 1024, 1500, 2049):
+        assert window_spans(length, 512) == utils.get_window_indices(length, 512, 0.5)
+    for length in (513, 1500):
+        covered = [s + k for s, _, lo, hi in window_spans(length, 512) for k in range(lo, hi)]
+        assert covered == list(range(length))  # every token once, in order
+
+
+def test_punctuation_rule_matches_the_reference_package():
+    utils = pytest.importorskip("code_bert_score.utils")
+    tokens = ["(", ")", "Ġ(", "Ċ", "+", "==", "x", "##.", "[CLS]", "'", "Ġ+=", "a.b", "->"]
+    expected = [not keep for keep in utils.mark_all_punc_tokens(tokens).tolist()]
+    assert [is_punctuation(t) for t in tokens] == expected
+
+
+def test_idf_from_corpus_by_hand():
+    table = idf_from_corpus([[1, 2, 2], [1, 3], [1]])
+    assert table[1] == pytest.approx(np.log(4 / 4))
+    assert table[2] == pytest.approx(np.log(4 / 2))
+    assert table[3] == pytest.approx(np.log(4 / 2))
+
+
+def test_idf_pickle_refuses_objects(tmp_path):
+    path = tmp_path / "idf.pkl"
+    path.write_bytes(pickle.dumps(pd.Timestamp("2020-01-01")))
+    with pytest.raises(pickle.UnpicklingError, match="plain dict"):
+        load_idf_file(str(path))
+    path.write_bytes(pickle.dumps({5: 1.5, 7: 0.25}))
+    assert load_idf_file(str(path)) == {5: 1.5, 7: 0.25}
+
+
+# -- device and dtype -----------------------------------------------------------------------------
+
+def test_device_resolution(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: False)
+    assert resolve_device("auto") == "cpu"
+    with pytest.raises(RuntimeError, match="no cuda device"):
+        resolve_device("cuda")
+    monkeypatch.setattr(torch.backends.mps, "is_available", lambda: True)
+    assert resolve_device("auto") == "mps"
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert resolve_device("auto") == "cuda"
+    assert resolve_device("cpu") == "cpu"
+
+
+def test_dtype_resolution(monkeypatch):
+    assert resolve_dtype("auto", "cpu") == "float32"
+    assert resolve_dtype("auto", "mps") == "float32"
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    assert resolve_dtype("auto", "cuda") == "bfloat16"
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
+    assert resolve_dtype("auto", "cuda") == "float16"
+    assert resolve_dtype("float16", "cuda") == "float16"
+    with pytest.raises(ValueError, match="float16 needs a CUDA device"):
+        resolve_dtype("float16", "cpu")
+    with pytest.raises(ValueError, match="float16 needs a CUDA device"):
+        CodeBertScore(dtype="float16", device="cpu")
+
+
+def test_bfloat16_on_cpu_is_close_to_float32(scorer):
+    frame = frame_of(CODE)
+    exact = scorer.score(frame).to_numpy()
+    fast = CodeBertScore(dtype="bfloat16", device="cpu")
+    assert fast.dtype == "bfloat16"
+    approx = fast.score(frame).to_numpy()
+    assert next(fast._model.parameters()).dtype == torch.bfloat16
+    assert np.abs(approx - exact).max() < 0.03
+    assert not np.array_equal(approx, exact)
+
+
+# -- hand-made matching ---------------------------------------------------------------------------
+
+def test_identical_code_scores_one(scorer):
+    rows = [(c, c, x) for c, _, x in CODE]
+    out = scorer.score(frame_of(rows)).to_numpy()
+    np.testing.assert_allclose(out[:-1], 1.0, atol=1e-6)
+    assert (out[-1] == 0).all()  # "..." is all punctuation: nothing left to match
+
+
+def test_prefix_candidate_at_layer_zero_by_hand():
+    """Layer 0 embeddings depend only on token and position: a prefix matches itself exactly."""
+    reference, candidate = "total = price * count + tax", "total = price"
+    scorer = CodeBertScore(layer=0, no_punc=False, use_context=False, device="cpu")
+    out = scorer.score(frame_of([(candidate, reference, None)])).to_numpy()[0]
+    tokenizer, model = scorer._tokenizer, scorer._model
+    with torch.no_grad():
+        ref_ids = torch.tensor([tokenizer(reference)["input_ids"]])
+        cand_ids = torch.tensor([tokenizer(candidate)["input_ids"]])
+        ref_emb = model.embeddings(input_ids=ref_ids)[0].double().numpy()
+        cand_emb = model.embeddings(input_ids=cand_ids)[0].double().numpy()
+    ref_emb /= np.linalg.norm(ref_emb, axis=1, keepdims=True)
+    cand_emb /= np.linalg.norm(cand_emb, axis=1, keepdims=True)
+    sim = cand_emb @ ref_emb.T
+    recall = sim.max(axis=0)[1:-1].mean()  # [CLS] and [SEP] weigh 0
+    assert out[0] == pytest.approx(1.0, abs=1e-6)
+    assert out[1] == pytest.approx(recall, abs=1e-6)
+    assert out[1] < 0.95
+    assert out[2] == pytest.approx(2 * recall / (1 + recall), abs=1e-6)
+    assert out[3] == pytest.approx(10 * recall / (9 + recall), abs=1e-6)
+
+
+def test_context_tokens_are_excluded_but_shape_the_embeddings(scorer):
+    context, code = "Sort the LIST `xs` in reverse order", "xs.sort(reverse=True)"
+    scorer.score(frame_of([(code, code, context), (code, code, None)]))
+    with_context, without = scorer._cache[(context, code)], scorer._cache[("", code)]
+    assert with_context.ids == without.ids  # same matched tokens: the intent's are gone
+    assert not torch.allclose(with_context.embeddings, without.embeddings, atol=1e-3)
+    other = "sorted(xs)[::-1]"
+    out = scorer.score(frame_of([(other, code, context), (other, code, None)])).to_numpy()
+    assert abs(out[0, 2] - out[1, 2]) > 1e-4
+
+
+def test_missing_references_give_nan_and_empty_candidate_zero(scorer):
+    frame = pd.DataFrame({"candidate": ["x = 1", "", "y = 2"],
+                          "references": [None, ["x = 1"], []],
+                          "context": ["set x", "set x", None]})
+    out = scorer.score(frame)
+    assert out.index.equals(frame.index) and list(out.columns) == COLUMNS
+    assert out.iloc[0].isna().all() and out.iloc[2].isna().all()
+    assert (out.iloc[1] == 0).all()
+
+
+def test_cache_dedups_shared_references_and_persists(scorer):
+    frame = pd.DataFrame({"candidate": ["a = 1", "a = 2", "a = 1", "b = 3"],
+                          "references": [["a = 1 + 0"]] * 4, "context": ["make a"] * 4})
+    scorer._cache.clear()
+    first = scorer.score(frame)
+    assert scorer.last_run == {"texts": 4, "encoded": 4, "cache_hits": 0}
+    second = scorer.score(frame)
+    assert scorer.last_run == {"texts": 4, "encoded": 0, "cache_hits": 4}
+    pd.testing.assert_frame_equal(first, second)
+    assert first.iloc[0].tolist() == first.iloc[2].tolist()
+
+
+def test_idf_file_weights_apply(tmp_path, scorer):
+    tokenizer = scorer._tokenizer
+    path = tmp_path / "idf.json"
+    # [CLS]/[SEP] weigh 0 and every other token (absent: the file's largest weight) weighs 2,
+    # which normalises to idf off.
+    path.write_text(json.dumps({tokenizer.cls_token_id: 0.0, tokenizer.sep_token_id: 0.0,
+                                "1000": 2.0}))
+    frame = frame_of(CODE[:4])
+    weighted = CodeBertScore(idf=str(path), device="cpu").score(frame)
+    np.testing.assert_allclose(weighted.to_numpy(), scorer.score(frame).to_numpy(), atol=1e-9)
+    refs_idf = CodeBertScore(idf="refs", device="cpu").score(frame)
+    assert np.abs(refs_idf.to_numpy() - weighted.to_numpy()).max() > 1e-3
+
+
+def test_rescale_baseline(tmp_path, scorer):
+    path = tmp_path / "baseline.csv"
+    layer = scorer.layer
+    path.write_text(f"LAYER,P,R,F,F3\n{layer - 1},0.1,0.2,0.3,0.4\n{layer},0.5,0.6,0.7,0.8\n")
+    frame = frame_of(CODE[:3])
+    raw = scorer.score(frame).to_numpy()
+    rescaled = CodeBertScore(baseline=str(path), device="cpu").score(frame).to_numpy()
+    base = np.array([0.5, 0.6, 0.7, 0.8])
+    np.testing.assert_allclose(rescaled, (raw - base) / (1 - base), atol=1e-12)
+    path.write_text(f"LAYER,P,R,F\n{layer},0.5,0.6,0.7\n")
+    with pytest.raises(ValueError, match="F3"):
+        CodeBertScore(baseline=str(path))
+
+
+def test_settings_errors_and_signature(monkeypatch, tmp_path, scorer):
+    assert get("codebertscore") is CodeBertScore
+    with pytest.raises(ValueError, match="no default layer"):
+        CodeBertScore(model=str(tmp_path))
+    with pytest.raises(RuntimeError, match="hf download"):
+        CodeBertScore(model=str(tmp_path / "absent"), layer=3).score(frame_of(CODE[:1]))
+    huggingface_hub = pytest.importorskip("huggingface_hub")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # read at import: also set the live constant
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(RuntimeError, match="HF_HUB_OFFLINE"):
+        CodeBertScore(model="no-such-org/no-such-model", layer=3).score(frame_of(CODE[:1]))
+    with pytest.raises(ValueError, match="out of range"):
+        CodeBertScore(layer=7, device="cpu").score(frame_of(CODE[:1]))
+    with pytest.raises(FileNotFoundError, match="idf"):
+        CodeBertScore(idf=str(tmp_path / "none.json"))
+    signature = scorer.signature()
+    for field in ("scorer:codebertscore", "model:embedded", "layer_used:", "model_hash:",
+                  "dtype_used:float32", "device_class:cpu", "idf:off", "torch:", "transformers:"):
+        assert field in signature
+
+
+# -- parity with code-bert-score ------------------------------------------------------------------
+
+def test_parity_without_context_and_with_idf(scorer):
+    rows = [*CODE, ("", "x = 1", None), ("  \n\t", "y = 2", None)]  # empty after stripping
+    cands, refs = [c for c, _, _ in rows], [r for _, r, _ in rows]
+    frame = frame_of([(c, r, None) for c, r in zip(cands, refs, strict=True)])
+    layer = scorer.layer
+    ours = CodeBertScore(use_context=False, device="cpu").score(frame).to_numpy()
+    np.testing.assert_allclose(ours, reference_scores(cands, refs, layer), atol=1e-4)
+    ours_idf = CodeBertScore(use_context=False, idf="refs", device="cpu").score(frame).to_numpy()
+    np.testing.assert_allclose(ours_idf, reference_scores(cands, refs, layer, idf=True), atol=1e-4)
+
+
+def test_parity_with_context_on_conala_subset(scorer):
+    if CONALA.is_file():
+        items = json.loads(CONALA.read_text())[:8]
+        rows = [(item[s], item["snippet"][0], item["intent"]) for item in items
+                for s in ("baseline", "best-tranx", "codex")]
+    else:
+        rows = [row for row in CODE if row[2]]
+    contexts = normalise([x for _, _, x in rows])
+    rows = [(c, r, x) for (c, r, _), x in zip(rows, contexts, strict=True)]
+    ours = scorer.score(frame_of(rows)).to_numpy()
+    expected = reference_scores([c for c, _, _ in rows], [r for _, r, _ in rows], scorer.layer,
+                                sources=contexts)
+    np.testing.assert_allclose(ours, expected, atol=1e-4)
+
+
+def test_parity_multiple_references(scorer):
+    cands = ["sorted(d.items(), key=lambda x: x[1])", "df.drop('a', axis=1)"]
+    refs = [["sorted(d.items(), key=operator.itemgetter(1))", "print(d)"],
+            ["df = df.drop(columns=['a'])", "del df['a']", "df.pop('a')"]]
+    frame = pd.DataFrame({"candidate": cands, "references": refs})
+    ours = CodeBertScore(use_context=False, device="cpu").score(frame).to_numpy()
+    np.testing.assert_allclose(ours, reference_scores(cands, refs, scorer.layer), atol=1e-4)
+
+
+def test_long_inputs_use_windows_not_truncation(scorer):
+    body = "\n".join(f"value_{i} = compute(value_{i - 1}, {i})" for i in range(1, 90))
+    candidate, reference = body, "value_1 = compute(value_0, 1)\nvalue_2 = compute(value_1, 2)"
+    tokens = len(scorer._tokenizer(candidate)["input_ids"])
+    assert tokens > 2 * 512
+    plain = CodeBertScore(use_context=False, no_punc=False, device="cpu")
+    ours = plain.score(frame_of([(candidate, reference, None)])).to_numpy()
+    assert len(plain._cache[("", candidate)].ids) == tokens  # every token kept
+    expected = reference_scores([candidate], [reference], scorer.layer, no_punc=False)
+    np.testing.assert_allclose(ours, expected, atol=1e-4)
