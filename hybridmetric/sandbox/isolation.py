@@ -92,38 +92,64 @@ def _mount_tmpfs(path: str, options: bytes) -> None:
            f"mount tmpfs on {path}")
 
 
+#: Entries of the private directories bind-mounted back because needed paths lie below them
+#: (e.g. a virtual environment under /tmp); :func:`empty_private_dirs` never touches them.
+PRESERVED: set[str] = set()
+
+
+def _cover(directory: str, options: bytes, entries: set[str]) -> None:
+    """Mount an empty tmpfs over ``directory`` and bind-mount ``entries`` (its children) back."""
+    handles = {entry: os.open(entry, os.O_PATH) for entry in sorted(entries)}
+    try:
+        _mount_tmpfs(directory, options)
+        for entry, handle in handles.items():
+            if os.path.isdir(f"/proc/self/fd/{handle}"):
+                os.mkdir(entry)
+            else:
+                open(entry, "x").close()
+            _check(_libc.mount(f"/proc/self/fd/{handle}".encode(), entry.encode(), None,
+                               MS_BIND | MS_REC, None), f"bind-mount {entry}")
+    finally:
+        for handle in handles.values():
+            os.close(handle)
+
+
+def _entries_below(directory: str, paths: list[str]) -> set[str]:
+    """The children of ``directory`` that lead to any of ``paths``."""
+    entries = set()
+    for path in paths:
+        relative = os.path.relpath(path, directory)
+        if relative == "." or relative.startswith(".."):
+            continue
+        entries.add(os.path.join(directory, Path(relative).parts[0]))
+    return entries
+
+
 def private_mounts(needed: list[str]) -> None:
     """A mount namespace whose world-writable directories are fresh tmpfs mounts.
 
-    ``needed`` are paths programs must read (the Python installation, compilers). A directory
-    on their way that others may not enter (``/root`` holding a pyenv Python) is covered by an
-    empty tmpfs into which only the needed entries are bind-mounted: the uid reaches the
-    interpreter and nothing else of that directory.
+    ``needed`` are paths programs must read (the Python installation, compilers). Those that lie
+    inside a private directory (a virtual environment under ``/tmp``) are bind-mounted back into
+    its fresh tmpfs. A directory on their way that others may not enter (``/root`` holding a pyenv
+    Python) is covered by an empty tmpfs into which only the needed entries are bind-mounted: the
+    uid reaches the interpreter and nothing else of that directory.
     """
     unshare(CLONE_NEWNS)
     _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
     for path in PRIVATE_DIRS:
         if os.path.isdir(path):
-            _mount_tmpfs(path, b"mode=1777,size=1g")
+            if any(os.path.realpath(n) == os.path.realpath(path) for n in needed):
+                raise OSError(errno.EINVAL, f"a needed path is the private directory {path}")
+            keep = _entries_below(path, needed)
+            _cover(path, b"mode=1777,size=1g", keep)
+            PRESERVED.update(keep)
     blocked: dict[str, set[str]] = {}
     for path in needed:
         found = _blocker(path)
         if found is not None:
             blocked.setdefault(found[0], set()).add(found[1])
     for directory, entries in blocked.items():
-        handles = {entry: os.open(entry, os.O_PATH) for entry in sorted(entries)}
-        try:
-            _mount_tmpfs(directory, b"mode=0755,size=1m")
-            for entry, handle in handles.items():
-                if os.path.isdir(f"/proc/self/fd/{handle}"):
-                    os.mkdir(entry)
-                else:
-                    open(entry, "x").close()
-                _check(_libc.mount(f"/proc/self/fd/{handle}".encode(), entry.encode(), None,
-                                   MS_BIND | MS_REC, None), f"bind-mount {entry}")
-        finally:
-            for handle in handles.values():
-                os.close(handle)
+        _cover(directory, b"mode=0755,size=1m", entries)
     still = [path for path in needed if _blocker(path) is not None]
     if still:
         raise OSError(errno.EACCES, f"the sandbox uid cannot reach {still}")
@@ -288,7 +314,7 @@ def empty_private_dirs(keep: str) -> None:
             continue
         for name in os.listdir(path):
             full = os.path.join(path, name)
-            if full == keep:
+            if full == keep or full in PRESERVED:
                 continue
             if os.path.isdir(full) and not os.path.islink(full):
                 shutil.rmtree(full, ignore_errors=True)

@@ -89,6 +89,11 @@ class _Worker:
                                "(check the `preload` modules are installed)")
         self.isolation = Isolation(**hello["isolation"])
         self.problems = hello["problems"]
+        if self.isolation.uid is not None and not self.isolation.mount_namespace:
+            raise RuntimeError(
+                "the sandbox drops to an unprivileged uid but could not build its private mounts ("
+                + "; ".join(self.problems) + "); programs would run half-isolated, so none is run"
+            )
         if not self.allow_network and not self.isolation.network_blocked:
             raise RuntimeError(
                 "no way to block the network works on this machine ("

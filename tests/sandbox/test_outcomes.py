@@ -265,3 +265,14 @@ def test_java_classpath_jars_are_used_and_missing_ones_reported(sandbox: Sandbox
         [python] = box.run([Program("python", "assert True\n", LIMITS)])
     assert missing.outcome == SANDBOX_ERROR and "/nonexistent/tuples.jar" in missing.error
     assert python.outcome == PASSED
+
+
+
+def test_needed_paths_inside_private_dirs_are_bind_mounted_back():
+    """A virtual environment under /tmp (a CI clone there, say) must stay reachable inside the
+    private /tmp, and the cleanup after each program must leave it alone."""
+    from hybridmetric.sandbox import isolation
+
+    needed = ["/tmp/ci/main/.venv/bin/python", "/tmp/ci/shared", "/usr/lib", "/tmpfoo/x"]
+    assert isolation._entries_below("/tmp", needed) == {"/tmp/ci"}
+    assert isolation._entries_below("/var/tmp", needed) == set()
