@@ -4,6 +4,8 @@ Writes ``OUT_DIR/scores.jsonl`` (with its signature), ``OUT_DIR/card.json`` (the
 and ``OUT_DIR/report/`` (report.html, report.md, results.json). The ``score.hybrid`` column that
 the audit judges holds out-of-fold predictions (each task predicted by a model fitted without it,
 the card's first cross-validation repeat), so the hybrid is not credited with in-sample fit.
+Where PASS and EDIT-SIM exist, ``score.dibia_combined`` = min(1, PASS + EDIT-SIM) (Dibia et al.
+2022) is added before the audit, as a baseline (it is not a feature of the hybrid).
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from hybridmetric.audit import audit
 from hybridmetric.cli.audit import add_audit_options
 from hybridmetric.cli.fit import add_fit_options, fit_options
 from hybridmetric.cli.options import add_scorer_options, build_scorers
-from hybridmetric.combine import HYBRID_COLUMN, fit_card
+from hybridmetric.combine import HYBRID_COLUMN, dibia_columns, dibia_combined, fit_card
 from hybridmetric.io import read_study
 from hybridmetric.report import write_report
 from hybridmetric.scoring import score
@@ -27,6 +29,7 @@ CODEBERTSCORE = ("codebertscore", "codebertscore_intent=codebertscore")
 CODEBERTSCORE_SETTINGS = ("codebertscore.use_context=false",
                           "codebertscore_intent.use_context=true")
 #: Features of the hybrid: one column per signal (F1 for CodeBERTScore, the pass rate for tests).
+DIBIA_COLUMN = "score.dibia_combined"
 FEATURES = ("score.edit_sim", "score.chrf", "score.bleu", "score.rouge_l", "score.codebleu",
             "score.exact_match", "score.codebertscore.f1", "score.codebertscore_intent.f1",
             "score.pass_rate")
@@ -70,9 +73,18 @@ def run(args: argparse.Namespace) -> int:
         for scorer in scorers:
             scorer.close()
     signatures = {s.alias: s.signature() for s in scorers}
+    baseline = dibia_columns(list(table.columns))
+    if baseline is not None:  # Dibia et al.'s COMBINED, audited beside the single metrics
+        table[DIBIA_COLUMN] = dibia_combined(table[baseline[0]].to_numpy(float),
+                                             table[baseline[1]].to_numpy(float))
     options = fit_options(args)
     if options["features"] is None:
-        options["features"] = [f for f in FEATURES if f in table.columns]
+        present = [f for f in FEATURES if f in table.columns]
+        constant = [f for f in present if table[f].nunique() < 2]
+        if constant:
+            print(f"note: {', '.join(constant)} take one value on this study; "
+                  "they cannot weigh in the hybrid and are left out of it", file=sys.stderr)
+        options["features"] = [f for f in present if f not in constant]
     print(f"[2/3] fitting the hybrid on {', '.join(options['features'])}", file=sys.stderr)
     card = fit_card(table, scorer_signatures=signatures, scale=study.scale, **options)
     card.save(out / "card.json")

@@ -1,0 +1,54 @@
+"""The main job, end to end on a slice of the embedded CoNaLa x ODEX study."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from hybridmetric import read_generations, read_study, write_generations
+from hybridmetric.cli import main
+
+STUDY = Path(__file__).resolve().parents[1] / "studies" / "conala-odex"
+FAST = ["--resamples", "300", "--permutations", "300", "--repeats", "2", "--bootstrap", "20",
+        "--folds", "3"]
+
+
+@pytest.fixture(scope="module")
+def small_study(tmp_path_factory) -> Path:
+    """The first 16 tasks (80 rows, some without runnable tests) of the embedded study."""
+    folder = tmp_path_factory.mktemp("study")
+    frame = read_study(STUDY).generations
+    tasks = frame["task_id"].drop_duplicates().iloc[:16]
+    write_generations(frame[frame["task_id"].isin(tasks)], folder / "generations.jsonl")
+    shutil.copy(STUDY / "study.toml", folder / "study.toml")
+    return folder
+
+
+def test_run_writes_scores_card_and_report_deterministically(small_study, tmp_path, capsys):
+    first, second = tmp_path / "a", tmp_path / "b"
+    assert main(["run", str(small_study), "-o", str(first), *FAST]) == 0
+    printed = capsys.readouterr().out
+    assert "held-out agreement with rating" in printed and "dibia_combined" in printed
+    for name in ("scores.jsonl", "scores.jsonl.signature.json", "card.json",
+                 "report/report.html", "report/report.md", "report/results.json"):
+        assert (first / name).exists(), name
+    scores = read_generations(first / "scores.jsonl")
+    assert {"score.codebertscore.f1", "score.codebertscore_intent.f1", "score.pass_rate",
+            "score.pass", "outcomes.pass_rate"} <= set(scores.columns)
+    # Rows whose tests cannot judge keep NaN; the audit leaves them out and says how many.
+    no_tests = int(scores["tests"].isna().sum())
+    assert no_tests > 0 and scores["score.pass"].isna().sum() == no_tests
+    results = json.loads((first / "report" / "results.json").read_text())
+    assert results["n_dropped_rows"] == no_tests
+    assert results["focus"] == "score.hybrid"
+    assert {"score.hybrid", "score.dibia_combined", "score.pass"} <= set(results["metrics"])
+    assert results["pass_value"]["pass"]["n"] + results["pass_value"]["fail"]["n"] == (
+        len(scores) - no_tests)
+    assert results["card"]["cv"]["dibia_combined"]["pass"] == "score.pass"
+
+    assert main(["run", str(small_study), "-o", str(second), *FAST]) == 0
+    assert (second / "report" / "results.json").read_bytes() == (
+        first / "report" / "results.json").read_bytes()
