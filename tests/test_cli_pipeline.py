@@ -1,0 +1,54 @@
+"""score -> fit -> score --card -> audit through the command line, on a slice of CoNaLa."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from hybridmetric import read_generations, read_study, write_generations
+from hybridmetric.cli import main
+
+CONALA = Path(__file__).resolve().parents[1] / "studies" / "conala"
+SCORERS = ["--scorers", "edit_sim,chrf,rouge_l", "--no-progress"]
+
+
+@pytest.fixture(scope="module")
+def slice_file(tmp_path_factory) -> Path:
+    frame = read_study(CONALA).generations
+    path = tmp_path_factory.mktemp("data") / "g.jsonl"
+    write_generations(frame.iloc[:200], path)
+    return path
+
+
+def test_fit_then_apply_card_then_audit(slice_file, tmp_path, capsys):
+    scores, card = tmp_path / "s.jsonl", tmp_path / "card.json"
+    assert main(["score", str(slice_file), "-o", str(scores), *SCORERS]) == 0
+    assert main(["fit", str(scores), "-o", str(card), "--scale", "0,4", "--repeats", "2",
+                 "--bootstrap", "20"]) == 0
+    assert "held-out agreement with rating" in capsys.readouterr().out
+    # Applying the card scores with the card's scorers and adds score.hybrid.
+    applied = tmp_path / "applied.csv"
+    assert main(["score", str(slice_file), "-o", str(applied), "--card", str(card),
+                 "--no-progress"]) == 0
+    table = read_generations(applied)
+    assert table["score.hybrid"].between(0, 4).all()
+    sidecar = json.loads(Path(f"{applied}.signature.json").read_text())
+    assert sidecar["hybrid"] == json.loads(card.read_text())["signature"]
+    report = tmp_path / "report"
+    assert main(["audit", str(applied), "-o", str(report), "--resamples", "200",
+                 "--permutations", "200", "--scale", "0,4"]) == 0
+    results = json.loads((report / "results.json").read_text())
+    assert results["focus"] == "score.hybrid" and results["n_rows"] == 200
+
+
+def test_card_with_other_scorer_settings_is_refused(slice_file, tmp_path, capsys):
+    scores, card = tmp_path / "s.jsonl", tmp_path / "card.json"
+    assert main(["score", str(slice_file), "-o", str(scores), *SCORERS]) == 0
+    assert main(["fit", str(scores), "-o", str(card), "--repeats", "1", "--bootstrap", "0"]) == 0
+    capsys.readouterr()
+    code = main(["score", str(slice_file), "-o", str(tmp_path / "x.jsonl"), "--card", str(card),
+                 *SCORERS, "--set", "rouge_l.tokenizer=code"])
+    assert code == 2
+    assert "rouge_l" in capsys.readouterr().err
