@@ -29,7 +29,6 @@ Run: ``.venv/bin/python analysis/bench_codebertscore.py [--full]``
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import os
 import sys
@@ -40,6 +39,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from hybridmetric import anchors
 from hybridmetric.scorers.codebertscore import CodeBertScore, embedded_model_path, window_spans
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
@@ -49,36 +49,13 @@ HUMANEVAL = SHARED / "codebertscore-humaneval" / "evaluation" / "data" / \
 SYSTEMS = ("baseline", "tranx-annot", "best-tranx", "best-tranx-rerank", "codex")
 
 
-def with_specials(tokenizer, ids: list[int]) -> list[int]:
-    """[CLS] + ids + [SEP]: what transformers 5 dropped and code-bert-score uses for ""."""
-    return [tokenizer.cls_token_id, *ids, tokenizer.sep_token_id]
-
-
 def reference(frame: pd.DataFrame, layer: int) -> tuple[np.ndarray, float]:
-    """code_bert_score.score with contexts (repaired for BERT tokenizers); scores and seconds."""
-    import code_bert_score
-
-    module = sys.modules["code_bert_score.score"]
-    original = module.AutoTokenizer.from_pretrained
-
-    def patched(*args, **kwargs):
-        tokenizer = original(*args, **kwargs)
-        tokenizer.bos_token = tokenizer.cls_token
-        tokenizer.decode = functools.partial(tokenizer.decode, skip_special_tokens=True)
-        tokenizer.build_inputs_with_special_tokens = functools.partial(with_specials, tokenizer)
-        return tokenizer
-
-    module.AutoTokenizer.from_pretrained = patched
-    try:
-        started = time.perf_counter()
-        out = code_bert_score.score(frame["candidate"].tolist(),
-                                    [refs[0] for refs in frame["references"]],
-                                    model_type=embedded_model_path(), num_layers=layer,
-                                    sources=frame["context"].tolist(), device="cpu")
-        seconds = time.perf_counter() - started
-    finally:
-        module.AutoTokenizer.from_pretrained = original
-    return torch.stack(out, dim=1).double().numpy(), seconds
+    """code_bert_score.score with contexts (see hybridmetric.anchors); scores and seconds."""
+    started = time.perf_counter()
+    scores = anchors.code_bert_score(frame["candidate"].tolist(),
+                                     [refs[0] for refs in frame["references"]],
+                                     embedded_model_path(), layer, frame["context"].tolist())
+    return scores, time.perf_counter() - started
 
 
 def ours(frame: pd.DataFrame, dtype: str) -> tuple[np.ndarray, float, CodeBertScore]:
@@ -120,11 +97,7 @@ def ceiling(scorer: CodeBertScore, frame: pd.DataFrame, batch_size: int) -> tupl
 
 def normalise(frame: pd.DataFrame) -> pd.DataFrame:
     """Contexts in the tokenizer's decoded form, so the reference finds their end (same ids)."""
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(embedded_model_path())
-    frame["context"] = [tokenizer.decode(tokenizer(t, add_special_tokens=False)["input_ids"])
-                        for t in frame["context"]]
+    frame["context"] = anchors.decoded_form(frame["context"].tolist(), embedded_model_path())
     return frame
 
 

@@ -10,13 +10,8 @@ same local model path and ``num_layers``. Sets:
 - HumanEval: 500 samples (seeded) of the Python Codex samples the paper scored
   (``humaneval_{hyps,refs,srcs}.txt``), with and without the NL description as context.
 
-Repairs needed to run the reference package on this BERT tokenizer under transformers 5: it
-encodes an empty text with ``build_inputs_with_special_tokens``, which transformers 5 removed
-(AttributeError), so we give it back as [CLS] + ids + [SEP]; with contexts it calls
-``decode(...).removeprefix(tokenizer.bos_token)``, and BERT has no bos token (TypeError), and it
-finds the context's end by decoding token prefixes, which fails when the tokenizer lowercases: we
-set ``bos_token`` to [CLS], decode without special tokens, and give both tools each context in the
-tokenizer's decoded form, which encodes to the same token ids.
+The reference package runs with the repairs of :mod:`hybridmetric.anchors`; both tools get each
+context in the tokenizer's decoded form, which encodes to the same token ids.
 
 Rows that differ by more than 1e-4 in a batched reference run are scored again by the reference
 one pair at a time: its result for a text depends on its batch-mates (padding counts as a match of
@@ -35,7 +30,6 @@ Run: ``.venv/bin/python analysis/codebertscore_parity.py [--humaneval 500] [--sk
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import sys
 import time
@@ -43,9 +37,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import torch
-from transformers import AutoTokenizer
 
+from hybridmetric import anchors
 from hybridmetric.scorers.codebertscore import CodeBertScore, embedded_model_path
 
 SHARED = Path(__file__).resolve().parents[1] / ".." / "shared" / "data"
@@ -55,37 +48,9 @@ HUMANEVAL = SHARED / "codebertscore-humaneval" / "evaluation" / "data" / \
 SYSTEMS = ("baseline", "tranx-annot", "best-tranx", "best-tranx-rerank", "codex")
 
 
-def with_specials(tokenizer, ids: list[int]) -> list[int]:
-    """[CLS] + ids + [SEP]: what transformers 5 dropped and code-bert-score uses for ""."""
-    return [tokenizer.cls_token_id, *ids, tokenizer.sep_token_id]
-
-
 def reference(cands: list[str], refs: list, layer: int, sources: list[str] | None) -> np.ndarray:
-    """code_bert_score.score as an (n, 4) array of P, R, F1, F3 (with the repairs above)."""
-    import code_bert_score
-
-    module = sys.modules["code_bert_score.score"]
-    original = module.AutoTokenizer.from_pretrained
-
-    def patched(*args, **kwargs):
-        tokenizer = original(*args, **kwargs)
-        tokenizer.bos_token = tokenizer.cls_token
-        tokenizer.decode = functools.partial(tokenizer.decode, skip_special_tokens=True)
-        tokenizer.build_inputs_with_special_tokens = functools.partial(with_specials, tokenizer)
-        return tokenizer
-
-    module.AutoTokenizer.from_pretrained = patched
-    try:
-        out = code_bert_score.score(cands, refs, model_type=embedded_model_path(),
-                                    num_layers=layer, sources=sources, device="cpu")
-    finally:
-        module.AutoTokenizer.from_pretrained = original
-    return torch.stack(out, dim=1).double().numpy()
-
-
-def normaliser():
-    tokenizer = AutoTokenizer.from_pretrained(embedded_model_path())
-    return lambda text: tokenizer.decode(tokenizer(text, add_special_tokens=False)["input_ids"])
+    """code_bert_score.score as an (n, 4) array of P, R, F1, F3 (see hybridmetric.anchors)."""
+    return anchors.code_bert_score(cands, refs, embedded_model_path(), layer, sources)
 
 
 def conala_pairs() -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -147,11 +112,10 @@ def main() -> None:
     if not CONALA.is_file() or not HUMANEVAL.is_dir():
         sys.exit(f"needs ../shared/data beside the repository ({SHARED})")
     layer = CodeBertScore().layer
-    norm = normaliser()
     grouped, pairs = conala_pairs()
     humaneval = humaneval_pairs(args.humaneval, args.seed)
     for frame in (pairs, humaneval):
-        frame["context"] = [norm(text) for text in frame["context"]]
+        frame["context"] = anchors.decoded_form(frame["context"].tolist(), embedded_model_path())
     worst = [] if args.skip_conala else [
         compare("CoNaLa pairs, no context", pairs, False, layer),
         compare("CoNaLa pairs, intent as context", pairs, True, layer),

@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import pickle
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,6 +11,7 @@ import pandas as pd
 import pytest
 import torch
 
+from hybridmetric import anchors
 from hybridmetric.scorers import get
 from hybridmetric.scorers.codebertscore import (
     CodeBertScore,
@@ -52,51 +51,15 @@ def frame_of(rows: list[tuple[str, str, str | None]]) -> pd.DataFrame:
                          "context": [x for _, _, x in rows]})
 
 
-def with_specials(tokenizer, ids: list[int]) -> list[int]:
-    """[CLS] + ids + [SEP]: what transformers 5 dropped and code-bert-score uses for ""."""
-    return [tokenizer.cls_token_id, *ids, tokenizer.sep_token_id]
-
-
-def reference_package():
-    """code-bert-score's ``score`` and its module (``score`` is shadowed by the function)."""
-    cbs = pytest.importorskip("code_bert_score")
-    return cbs.score, sys.modules["code_bert_score.score"]
-
-
 def reference_scores(cands, refs, layer, sources=None, idf=False, no_punc=True) -> np.ndarray:
-    """code_bert_score.score as (n, 4) P/R/F1/F3.
-
-    With sources, the package needs two repairs for a BERT tokenizer: it calls
-    ``decode(...).removeprefix(tokenizer.bos_token)``, and BERT has no bos token (TypeError); and it
-    finds the context by decoding token prefixes, which fails when the tokenizer lowercases. We set
-    ``bos_token`` to [CLS], decode without special tokens, and give it contexts already in the
-    tokenizer's decoded form (``normalise``), which encode to the same token ids. And it encodes
-    an empty text with ``build_inputs_with_special_tokens``, gone in transformers 5.
-    """
-    score, module = reference_package()
-    original = module.AutoTokenizer.from_pretrained
-
-    def patched(*args, **kwargs):
-        tokenizer = original(*args, **kwargs)
-        tokenizer.bos_token = tokenizer.cls_token
-        tokenizer.decode = functools.partial(tokenizer.decode, skip_special_tokens=True)
-        tokenizer.build_inputs_with_special_tokens = functools.partial(with_specials, tokenizer)
-        return tokenizer
-
-    module.AutoTokenizer.from_pretrained = patched
-    try:
-        out = score(cands, refs, model_type=embedded_model_path(), num_layers=layer,
-                    sources=sources, idf=idf, device="cpu", batch_size=64, no_punc=no_punc)
-    finally:
-        module.AutoTokenizer.from_pretrained = original
-    return torch.stack(out, dim=1).double().numpy()
+    """code_bert_score.score (repaired, see hybridmetric.anchors) as (n, 4) P/R/F1/F3."""
+    pytest.importorskip("code_bert_score")
+    return anchors.code_bert_score(cands, refs, embedded_model_path(), layer, sources, idf=idf,
+                                   no_punc=no_punc, batch_size=64)
 
 
 def normalise(texts: list[str]) -> list[str]:
-    from transformers import AutoTokenizer
-
-    tokenizer = AutoTokenizer.from_pretrained(embedded_model_path())
-    return [tokenizer.decode(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in texts]
+    return anchors.decoded_form(texts, embedded_model_path())
 
 
 # -- pure helpers ---------------------------------------------------------------------------------
