@@ -144,7 +144,9 @@ def _ceiling(results: Mapping[str, Any]) -> Section:
         "pooled) says how well one human predicts the others' consensus, so a metric that "
         "reaches it agrees with the raters about as well as another rater would. Krippendorff's "
         "alpha (Krippendorff 2011; 1 = perfect agreement, 0 = chance) measures the raters' "
-        "overall reliability."
+        "overall reliability. It is a conservative ceiling: one rater's whole-number grades tie "
+        "far more often than a mean of raters or a metric does, which lowers rank statistics "
+        "such as tau darr most, so a metric can exceed it there without beating the raters."
     )
     section.blocks.extend(ceiling_tables(ceiling))
     return section
