@@ -145,3 +145,28 @@ def test_agreement_with_published_jetbrains_values(jetbrains, scorer, column, se
     within = np.abs(ours - published[column].to_numpy()) <= 0.01
     assert len(ours) == 2360
     assert within.mean() >= 0.99, f"{scorer}: {within.mean():.3f} within 0.01"
+
+
+def test_codebleu_does_not_depend_on_the_hash_seed(tmp_path):
+    """The codebleu package's data-flow match iterates over sets; this pair scored 0.167 or
+    0.222 on its data flow depending on PYTHONHASHSEED before scores moved to a fixed-seed
+    worker."""
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "score.py"
+    script.write_text(
+        "import pandas as pd\n"
+        "from hybridmetric.scorers.codebleu import CodeBleu\n"
+        "ref = \"for (i, j) in product(list(range(256)), list(range(256))):\\n    pass\"\n"
+        "frame = pd.DataFrame({'task_id': ['t'], 'candidate': ['for i in range(0, 256):'],\n"
+        "                      'references': [[ref]], 'language': ['python']})\n"
+        "with CodeBleu() as scorer:\n"
+        "    print(repr(scorer.score(frame).iloc[0, 0]))\n")
+    outputs = {
+        subprocess.run([sys.executable, str(script)], capture_output=True, text=True, check=True,
+                       env={**os.environ, "PYTHONHASHSEED": seed}).stdout
+        for seed in ("1", "2", "3", "4")
+    }
+    assert len(outputs) == 1, outputs

@@ -5,12 +5,19 @@ package, the data-flow component is 0 when the reference has no data flow (commo
 snippets such as ``os.getcwd()``), which caps such a snippet's CodeBLEU at 0.75; the signature says
 ``dataflow_empty:0``. Two empty strings score 0.5 (their syntax trees match). Each row is scored
 against each reference alone and the best is kept. Languages other than Python need their
-tree-sitter grammar package installed (``tree-sitter-<language>``).
+tree-sitter grammar package installed (``tree-sitter-<language>``). The package's data-flow match
+iterates over sets, so its result depends on Python's string hash seed; we compute it in a worker
+process started with ``PYTHONHASHSEED=0`` (``hashseed:0`` in the signature).
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Sequence
 
 import pandas as pd
 from codebleu import calc_codebleu
@@ -19,6 +26,10 @@ from codebleu.utils import AVAILABLE_LANGS
 from hybridmetric.scorers.base import Scorer, Setting, references_of, single_column
 from hybridmetric.scorers.tokenize import TOKENIZERS
 
+#: The codebleu package's data-flow match depends on set iteration order, so on Python's string
+#: hash seed: the same pair can score differently in two processes. Scores are computed in a
+#: worker process started with this fixed seed, so that a signature fixes the numbers.
+HASH_SEED = "0"
 #: Record ``language`` names that differ from codebleu's.
 LANGUAGE_ALIASES = {"js": "javascript", "c++": "cpp", "csharp": "c_sharp", "c#": "c_sharp"}
 
@@ -46,11 +57,10 @@ class CodeBleu(Scorer):
     def __init__(self, **settings: object):
         super().__init__(**settings)
         self._weights = _weights(self.settings["weights"])
-        name = self.settings["tokenizer"]
-        self._tokenizer = None if name == "whitespace" else TOKENIZERS[name]
+        self._process: subprocess.Popen | None = None
 
     def signature_fields(self) -> dict[str, object]:
-        return {"refs": "best", "dataflow_empty": 0}
+        return {"refs": "best", "dataflow_empty": 0, "hashseed": HASH_SEED}
 
     def _language(self, language: str) -> str:
         lang = LANGUAGE_ALIASES.get(language.lower(), language.lower())
@@ -60,28 +70,74 @@ class CodeBleu(Scorer):
             )
         return lang
 
-    def pair(self, candidate: str, reference: str, language: str) -> float:
-        lang = self._language(language)
+    def _worker(self) -> subprocess.Popen:
+        """The worker process, started with PYTHONHASHSEED fixed (see the module docstring)."""
+        if self._process is None or self._process.poll() is not None:
+            self._process = subprocess.Popen(
+                [sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                text=True, env={**os.environ, "PYTHONHASHSEED": HASH_SEED})
+        return self._process
+
+    def score(self, frame: pd.DataFrame) -> pd.DataFrame:
+        jobs = [([self._language(language), candidate, list(refs)] if refs else None)
+                for candidate, refs, language in zip(
+                    frame["candidate"], references_of(frame), frame["language"], strict=True)]
+        worker = self._worker()
+        assert worker.stdin is not None and worker.stdout is not None
+        request = {"jobs": jobs, "weights": self._weights, "tokenizer": self.settings["tokenizer"]}
+        worker.stdin.write(json.dumps(request) + "\n")
+        worker.stdin.flush()
+        answer = worker.stdout.readline()
+        if not answer:
+            raise RuntimeError(f"the codebleu worker died (exit status {worker.wait()})")
+        reply = json.loads(answer)
+        if "error" in reply:
+            raise RuntimeError(reply["error"])
+        return single_column(self, frame, reply["values"])
+
+    def close(self) -> None:
+        if self._process is not None:
+            self._process.stdin.close()
+            self._process.wait()
+            self._process = None
+
+
+def best_scores(jobs: list[list | None], weights: Sequence[float],
+                tokenizer: Callable[[str], list[str]] | None) -> list[float]:
+    """Each job's (``[language, candidate, references]``) best CodeBLEU over its references;
+    NaN for no job. Run in the worker process."""
+    values = []
+    for job in jobs:
+        if job is None:
+            values.append(float("nan"))
+            continue
+        lang, candidate, refs = job
         try:
-            result = calc_codebleu([reference], [candidate], lang=lang, weights=self._weights,
-                                   tokenizer=self._tokenizer)
+            values.append(max(
+                float(calc_codebleu([ref], [candidate], lang=lang, weights=tuple(weights),
+                                    tokenizer=tokenizer)["codebleu"]) for ref in refs))
         except (ImportError, ModuleNotFoundError) as error:
             raise RuntimeError(
                 f"codebleu needs the tree-sitter grammar for {lang}: "
                 f"pip install tree-sitter-{lang.replace('_', '-')} ({error})"
             ) from error
-        return float(result["codebleu"])
+    return values
 
-    def score(self, frame: pd.DataFrame) -> pd.DataFrame:
-        root = logging.getLogger()
-        level = root.level
-        root.setLevel(logging.ERROR)  # codebleu logs a warning for every snippet without data flow
+
+def serve() -> None:
+    """The worker: one JSON request a line on stdin, one JSON reply a line on stdout."""
+    logging.disable(logging.WARNING)  # codebleu warns for every snippet without data flow
+    for line in sys.stdin:
+        request = json.loads(line)
+        name = request["tokenizer"]
         try:
-            values = [
-                max(self.pair(candidate, ref, language) for ref in refs) if refs else float("nan")
-                for candidate, refs, language in zip(
-                    frame["candidate"], references_of(frame), frame["language"], strict=True)
-            ]
-        finally:
-            root.setLevel(level)
-        return single_column(self, frame, values)
+            reply = {"values": best_scores(request["jobs"], request["weights"],
+                                           None if name == "whitespace" else TOKENIZERS[name])}
+        except RuntimeError as error:
+            reply = {"error": str(error)}
+        sys.stdout.write(json.dumps(reply) + "\n")
+        sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    serve()
