@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import shutil
+import importlib.util
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,9 +13,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_ruff_clean():
-    ruff = shutil.which("ruff")
-    if ruff is None:
+    if importlib.util.find_spec("ruff") is None:
         pytest.skip("ruff is not installed (it comes with the 'test' extra)")
-    result = subprocess.run([ruff, "check", "--no-cache", str(ROOT)], capture_output=True,
-                            text=True, cwd=ROOT)
+    result = subprocess.run([sys.executable, "-m", "ruff", "check", "--no-cache", str(ROOT)],
+                            capture_output=True, text=True, cwd=ROOT)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -30,7 +30,8 @@ def frame(rows: list[tuple[str, list[str] | None]]) -> pd.DataFrame:
 
 
 def values(scorer, rows) -> list[float]:
-    return scorer.score(frame(rows))[scorer.columns[0]].tolist()
+    with scorer:  # close() stops codebleu's worker process
+        return scorer.score(frame(rows))[scorer.columns[0]].tolist()
 
 
 def test_edit_sim_hand_values():
@@ -141,7 +142,8 @@ def jetbrains(shared_data):
 def test_agreement_with_published_jetbrains_values(jetbrains, scorer, column, settings):
     table, published = jetbrains
     (instance,) = build([scorer], {scorer: settings})
-    ours = instance.score(table).iloc[:, 0].to_numpy()
+    with instance:
+        ours = instance.score(table).iloc[:, 0].to_numpy()
     within = np.abs(ours - published[column].to_numpy()) <= 0.01
     assert len(ours) == 2360
     assert within.mean() >= 0.99, f"{scorer}: {within.mean():.3f} within 0.01"
