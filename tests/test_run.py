@@ -43,6 +43,8 @@ def test_run_writes_scores_card_and_report_deterministically(small_study, tmp_pa
     assert no_tests > 0 and scores["score.pass"].isna().sum() == no_tests
     results = json.loads((first / "report" / "results.json").read_text())
     assert results["n_dropped_rows"] == no_tests
+    report = (first / "report" / "report.md").read_text()
+    assert f"| rows left out (a metric or the target missing) | {no_tests} |" in report
     assert results["focus"] == "score.hybrid"
     assert {"score.hybrid", "score.dibia_combined", "score.pass"} <= set(results["metrics"])
     assert results["pass_value"]["pass"]["n"] + results["pass_value"]["fail"]["n"] == (

@@ -91,6 +91,8 @@ def _overview(results: Mapping[str, Any]) -> Section:
         "tasks": results.get("n_tasks"), "systems": results.get("n_systems"),
         "metrics": ", ".join(results.get("metrics", [])),
     }
+    if results.get("n_dropped_rows"):
+        facts["rows left out (a metric or the target missing)"] = results["n_dropped_rows"]
     if "focus" in results:
         facts["compared against the others"] = f"{results['focus']} ({results.get('focus_rule')})"
     section = Section("overview", "Overview", [key_value_table("Data", facts)])
