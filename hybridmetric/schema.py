@@ -153,8 +153,3 @@ def validate(frame: pd.DataFrame, where: Location) -> pd.DataFrame:
             values = [None if _missing(v) else v for v in values]
         frame[column] = pd.Series(values, index=frame.index, dtype=object)
     return frame
-
-
-def score_columns(frame: pd.DataFrame) -> list[str]:
-    """The ``score.*`` columns of a frame, in order."""
-    return [c for c in frame.columns if c.startswith(SCORE_PREFIX)]
