@@ -29,6 +29,8 @@ from hybridmetric.sandbox.limits import SANDBOX_ERROR, Limits, RunResult
 
 UID_BASE = 61000
 UID_SLOTS = 1000
+#: Verdicts are written to the cache in batches of this size (and whatever is left at the end).
+SAVE_EVERY = 32
 
 
 @dataclass(frozen=True)
@@ -207,12 +209,19 @@ class Sandbox:
         for item in pending.items():
             jobs.put(item)
         fresh: dict[str, RunResult] = {}
+        unsaved: list[tuple[str, RunResult]] = []
         lock = threading.Lock()
         failures: list[BaseException] = []
+        stop = threading.Event()
+
+        def save() -> None:  # under ``lock``: verdicts reach the cache as they come
+            if self.cache is not None and unsaved:
+                self.cache.put_many(unsaved)
+            unsaved.clear()
 
         def drain(worker: _Worker) -> None:
             try:
-                while True:
+                while not stop.is_set():
                     try:
                         key, program = jobs.get_nowait()
                     except queue.Empty:
@@ -220,20 +229,29 @@ class Sandbox:
                     result = worker.run(program, self.java_classpath)
                     with lock:
                         fresh[key] = result
+                        unsaved.append((key, result))
+                        if len(unsaved) >= SAVE_EVERY:
+                            save()
                         if progress is not None:
                             progress(len(fresh))
             except BaseException as exc:
                 failures.append(exc)
+                stop.set()
 
         threads = [threading.Thread(target=drain, args=(w,), daemon=True) for w in self._workers]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        try:
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+        finally:  # Ctrl-C included: what finished stays in the cache
+            stop.set()
+            for thread in threads:
+                thread.join()
+            with lock:
+                save()
         if failures:
             raise failures[0]
-        if self.cache is not None:
-            self.cache.put_many(fresh.items())
         known.update(fresh)
         return [known[key] for key in keys]
 

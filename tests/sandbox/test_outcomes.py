@@ -140,6 +140,21 @@ def test_identical_programs_run_once_and_cache_persists(tmp_path: Path,
     cache.close()
 
 
+def test_an_interrupted_run_keeps_what_finished_in_the_cache(tmp_path: Path) -> None:
+    path = tmp_path / "verdicts.sqlite"
+    programs = [Program("python", f"assert {i} >= 0\n", LIMITS) for i in range(3 * pool.SAVE_EVERY)]
+
+    def interrupt(done: int) -> None:
+        if done == pool.SAVE_EVERY + 3:
+            raise KeyboardInterrupt
+
+    with Sandbox(workers=1, cache=path) as box, pytest.raises(KeyboardInterrupt):
+        box.run(programs, progress=interrupt)
+    cache = ResultCache(path)
+    assert len(cache) == pool.SAVE_EVERY + 3  # the batch saved on the way and the rest at the stop
+    cache.close()
+
+
 def test_cache_key_depends_on_program_limits_language_network() -> None:
     base = cache_key("python", "x", LIMITS, False)
     assert base == cache_key("python", "x", Limits(timeout_s=3.0, memory_mb=512), False)
