@@ -243,8 +243,9 @@ def drop_privileges(uid: int | None) -> None:
     os.setresuid(uid, uid, uid)
 
 
-def _descendants(root: int) -> list[int]:
-    """Every live descendant of ``root``, read from ``/proc/PID/task/TID/children``."""
+def _descendants(root: int, spare: int | None = None) -> list[int]:
+    """Every live descendant of ``root`` but ``spare`` and its own descendants, read from
+    ``/proc/PID/task/TID/children``."""
     found: list[int] = []
     stack = [root]
     while stack:
@@ -259,6 +260,7 @@ def _descendants(root: int) -> list[int]:
                     children = [int(c) for c in handle.read().split()]
             except OSError:
                 continue
+            children = [c for c in children if c != spare]
             found.extend(children)
             stack.extend(children)
     return found
@@ -282,19 +284,20 @@ def _kill_uid(uid: int) -> None:
     os.waitpid(pid, 0)
 
 
-def sweep(uid: int | None, rounds: int = 200) -> int:
+def sweep(uid: int | None, rounds: int = 200, spare: int | None = None) -> int:
     """Kill every leftover process of the sandbox; return how many were found.
 
     This worker is a subreaper, so every process a program started is its descendant, even one
     that called ``setsid``: when its parent dies it is re-parented here. Call this after the
     program's own process has been reaped. When root, ``kill(-1)`` as the sandbox uid also stops
-    processes forked while the tree is being walked.
+    processes forked while the tree is being walked. ``spare`` is the worker's compile server
+    (another uid, and no program's descendant).
     """
     found: set[int] = set()
     me = os.getpid()
     for _ in range(rounds):
         _reap()
-        alive = _descendants(me)
+        alive = _descendants(me, spare)
         if not alive:
             return len(found)
         found.update(alive)

@@ -98,11 +98,16 @@ def tool(name: str) -> str:
 
 @dataclass(frozen=True)
 class Build:
-    """Files to write, an optional compile command, and the run command (argv)."""
+    """Files to write, an optional compile command, and the run command (argv).
+
+    With ``javac_server`` the compile command is the argument list for the worker's warm
+    compiler (``javac.py``), not an argv to execute.
+    """
 
     files: dict[str, str]
     compile: list[str] | None
     run: list[str]
+    javac_server: bool = False
 
 
 def java_main_class(source: str) -> str:
@@ -134,11 +139,13 @@ def precompile_stdcxx(directory: str) -> list[str]:
 
 
 def build(language: str, source: str, memory_mb: int, pch: str | None = None,
-          classpath: Sequence[str] = ()) -> Build:
+          classpath: Sequence[str] = (), classes: str = ".") -> Build:
     """How to build and run ``source`` (not used for Python, which runs in the fork server).
 
     ``pch`` is the directory of the precompiled ``<bits/stdc++.h>`` for C++ programs that include
-    it; ``classpath`` lists the jars Java programs compile and run against.
+    it; ``classpath`` lists the jars Java programs compile and run against; ``classes`` is the
+    directory that holds a Java program's sources and compiled classes (the compile server's,
+    which the program may read but not change).
     """
     if language == "javascript":
         return Build({"program.js": source + _JS_EPILOGUE}, None,
@@ -153,13 +160,15 @@ def build(language: str, source: str, memory_mb: int, pch: str | None = None,
         public = _JAVA_PUBLIC.search(source)
         name = f"{public.group(1)}.java" if public else "Program.java"
         main = java_main_class(source)
-        path = ":".join([".", *classpath])
+        files = {name: source, "HybridmetricMain.java": _JAVA_WRAPPER % main}
         flags = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",
                  "-Xshare:auto"]
         return Build(
-            {name: source, "HybridmetricMain.java": _JAVA_WRAPPER % main},
-            [tool("javac"), *(f"-J{f}" for f in flags), "-J-Xmx512m", "-nowarn",
-             "-encoding", "UTF-8", "-cp", path, "-d", ".", name, "HybridmetricMain.java"],
-            [tool("java"), "-ea", *flags, f"-Xmx{memory_mb}m", "-cp", path, "HybridmetricMain"],
+            files,
+            ["-nowarn", "-proc:none", "-encoding", "UTF-8", "-cp", ":".join([classes, *classpath]),
+             "-d", classes, *(f"{classes}/{file}" for file in files)],
+            [tool("java"), "-ea", *flags, f"-Xmx{memory_mb}m", "-cp",
+             ":".join([classes, *classpath]), "HybridmetricMain"],
+            javac_server=True,
         )
     raise ValueError(f"no build recipe for '{language}'")

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from typing import Any, NoReturn
 
 from hybridmetric.sandbox import isolation, languages
+from hybridmetric.sandbox.javac import CompileError, JavacServer
 from hybridmetric.sandbox.limits import (
     CRASH,
     FAILED,
@@ -157,6 +158,7 @@ class Worker:
         self.root = tempfile.mkdtemp(prefix="hybridmetric-sandbox-")
         self._pch_error = ""
         os.chmod(self.root, 0o711)
+        self.javac = JavacServer(self.root, self.uid)
         self.sweep()
         for module in preload:
             importlib.import_module(module)
@@ -164,12 +166,13 @@ class Worker:
         gc.freeze()  # keep the preloaded heap shared with the forked children
 
     def sweep(self) -> int:
-        escaped = isolation.sweep(self.uid)
+        escaped = isolation.sweep(self.uid, spare=self.javac.pid)
         if self.isolation.mount_namespace:
             isolation.empty_private_dirs(keep=self.root)
         return escaped
 
     def close(self) -> None:
+        self.javac.stop()
         shutil.rmtree(self.root, ignore_errors=True)
 
     def run(self, language: str, source: str, limits: Limits,
@@ -191,7 +194,7 @@ class Worker:
 
     def _python(self, source: str, limits: Limits, case: str, work: str) -> RunResult:
         path = os.path.join(work, "program.py")
-        self._write(path, source)
+        self._write(path, source, self.uid)
         process = self._spawn(None, source, path, limits, limits.memory_mb, limits.timeout_s,
                               case, work)
         return self._verdict("python", process, limits)
@@ -210,27 +213,54 @@ class Worker:
                              f"Java classpath entries {missing} do not exist; install them "
                              "(javatuples: apt-get install libjavatuples-java) or set the "
                              "classpath (pass_rate.java_classpath)")
+        classes = os.path.join(case, "classes")
         try:
-            recipe = languages.build(language, source, limits.memory_mb, pch, classpath)
+            recipe = languages.build(language, source, limits.memory_mb, pch, classpath, classes)
         except ValueError as exc:
             return RunResult(SYNTAX_ERROR, str(exc))
         except FileNotFoundError as exc:
             return RunResult(SANDBOX_ERROR, str(exc))
+        if recipe.javac_server:  # sources and classes belong to the compiler's uid
+            directory, owner = classes, self.javac.uid
+            os.mkdir(classes, 0o755)
+        else:
+            directory, owner = work, self.uid
+        if owner is not None:
+            os.chown(directory, owner, owner)
         for name, text in recipe.files.items():
-            self._write(os.path.join(work, name), text)
+            self._write(os.path.join(directory, name), text, owner)
+        failed = self._compile(recipe, limits, case, work, directory)
+        if failed is not None:
+            return failed
         overhead = languages.RUNTIME_OVERHEAD_MB.get(language, 0)
-        if recipe.compile is not None:
-            memory = max(limits.memory_mb, 1024) + 1024
-            built = self._spawn(recipe.compile, None, None, limits, memory,
-                                limits.compile_timeout_s, case, work)
-            if built.timed_out or built.signal == signal.SIGXCPU:
-                return RunResult(TIMEOUT, f"compiling took over {limits.compile_timeout_s} s",
-                                 built.escaped)
-            if built.exit_code != 0:
-                return RunResult(SYNTAX_ERROR, cap(built.stderr or built.stdout), built.escaped)
         process = self._spawn(recipe.run, None, None, limits, limits.memory_mb + overhead,
                               limits.timeout_s, case, work)
         return self._verdict(language, process, limits)
+
+    def _compile(self, recipe: languages.Build, limits: Limits, case: str, work: str,
+                 directory: str) -> RunResult | None:
+        """Compile a program (in ``directory``); None when it compiled, else the verdict."""
+        if recipe.compile is None:
+            return None
+        if recipe.javac_server:
+            try:
+                status, diagnostics = self.javac.compile(recipe.compile,
+                                                         limits.compile_timeout_s)
+            except CompileError as exc:
+                return RunResult(SANDBOX_ERROR, str(exc))
+            if status is None:
+                return RunResult(TIMEOUT, diagnostics)
+            diagnostics = diagnostics.replace(directory + os.sep, "")  # paths as javac's own
+            return None if status == 0 else RunResult(SYNTAX_ERROR, cap(diagnostics))
+        memory = max(limits.memory_mb, 1024) + 1024
+        built = self._spawn(recipe.compile, None, None, limits, memory, limits.compile_timeout_s,
+                            case, work)
+        if built.timed_out or built.signal == signal.SIGXCPU:
+            return RunResult(TIMEOUT, f"compiling took over {limits.compile_timeout_s} s",
+                             built.escaped)
+        if built.exit_code != 0:
+            return RunResult(SYNTAX_ERROR, cap(built.stderr or built.stdout), built.escaped)
+        return None
 
     def _precompiled(self, limits: Limits) -> str | None:
         """The directory of the precompiled ``<bits/stdc++.h>``, built on first use (trusted)."""
@@ -252,11 +282,12 @@ class Worker:
                 os.chmod(os.path.join(directory, name), 0o644)
         return directory
 
-    def _write(self, path: str, text: str) -> None:
+    @staticmethod
+    def _write(path: str, text: str, owner: int | None) -> None:
         with open(path, "w", encoding="utf-8", errors="surrogateescape") as handle:
             handle.write(text)
-        if self.uid is not None:
-            os.chown(path, self.uid, self.uid)
+        if owner is not None:
+            os.chown(path, owner, owner)
 
     def _spawn(self, argv: list[str] | None, source: str | None, path: str | None,
                limits: Limits, memory_mb: int, timeout_s: float, case: str,

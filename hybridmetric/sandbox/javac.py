@@ -1,0 +1,192 @@
+"""A warm Java compiler per worker: javac in one long-lived JVM instead of a JVM per program.
+
+Starting ``javac`` costs about 0.6 s of JVM start-up and class loading; the compile itself takes a
+few tens of milliseconds once the compiler is loaded and JIT-compiled. Each worker therefore runs
+one compile server (``javax.tools.ToolProvider.getSystemJavaCompiler().run``, a fresh compiler
+context per program) that reads one request per line (tab-separated javac arguments) and answers
+``<exit status> <byte count>`` followed by that many bytes of diagnostics.
+
+The server never runs the program's code: annotation processing is off (``-proc:none``). It runs
+inside the worker's namespaces and seccomp filter, with rlimits, and, when the sandbox runs as
+root, as a second unprivileged uid of its own (``uid + UID_OFFSET``), so that neither the program
+(another uid) nor the escapee sweep (which spares the server) can touch it. A compile that
+outlasts its time limit, or a server that dies, is killed and a fresh server starts on the next
+program.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import select
+import signal
+import subprocess
+
+from hybridmetric.sandbox import isolation, languages
+
+#: The compiler runs as ``uid + UID_OFFSET`` (the sandbox uids span 1000 values from 61000).
+UID_OFFSET = 1000
+#: RLIMIT_DATA of the compiler's JVM (heap, code cache, metaspace, thread stacks).
+MEMORY_MB = 3072
+JVM_FLAGS = ["-Xlog:all=warning:stderr", "-XX:+UseSerialGC", "-XX:-UsePerfData",
+             "-Xshare:auto", "-Xss16m", "-Xmx1g"]
+MAIN = "HybridmetricJavac"
+SOURCE = r"""
+import java.io.*;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+import javax.tools.JavaCompiler;
+import javax.tools.ToolProvider;
+
+public class HybridmetricJavac {
+  public static void main(String[] ignored) throws IOException {
+    JavaCompiler javac = ToolProvider.getSystemJavaCompiler();
+    BufferedReader in =
+        new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+    OutputStream out = new FileOutputStream(FileDescriptor.out);
+    String line;
+    while ((line = in.readLine()) != null) {
+      ByteArrayOutputStream log = new ByteArrayOutputStream();
+      PrintStream printer = new PrintStream(log, true, "UTF-8");
+      int status;
+      try {
+        status = javac.run(null, printer, printer, line.split("\t"));
+      } catch (Throwable failure) {  // a compiler crash: report it, then let the worker restart us
+        failure.printStackTrace(printer);
+        status = -1;
+      }
+      printer.flush();
+      byte[] text = log.toByteArray();
+      out.write((status + " " + text.length + "\n").getBytes(StandardCharsets.UTF_8));
+      out.write(text);
+      out.flush();
+      if (status < 0) System.exit(3);
+    }
+  }
+}
+"""
+
+
+class CompileError(Exception):
+    """The compile server failed (not the program): it died or could not start."""
+
+
+class JavacServer:
+    """One compile server, started on first use and restarted after a timeout or a crash."""
+
+    def __init__(self, root: str, uid: int | None):
+        self.directory = os.path.join(root, "javac")
+        self.uid = None if uid is None else uid + UID_OFFSET
+        self.log = os.path.join(self.directory, "server.log")  # the JVM's own messages
+        self.pid: int | None = None
+        self._requests = self._replies = -1
+        self._buffer = b""
+
+    def compile(self, arguments: list[str], timeout_s: float) -> tuple[int | None, str]:
+        """(javac's exit status, diagnostics); status None when the compile ran out of time."""
+        if any("\t" in a or "\n" in a for a in arguments):
+            raise ValueError("javac arguments may not contain tabs or newlines")
+        if self.pid is None:
+            self._start()
+        try:
+            os.write(self._requests, ("\t".join(arguments) + "\n").encode("utf-8"))
+            header = self._read_line(timeout_s)
+            if header is None:
+                self.stop()
+                return None, f"compiling took over {timeout_s} s"
+            status, size = (int(field) for field in header.split())
+            text = self._read_exactly(size, timeout_s)
+        except (OSError, ValueError) as exc:
+            self.stop()
+            raise CompileError(f"the Java compile server failed: {exc}\n{self._log_tail()}") \
+                from exc
+        if status < 0:
+            self.stop()
+        return status, text.decode("utf-8", "replace")
+
+    def _start(self) -> None:
+        self._build()
+        requests_r, requests_w = os.pipe()
+        replies_r, replies_w = os.pipe()
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": self.directory}
+        argv = [languages.tool("java"), *JVM_FLAGS, f"-Djava.io.tmpdir={self.directory}",
+                "-cp", self.directory, MAIN]
+        log = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        pid = os.fork()
+        if pid == 0:
+            try:
+                os.setsid()
+                os.dup2(requests_r, 0)
+                os.dup2(replies_w, 1)
+                os.dup2(log, 2)
+                os.closerange(3, 1 << 20)
+                os.umask(0o022)  # the program (another uid) reads the classes
+                memory = MEMORY_MB * 2**20
+                resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
+                resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 2**20, 64 * 2**20))
+                resource.setrlimit(resource.RLIMIT_NPROC, (256, 256))
+                resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+                isolation.drop_privileges(self.uid)
+                os.execve(argv[0], argv, env)
+            finally:
+                os._exit(70)
+        for fd in (requests_r, replies_w, log):
+            os.close(fd)
+        self.pid, self._requests, self._replies, self._buffer = pid, requests_w, replies_r, b""
+
+    def _build(self) -> None:
+        """Compile the server itself once (trusted source, like the precompiled C++ header)."""
+        if os.path.exists(os.path.join(self.directory, f"{MAIN}.class")):
+            return
+        os.makedirs(self.directory, 0o755, exist_ok=True)
+        with open(os.path.join(self.directory, f"{MAIN}.java"), "w") as handle:
+            handle.write(SOURCE)
+        done = subprocess.run([languages.tool("javac"), "-nowarn", "-d", ".", f"{MAIN}.java"],
+                              cwd=self.directory, capture_output=True, text=True, timeout=120,
+                              check=False)
+        if done.returncode != 0:
+            raise CompileError(f"building the Java compile server failed:\n{done.stderr[-2000:]}")
+        for name in os.listdir(self.directory):
+            os.chmod(os.path.join(self.directory, name), 0o644)
+
+    def _log_tail(self) -> str:
+        with contextlib.suppress(OSError), open(self.log, "rb") as handle:
+            return handle.read()[-2000:].decode("utf-8", "replace")
+        return ""
+
+    def _read_line(self, timeout_s: float) -> str | None:
+        while b"\n" not in self._buffer:
+            if not self._fill(timeout_s):
+                return None
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        return line.decode("ascii")
+
+    def _read_exactly(self, size: int, timeout_s: float) -> bytes:
+        while len(self._buffer) < size:
+            if not self._fill(timeout_s):
+                raise OSError("the compile server stopped answering mid-reply")
+        text, self._buffer = self._buffer[:size], self._buffer[size:]
+        return text
+
+    def _fill(self, timeout_s: float) -> bool:
+        """Read what the server sent; False when nothing came within ``timeout_s``."""
+        if not select.select([self._replies], [], [], timeout_s)[0]:
+            return False
+        chunk = os.read(self._replies, 1 << 16)
+        if not chunk:
+            raise OSError("the compile server exited")
+        self._buffer += chunk
+        return True
+
+    def stop(self) -> None:
+        if self.pid is None:
+            return
+        for fd in (self._requests, self._replies):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.pid, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(self.pid, 0)
+        self.pid = None
