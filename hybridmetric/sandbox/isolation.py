@@ -2,8 +2,9 @@
 
 Per worker (a long-lived process that owns one sandbox uid):
 
-- a network namespace of its own (``unshare(CLONE_NEWNET)``): only a loopback that is down, so
-  nothing, including a listener on the host's 127.0.0.1, can be reached;
+- a network namespace of its own (``unshare(CLONE_NEWNET)``; without root, inside a user
+  namespace that maps only the user's own uid): only a loopback that is down, so nothing,
+  including a listener on the host's 127.0.0.1 or an abstract Unix socket, can be reached;
 - a seccomp filter that refuses every socket family but ``AF_UNIX`` (the fallback where namespaces
   are not allowed, and a second wall where they are);
 - a mount namespace with private tmpfs mounts on ``/tmp``, ``/var/tmp``, ``/dev/shm`` and
@@ -34,6 +35,8 @@ from hybridmetric.sandbox.limits import Limits
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
+CLONE_NEWUSER = 0x10000000
+_LINUX_CAPABILITY_VERSION_3 = 0x20080522
 MS_REC = 0x4000
 MS_BIND = 0x1000
 MS_PRIVATE = 1 << 18
@@ -189,6 +192,29 @@ def deny_sockets() -> None:
         lib.seccomp_release(ctx)
 
 
+class _CapHeader(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
+
+
+class _CapData(ctypes.Structure):
+    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
+                ("inheritable", ctypes.c_uint32)]
+
+
+def user_network_namespace() -> None:
+    """Without root: a user namespace (mapping only this uid and gid onto themselves) that owns
+    a new network namespace; then drop the capabilities the user namespace granted, so that no
+    program, forked or exec'd, holds any."""
+    uid, gid = os.getuid(), os.getgid()
+    unshare(CLONE_NEWUSER | CLONE_NEWNET)
+    for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
+                       ("gid_map", f"{gid} {gid} 1")):
+        with open(f"/proc/self/{name}", "w") as handle:
+            handle.write(text)
+    header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
+    _check(_libc.capset(ctypes.byref(header), (_CapData * 2)()), "capset")
+
+
 def isolate_worker(uid: int | None, allow_network: bool,
                    needed: list[str]) -> tuple[Isolation, list[str]]:
     """Apply the per-worker walls; return what worked and why the rest did not.
@@ -199,7 +225,10 @@ def isolate_worker(uid: int | None, allow_network: bool,
     netns = seccomp = mountns = False
     if not allow_network:
         try:
-            unshare(CLONE_NEWNET)
+            if os.getuid() == 0:
+                unshare(CLONE_NEWNET)
+            else:
+                user_network_namespace()
             netns = True
         except OSError as exc:
             problems.append(f"network namespace: {exc}")

@@ -4,6 +4,7 @@ back from the same workers)."""
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 from collections.abc import Callable
@@ -186,6 +187,27 @@ def test_cannot_reach_host_loopback(sandbox: Sandbox, run: Run, untouched: Check
     assert result.outcome == FAILED
     assert "Permission denied" in result.error or "unreachable" in result.error
     assert received == []
+    untouched(sandbox)
+
+
+def test_cannot_reach_a_host_abstract_unix_socket(sandbox: Sandbox, run: Run,
+                                                  untouched: Check) -> None:
+    """Seccomp lets AF_UNIX through; the worker's own network namespace hides the host's
+    abstract Unix sockets (opened here) all the same."""
+    name = f"hybridmetric-hostile-{os.getpid()}"
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind("\0" + name)
+    listener.listen(1)
+    listener.settimeout(0.1)
+    source = ("import socket\ns = socket.socket(socket.AF_UNIX)\n"
+              f"s.connect('\\0{name}')\ns.sendall(b'leaked')\n")
+    try:
+        result = run(sandbox, "python", source)
+        with pytest.raises(TimeoutError):
+            listener.accept()
+    finally:
+        listener.close()
+    assert result.outcome == FAILED and "ConnectionRefusedError" in result.error
     untouched(sandbox)
 
 

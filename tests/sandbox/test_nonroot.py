@@ -1,0 +1,133 @@
+"""The sandbox started by an unprivileged user: no uid drop and no mount namespace; the network
+is blocked by a network namespace inside a user namespace and by seccomp, the programs hold no
+capability, and the escapee sweep and the limits still hold.
+
+The test (root) starts a Python process as a fresh uid in a mount namespace of its own where the
+interpreter is reachable (this machine's Python may live under /root), then that process runs the
+sandbox exactly as any user would and prints what it saw.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+
+import pytest
+
+from hybridmetric.sandbox import isolation
+from hybridmetric.sandbox.worker import needed_paths
+
+USER = 60999  # below the sandbox's own uids (61000-62999), used by nothing else
+
+SCRIPT = r"""
+import json, os, sys
+from hybridmetric.sandbox import Limits, Program, Sandbox
+
+port, abstract = int(sys.argv[1]), sys.argv[2]
+limits = Limits(timeout_s=3.0, memory_mb=512)
+escape = '''
+import os, time
+if os.fork() == 0:
+    os.setsid()
+    if os.fork() == 0:
+        time.sleep(60)
+    os._exit(0)
+os.wait()
+'''
+programs = {
+    "passes": ("python", "assert sorted([3, 1, 2]) == [1, 2, 3]\n"),
+    "fails": ("python", "assert 1 + 1 == 3\n"),
+    "exit_early": ("python", "import os\nos._exit(0)\nassert False\n"),
+    "loops": ("python", "while True:\n    pass\n"),
+    "memory": ("python", "x = bytearray(4 * 1024**3)\n"),
+    "fork_bomb": ("python", "import os\nwhile True:\n    os.fork()\n"),
+    "escapes": ("python", escape),
+    "secret": ("python", "import os\nassert 'HM_SECRET' not in os.environ, 'leaked'\n"),
+    "connects": ("python", "import socket\nsocket.create_connection(('127.0.0.1', %d), 2)"
+                           ".sendall(b'leak')\n" % port),
+    "abstract_unix": ("python", "import socket\ns = socket.socket(socket.AF_UNIX)\n"
+                                "s.connect('\\0' + %r)\ns.sendall(b'leak')\n" % abstract),
+    "capabilities": ("python", "held = [l for l in open('/proc/self/status') if l[:6] in "
+                               "('CapPrm', 'CapEff', 'CapInh', 'CapAmb')]\n"
+                               "assert all(int(l.split()[1], 16) == 0 for l in held), held\n"),
+    "javascript": ("javascript", "const assert = require('node:assert');\n"
+                                 "assert.deepEqual([1, 2].length, 2);\n"),
+    "cpp": ("cpp", "#include <assert.h>\nint main() { assert(2 + 2 == 4); }\n"),
+    "java": ("java", "class Problem {\n  public static void main(String[] a) {\n"
+                     "    if (2 + 2 != 4) throw new AssertionError();\n  }\n}\n"),
+}
+with Sandbox(workers=1) as box:
+    isolation = box.isolation.as_dict()
+    results = box.run([Program(language, source, limits)
+                       for language, source in programs.values()])
+me = os.getpid()
+left = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != me
+        and os.stat(f"/proc/{p}").st_uid == os.getuid()]
+temp = [name for name in os.listdir("/tmp") if name.startswith("hybridmetric")]
+print(json.dumps({"uid": os.getuid(), "isolation": isolation, "left": left, "temp": temp,
+                  "outcomes": {name: r.outcome for name, r in zip(programs, results)},
+                  "errors": {name: r.error[-300:] for name, r in zip(programs, results)}}))
+"""
+
+
+def _as_user() -> None:
+    """In the child: make the interpreter reachable for ``USER`` (own mounts), then become it."""
+    isolation.private_mounts(needed_paths())
+    isolation.drop_privileges(USER)
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="starting a process as another user needs root")
+def test_sandbox_run_by_an_unprivileged_user() -> None:
+    listener = socket.create_server(("127.0.0.1", 0))
+    abstract = f"hybridmetric-test-{os.getpid()}"
+    unix = socket.socket(socket.AF_UNIX)
+    unix.bind("\0" + abstract)
+    unix.listen()
+    received: list[bytes] = []
+    stop = threading.Event()
+
+    def accept(server: socket.socket) -> None:
+        server.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                connection, _ = server.accept()
+            except TimeoutError:
+                continue
+            received.append(connection.recv(100) or b"(connected)")
+            connection.close()
+
+    threads = [threading.Thread(target=accept, args=(s,), daemon=True) for s in (listener, unix)]
+    for thread in threads:
+        thread.start()
+    try:
+        done = subprocess.run(
+            [sys.executable, "-c", SCRIPT, str(listener.getsockname()[1]), abstract],
+            env={"PATH": os.environ["PATH"], "HM_SECRET": "hunter2"}, cwd="/",
+            preexec_fn=_as_user, capture_output=True, text=True, timeout=300, check=False)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+        listener.close()
+        unix.close()
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout)
+    assert seen["uid"] == USER
+    assert seen["isolation"] == {"network_namespace": True, "seccomp": True,
+                                 "mount_namespace": False, "uid": None}
+    assert seen["outcomes"] == {
+        "passes": "passed", "fails": "failed", "exit_early": "failed", "loops": "timeout",
+        "memory": "memory", "fork_bomb": seen["outcomes"]["fork_bomb"], "escapes": "passed",
+        "secret": "passed", "connects": "failed", "abstract_unix": "failed",
+        "capabilities": "passed", "javascript": "passed", "cpp": "passed",
+        "java": "passed"}, seen["errors"]
+    assert seen["outcomes"]["fork_bomb"] in ("failed", "timeout")
+    assert "PermissionError" in seen["errors"]["connects"]  # seccomp: no inet socket at all
+    assert "ConnectionRefusedError" in seen["errors"]["abstract_unix"]  # another network ns
+    assert received == []  # nothing reached the host's listener
+    assert seen["left"] == []  # no process of the user survived: programs, escapees, servers
+    assert seen["temp"] == []
