@@ -60,6 +60,7 @@ class Isolation:
     seccomp: bool
     mount_namespace: bool
     uid: int | None  # the unprivileged uid programs run as, or None when not root
+    memory_cgroup: bool = False  # one memory limit for a program's whole process tree
 
     @property
     def network_blocked(self) -> bool:

@@ -25,10 +25,11 @@ import subprocess
 import sys
 import tempfile
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
 from hybridmetric.sandbox import isolation, languages
+from hybridmetric.sandbox.cgroup import MemoryCgroup
 from hybridmetric.sandbox.javac import CompileError, JavacServer
 from hybridmetric.sandbox.limits import (
     CRASH,
@@ -78,6 +79,7 @@ class Process:
     stdout: str
     stderr: str
     escaped: int
+    oom: bool  # the kernel killed a process of the program's memory cgroup
 
     @property
     def signal(self) -> int | None:
@@ -155,6 +157,13 @@ class Worker:
         self.isolation, self.problems = isolation.isolate_worker(uid, allow_network,
                                                                  needed_paths())
         self.uid = self.isolation.uid
+        self.cgroup: MemoryCgroup | None = None
+        try:
+            owner = f"uid{self.uid}" if self.uid is not None else f"pid{os.getpid()}"
+            self.cgroup = MemoryCgroup.create(f"hybridmetric-{owner}")
+            self.isolation = replace(self.isolation, memory_cgroup=True)
+        except OSError as exc:
+            self.problems.append(f"memory cgroup: {exc}")
         self.root = tempfile.mkdtemp(prefix="hybridmetric-sandbox-")
         self._pch_error = ""
         os.chmod(self.root, 0o711)
@@ -173,6 +182,8 @@ class Worker:
 
     def close(self) -> None:
         self.javac.stop()
+        if self.cgroup is not None:
+            self.cgroup.remove()
         shutil.rmtree(self.root, ignore_errors=True)
 
     def run(self, language: str, source: str, limits: Limits,
@@ -306,6 +317,7 @@ class Worker:
         out, err = os.open(out_path, flags, 0o600), os.open(err_path, flags, 0o600)
         devnull = os.open(os.devnull, os.O_RDONLY)
         env = program_env(work)
+        oom_before = self.cgroup.prepare(memory_mb) if self.cgroup is not None else 0
         pid = os.fork()
         if pid == 0:
             channel = report_w
@@ -315,6 +327,8 @@ class Worker:
                 channel = 4
                 os.chdir(work)
                 signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+                if self.cgroup is not None:
+                    self.cgroup.join()
                 isolation.apply_limits(limits, memory_mb=memory_mb, cpu_s=timeout_s)
                 isolation.drop_privileges(self.uid)
                 if argv is None:
@@ -345,7 +359,9 @@ class Worker:
             report = b""
         os.close(report_r)
         escaped = self.sweep()
-        return Process(status, timed_out, report, token, _tail(out_path), _tail(err_path), escaped)
+        oom = self.cgroup is not None and self.cgroup.oom_kills() > oom_before
+        return Process(status, timed_out, report, token, _tail(out_path), _tail(err_path), escaped,
+                       oom)
 
     def _verdict(self, language: str, process: Process, limits: Limits) -> RunResult:
         def result(outcome: str, error: str) -> RunResult:
@@ -361,7 +377,7 @@ class Worker:
             return result(SANDBOX_ERROR, process.report[1:].decode("utf-8", "replace"))
         if kind == b"S":
             return result(SYNTAX_ERROR, stderr)
-        if kind == b"M" or any(sign in stderr for sign in _MEMORY_SIGNS):
+        if kind == b"M" or process.oom or any(sign in stderr for sign in _MEMORY_SIGNS):
             return result(MEMORY, stderr)
         number = process.signal
         if number is not None:

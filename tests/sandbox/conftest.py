@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from hybridmetric.sandbox import PASSED, Limits, Program, RunResult, Sandbox
+from hybridmetric.sandbox import PASSED, Limits, Program, RunResult, Sandbox, cgroup
 
 QUICK = Limits(timeout_s=2.0, memory_mb=512)
 MARK = "hm_hostile_marker"
@@ -27,13 +27,22 @@ def _children() -> list[int]:
     return found
 
 
+def _cgroups(parent: str) -> set[str]:
+    if not os.path.isdir(parent):
+        return set()
+    return {name for name in os.listdir(parent) if name.startswith("hybridmetric-")}
+
+
 @pytest.fixture(scope="session", autouse=True)
 def no_leftovers() -> Iterator[None]:
     """After the whole sandbox suite: no worker or program process left, no temp dirs."""
     before = set(os.listdir("/tmp"))
+    groups = {parent: _cgroups(parent) for parent, _ in cgroup.parents()}
     yield
     assert _children() == []
     assert [n for n in set(os.listdir("/tmp")) - before if n.startswith("hybridmetric")] == []
+    for parent, existed in groups.items():  # the workers' memory cgroups are gone too
+        assert _cgroups(parent) - existed == set()
 
 
 @pytest.fixture(scope="session")

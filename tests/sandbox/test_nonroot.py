@@ -117,8 +117,9 @@ def test_sandbox_run_by_an_unprivileged_user() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout)
     assert seen["uid"] == USER
-    assert seen["isolation"] == {"network_namespace": True, "seccomp": True,
-                                 "mount_namespace": False, "uid": None}
+    walls = {k: v for k, v in seen["isolation"].items() if k != "memory_cgroup"}  # host-dependent
+    assert walls == {"network_namespace": True, "seccomp": True, "mount_namespace": False,
+                     "uid": None}
     assert seen["outcomes"] == {
         "passes": "passed", "fails": "failed", "exit_early": "failed", "loops": "timeout",
         "memory": "memory", "fork_bomb": seen["outcomes"]["fork_bomb"], "escapes": "passed",

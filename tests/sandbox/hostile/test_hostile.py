@@ -190,6 +190,30 @@ def test_cannot_reach_host_loopback(sandbox: Sandbox, run: Run, untouched: Check
     untouched(sandbox)
 
 
+FORKED_MEMORY_BOMB = """
+import os, time
+children = []
+for _ in range(8):
+    pid = os.fork()
+    if pid == 0:
+        block = b"x" * (300 * 2**20)  # under the per-process limit, 2.4 GB in all
+        time.sleep(5)
+        os._exit(0)
+    children.append(pid)
+assert all(os.waitpid(pid, 0)[1] == 0 for pid in children)
+"""
+
+
+def test_forked_memory_bomb_is_held_to_one_limit(sandbox: Sandbox, run: Run,
+                                                 untouched: Check) -> None:
+    """Each child stays under RLIMIT_DATA; the tree's memory cgroup holds all of them to 512 MB."""
+    if not sandbox.isolation.memory_cgroup:
+        pytest.skip("no memory cgroup here: memory is limited per process only")
+    result = run(sandbox, "python", FORKED_MEMORY_BOMB, SLOW)
+    assert result.outcome == MEMORY, result
+    untouched(sandbox)
+
+
 def test_cannot_reach_a_host_abstract_unix_socket(sandbox: Sandbox, run: Run,
                                                   untouched: Check) -> None:
     """Seccomp lets AF_UNIX through; the worker's own network namespace hides the host's

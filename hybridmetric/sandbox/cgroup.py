@@ -1,0 +1,148 @@
+"""A memory cgroup per worker, so that a program's whole process tree shares one memory limit.
+
+RLIMIT_DATA caps each process; a program that forks (up to the process limit) could still take
+that much memory many times over. Where the sandbox may create cgroups (root, with the memory
+controller in cgroup v1 or v2), each worker makes one below its own cgroup, sets the program's
+limit before each run, moves the program's first process into it (its descendants follow), and
+reads the kernel's OOM-kill counter afterwards: a kill there is the ``memory`` outcome. The limits
+of the cgroups above it still apply. Elsewhere the sandbox runs with rlimits alone and says so
+(``Isolation.memory_cgroup``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """Where a cgroup version keeps its files: the memory limit, the limit on memory plus swap
+    (v1; v2 gets ``memory.swap.max = 0``), and the OOM-kill counter."""
+
+    limit: str
+    swap_limit: str | None
+    events: str
+
+
+V1 = _Layout("memory.limit_in_bytes", "memory.memsw.limit_in_bytes", "memory.oom_control")
+V2 = _Layout("memory.max", None, "memory.events")
+
+
+def _mounts() -> list[tuple[str, str, str, str]]:
+    """(root, mount point, fs type, super options) of every cgroup mount."""
+    found = []
+    with open("/proc/self/mountinfo") as handle:
+        for line in handle:
+            fields = line.split()
+            dash = fields.index("-")
+            kind, options = fields[dash + 1], fields[dash + 3]
+            if kind in ("cgroup", "cgroup2"):
+                found.append((fields[3], fields[4], kind, options))
+    return found
+
+
+def _own_paths() -> dict[str, str]:
+    """This process's cgroup path per hierarchy: {"memory": ..., "": ... (v2)}."""
+    paths = {}
+    with open("/proc/self/cgroup") as handle:
+        for line in handle:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            for name in controllers.split(",") if controllers else [""]:
+                paths[name] = path
+    return paths
+
+
+def _inside(mount_root: str, mount_point: str, path: str) -> str:
+    relative = os.path.relpath(path, mount_root)
+    return os.path.normpath(os.path.join(mount_point, relative))
+
+
+def parents() -> list[tuple[str, _Layout]]:
+    """Directories where a memory cgroup could be made: below our own, then the v2 root."""
+    own = _own_paths()
+    found: list[tuple[str, _Layout]] = []
+    for root, point, kind, options in _mounts():
+        if kind == "cgroup" and "memory" in options.split(",") and "memory" in own:
+            found.append((_inside(root, point, own["memory"]), V1))
+        elif kind == "cgroup2" and "" in own:
+            with contextlib.suppress(OSError), open(f"{point}/cgroup.controllers") as handle:
+                if "memory" in handle.read().split():
+                    found += [(_inside(root, point, own[""]), V2), (point, V2)]
+    return found
+
+
+class MemoryCgroup:
+    """One worker's memory cgroup. ``create`` raises OSError saying why none could be made."""
+
+    def __init__(self, path: str, layout: _Layout):
+        self.path, self.layout = path, layout
+
+    @classmethod
+    def create(cls, name: str) -> MemoryCgroup:
+        """Make (or take over: a worker that died leaves its cgroup to the next one with its uid)
+        the cgroup ``name`` in the first place that allows it."""
+        reasons = []
+        for parent, layout in parents():
+            try:
+                if layout is V2:
+                    _enable_memory(parent)
+                path = os.path.join(parent, name)
+                if not os.path.isdir(path):
+                    os.mkdir(path, 0o755)
+            except OSError as exc:
+                reasons.append(f"{parent}: {exc.strerror or exc}")
+                continue
+            group = cls(path, layout)
+            if layout is V2:
+                with contextlib.suppress(OSError):
+                    group._write("memory.oom.group", "1")  # an OOM kill takes the whole tree
+                with contextlib.suppress(OSError):
+                    group._write("memory.swap.max", "0")
+            return group
+        raise OSError("no memory cgroup could be made"
+                      + (f" ({'; '.join(reasons)})" if reasons else
+                         " (no cgroup hierarchy with the memory controller is mounted)"))
+
+    def prepare(self, memory_mb: int) -> int:
+        """Set the limit for the next program; return the OOM-kill count to compare against."""
+        value = str(memory_mb * 2**20)
+        files = [self.layout.limit]
+        if self.layout.swap_limit and os.path.exists(os.path.join(self.path,
+                                                                  self.layout.swap_limit)):
+            files.append(self.layout.swap_limit)  # v1 wants memsw >= limit at every step
+        try:
+            for name in files:
+                self._write(name, value)
+        except OSError:
+            for name in reversed(files):
+                self._write(name, value)
+        return self.oom_kills()
+
+    def join(self) -> None:
+        """Move the calling process into the cgroup (in the child, before it drops root)."""
+        self._write("cgroup.procs", str(os.getpid()))
+
+    def oom_kills(self) -> int:
+        with open(os.path.join(self.path, self.layout.events)) as handle:
+            match = re.search(r"^oom_kill (\d+)$", handle.read(), re.MULTILINE)
+        return int(match.group(1)) if match else 0
+
+    def remove(self) -> None:
+        with contextlib.suppress(OSError):
+            os.rmdir(self.path)
+
+    def _write(self, name: str, value: str) -> None:
+        with open(os.path.join(self.path, name), "w") as handle:
+            handle.write(value)
+
+
+def _enable_memory(parent: str) -> None:
+    """cgroup v2 hands a controller to children only when the parent's subtree_control has it."""
+    with open(os.path.join(parent, "cgroup.subtree_control")) as handle:
+        if "memory" in handle.read().split():
+            return
+    with open(os.path.join(parent, "cgroup.subtree_control"), "w") as handle:
+        handle.write("+memory")
