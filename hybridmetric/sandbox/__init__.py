@@ -1,15 +1,17 @@
 """Isolated execution of untrusted generated programs, with verdicts that cannot be faked.
 
-``Sandbox`` (a pool of isolated workers: a fork server for Python, node, g++ and javac/java for
-the others), ``Program``, ``Limits``, ``RunResult``, the outcome names, and ``pass_at_k``.
+``Sandbox`` (a pool of isolated workers: a fork server for Python, node, g++ with a precompiled
+``<bits/stdc++.h>``, a warm javac for Java), ``Program``, ``Limits``, ``RunResult``, the outcome
+names, and ``pass_at_k``.
 
-Walls (``isolation.py``): per worker a network namespace and a seccomp filter (sockets other than
-AF_UNIX fail), a mount namespace with private tmpfs ``/tmp``-like directories, subreaper; per
-program its own session, rlimits (data, CPU, file size, open files, processes), a private
-working directory, stdin from /dev/null, capped output, a clean environment and, as root, an
-unprivileged uid whose processes are all killed afterwards. Without root, the uid drop and the
-mount namespace are unavailable and the network block relies on seccomp (libseccomp); a sandbox
-that gets no network block refuses to start unless ``allow_network``.
+Walls (``isolation.py``, ``cgroup.py``): per worker a network namespace (without root, inside a
+user namespace) and a seccomp filter (sockets other than AF_UNIX fail), as root a mount namespace
+with private tmpfs ``/tmp``-like directories and a memory cgroup for the program's process tree,
+and subreaping; per program its own session, rlimits (data, CPU, file size, open files,
+processes), a private working directory, stdin from /dev/null, capped output, a clean environment
+and, as root, an unprivileged uid whose processes are all killed afterwards. A sandbox that gets
+no network block refuses to start unless ``allow_network``; ``Sandbox.isolation`` records which
+walls a machine gave.
 
 Verdicts (``languages.py``): a program passes only when a per-run token, read from fd 3 after
 the tests ran, comes back on fd 4 and the process exits with status 0.

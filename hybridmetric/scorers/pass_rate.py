@@ -90,7 +90,8 @@ class PassRate(Scorer):
         walls = [name for name, on in (("netns", isolation.network_namespace),
                                        ("seccomp", isolation.seccomp),
                                        ("mountns", isolation.mount_namespace),
-                                       ("uid", isolation.uid is not None)) if on]
+                                       ("uid", isolation.uid is not None),
+                                       ("memcg", isolation.memory_cgroup)) if on]
         fixed = Limits()
         return {"sandbox": SANDBOX_VERSION, "isolation": "+".join(walls) or "none",
                 "file_mb": fixed.file_mb, "open_files": fixed.open_files,
