@@ -5,13 +5,13 @@
 names, and ``pass_at_k``.
 
 Walls (``isolation.py``, ``cgroup.py``): per worker a network namespace (without root, inside a
-user namespace) and a seccomp filter (sockets other than AF_UNIX fail), as root a mount namespace
-with private tmpfs ``/tmp``-like directories and a memory cgroup for the program's process tree,
-and subreaping; per program its own session, rlimits (data, CPU, file size, open files,
-processes), a private working directory, stdin from /dev/null, capped output, a clean environment
-and, as root, an unprivileged uid whose processes are all killed afterwards. A sandbox that gets
-no network block refuses to start unless ``allow_network``; ``Sandbox.isolation`` records which
-walls a machine gave.
+user namespace), a seccomp filter (sockets other than AF_UNIX fail), a PID namespace with its own
+``/proc`` whose init is the worker, and, as root, a mount namespace with private tmpfs
+``/tmp``-like directories and a memory cgroup for the program's process tree. Per program: its
+own session, rlimits (data, CPU, file size, open files, processes), a private working directory,
+stdin from /dev/null, capped output, a clean environment and, as root, an unprivileged uid whose
+processes are all killed afterwards. A sandbox that gets no network block refuses to start
+unless ``allow_network``; ``Sandbox.isolation`` records which walls a machine gave.
 
 Verdicts (``languages.py``): a program passes only when a per-run token, read from fd 3 after
 the tests ran, comes back on fd 4 and the process exits with status 0.

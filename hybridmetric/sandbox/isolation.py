@@ -9,6 +9,8 @@ Per worker (a long-lived process that owns one sandbox uid):
   are not allowed, and a second wall where they are);
 - a mount namespace with private tmpfs mounts on ``/tmp``, ``/var/tmp``, ``/dev/shm`` and
   ``/run/lock`` (the only world-writable places here), emptied after every program;
+- a PID namespace whose init is the worker, with its own ``/proc``: programs see and can signal
+  only the worker's processes, and signals they send the worker are dropped by the kernel;
 - it is a child subreaper, so a process that escapes its group is re-parented to it and found.
 
 Per program: its own session and process group, rlimits, a private working directory, stdin from
@@ -36,6 +38,8 @@ from hybridmetric.sandbox.limits import Limits
 CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
 CLONE_NEWUSER = 0x10000000
+CLONE_NEWPID = 0x20000000
+MS_NOEXEC = 0x8
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 MS_REC = 0x4000
 MS_BIND = 0x1000
@@ -43,6 +47,7 @@ MS_PRIVATE = 1 << 18
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
 PR_SET_NO_NEW_PRIVS = 38
+PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 AF_UNIX = 1
 SCMP_ACT_ALLOW = 0x7FFF0000
@@ -61,6 +66,7 @@ class Isolation:
     mount_namespace: bool
     uid: int | None  # the unprivileged uid programs run as, or None when not root
     memory_cgroup: bool = False  # one memory limit for a program's whole process tree
+    pid_namespace: bool = False  # programs see and signal only the worker's own processes
 
     @property
     def network_blocked(self) -> bool:
@@ -204,16 +210,65 @@ class _CapData(ctypes.Structure):
 
 def user_network_namespace() -> None:
     """Without root: a user namespace (mapping only this uid and gid onto themselves) that owns
-    a new network namespace; then drop the capabilities the user namespace granted, so that no
-    program, forked or exec'd, holds any."""
+    a new network namespace. The capabilities it grants are dropped once the worker is set up
+    (:func:`drop_capabilities`)."""
     uid, gid = os.getuid(), os.getgid()
     unshare(CLONE_NEWUSER | CLONE_NEWNET)
     for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
                        ("gid_map", f"{gid} {gid} 1")):
         with open(f"/proc/self/{name}", "w") as handle:
             handle.write(text)
+
+
+def drop_capabilities() -> None:
+    """Drop every capability (those a user namespace granted), so no program holds any."""
     header = _CapHeader(_LINUX_CAPABILITY_VERSION_3, 0)
     _check(_libc.capset(ctypes.byref(header), (_CapData * 2)()), "capset")
+
+
+def _new_pid_namespace(own_mounts: bool) -> int:
+    """Fork the init of a new PID namespace with its own ``/proc``; return its pid (0 in it).
+
+    ``own_mounts``: also a new mount namespace (without root; as root the worker has one)."""
+    unshare(CLONE_NEWPID | (CLONE_NEWNS if own_mounts else 0))
+    if own_mounts:
+        _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+    pid = os.fork()
+    if pid == 0:
+        # the host knows the worker by its parent's pid: when that one dies, so does this one
+        # (and with it, as the namespace's init, every process of the namespace)
+        _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
+        _check(_libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None),
+               "mount /proc")
+    return pid
+
+
+def _pid_namespace_works(own_mounts: bool) -> None:
+    """Try :func:`_new_pid_namespace` in a throwaway child; raise OSError if it fails."""
+    probe = os.fork()
+    if probe == 0:
+        code = 1
+        try:
+            init = _new_pid_namespace(own_mounts)
+            if init == 0:
+                os._exit(0)
+            code = os.waitstatus_to_exitcode(os.waitpid(init, 0)[1])
+        finally:
+            os._exit(code)
+    if os.waitstatus_to_exitcode(os.waitpid(probe, 0)[1]) != 0:
+        raise OSError(errno.EPERM, "a new PID namespace with its own /proc is not allowed here")
+
+
+def pid_namespace(own_mounts: bool) -> None:
+    """Become the init (pid 1) of a new PID namespace whose ``/proc`` shows only it and what it
+    starts: programs can neither see nor signal any process outside, and the kernel drops the
+    signals they send the worker itself. The calling process stays outside, waits for the new
+    worker and exits with its status; only the new worker returns."""
+    _pid_namespace_works(own_mounts)
+    init = _new_pid_namespace(own_mounts)
+    if init != 0:
+        status = os.waitpid(init, 0)[1]
+        os._exit(os.waitstatus_to_exitcode(status) % 256)
 
 
 def isolate_worker(uid: int | None, allow_network: bool,
@@ -238,14 +293,24 @@ def isolate_worker(uid: int | None, allow_network: bool,
             seccomp = True
         except OSError as exc:
             problems.append(f"seccomp: {exc}")
-    if os.getuid() == 0:
+    root = os.getuid() == 0
+    if root:
         try:
             private_mounts(needed)
             mountns = True
         except OSError as exc:
             problems.append(f"mount namespace: {exc}")
+    pidns = False
+    if root or netns:  # without root, only a user namespace grants the capability
+        try:
+            pid_namespace(own_mounts=not mountns)
+            pidns = True
+        except OSError as exc:
+            problems.append(f"PID namespace: {exc}")
+    if not root and netns:
+        drop_capabilities()
     _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
-    return Isolation(netns, seccomp, mountns, uid if os.getuid() == 0 else None), problems
+    return Isolation(netns, seccomp, mountns, uid if root else None, pid_namespace=pidns), problems
 
 
 def apply_limits(limits: Limits, *, memory_mb: int | None = None,

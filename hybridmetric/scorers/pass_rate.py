@@ -91,7 +91,8 @@ class PassRate(Scorer):
                                        ("seccomp", isolation.seccomp),
                                        ("mountns", isolation.mount_namespace),
                                        ("uid", isolation.uid is not None),
-                                       ("memcg", isolation.memory_cgroup)) if on]
+                                       ("memcg", isolation.memory_cgroup),
+                                       ("pidns", isolation.pid_namespace)) if on]
         fixed = Limits()
         return {"sandbox": SANDBOX_VERSION, "isolation": "+".join(walls) or "none",
                 "file_mb": fixed.file_mb, "open_files": fixed.open_files,

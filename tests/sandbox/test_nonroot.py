@@ -27,7 +27,7 @@ SCRIPT = r"""
 import json, os, sys
 from hybridmetric.sandbox import Limits, Program, Sandbox
 
-port, abstract = int(sys.argv[1]), sys.argv[2]
+port, abstract, victim = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
 limits = Limits(timeout_s=3.0, memory_mb=512)
 escape = '''
 import os, time
@@ -54,6 +54,11 @@ programs = {
     "capabilities": ("python", "held = [l for l in open('/proc/self/status') if l[:6] in "
                                "('CapPrm', 'CapEff', 'CapInh', 'CapAmb')]\n"
                                "assert all(int(l.split()[1], 16) == 0 for l in held), held\n"),
+    "kills_by_pid": ("python", "import os\nos.kill(%d, 9)\n" % victim),
+    "kills_all": ("python", "import os\ntry:\n    os.kill(-1, 9)\nexcept ProcessLookupError:\n"
+                            "    pass\n"),
+    "sees": ("python", "import os\nseen = [p for p in os.listdir('/proc') if p.isdigit()]\n"
+                       "assert len(seen) <= 3, seen\n"),
     "javascript": ("javascript", "const assert = require('node:assert');\n"
                                  "assert.deepEqual([1, 2].length, 2);\n"),
     "cpp": ("cpp", "#include <assert.h>\nint main() { assert(2 + 2 == 4); }\n"),
@@ -64,9 +69,13 @@ with Sandbox(workers=1) as box:
     isolation = box.isolation.as_dict()
     results = box.run([Program(language, source, limits)
                        for language, source in programs.values()])
-me = os.getpid()
-left = [int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != me
-        and os.stat(f"/proc/{p}").st_uid == os.getuid()]
+def mine(pid):
+    try:
+        return os.stat(f"/proc/{pid}").st_uid == os.getuid()
+    except FileNotFoundError:
+        return False
+left = [int(p) for p in os.listdir("/proc") if p.isdigit()
+        and int(p) not in (os.getpid(), victim) and mine(p)]
 temp = [name for name in os.listdir("/tmp") if name.startswith("hybridmetric")]
 print(json.dumps({"uid": os.getuid(), "isolation": isolation, "left": left, "temp": temp,
                   "outcomes": {name: r.outcome for name, r in zip(programs, results)},
@@ -103,12 +112,17 @@ def test_sandbox_run_by_an_unprivileged_user() -> None:
     threads = [threading.Thread(target=accept, args=(s,), daemon=True) for s in (listener, unix)]
     for thread in threads:
         thread.start()
+    victim = subprocess.Popen(["sleep", "300"], preexec_fn=lambda: isolation.drop_privileges(USER))
     try:
         done = subprocess.run(
-            [sys.executable, "-c", SCRIPT, str(listener.getsockname()[1]), abstract],
+            [sys.executable, "-c", SCRIPT, str(listener.getsockname()[1]), abstract,
+             str(victim.pid)],
             env={"PATH": os.environ["PATH"], "HM_SECRET": "hunter2"}, cwd="/",
             preexec_fn=_as_user, capture_output=True, text=True, timeout=300, check=False)
+        victim_survived = victim.poll() is None
     finally:
+        victim.kill()
+        victim.wait()
         stop.set()
         for thread in threads:
             thread.join()
@@ -119,16 +133,19 @@ def test_sandbox_run_by_an_unprivileged_user() -> None:
     assert seen["uid"] == USER
     walls = {k: v for k, v in seen["isolation"].items() if k != "memory_cgroup"}  # host-dependent
     assert walls == {"network_namespace": True, "seccomp": True, "mount_namespace": False,
-                     "uid": None}
+                     "uid": None, "pid_namespace": True}
     assert seen["outcomes"] == {
         "passes": "passed", "fails": "failed", "exit_early": "failed", "loops": "timeout",
         "memory": "memory", "fork_bomb": seen["outcomes"]["fork_bomb"], "escapes": "passed",
         "secret": "passed", "connects": "failed", "abstract_unix": "failed",
-        "capabilities": "passed", "javascript": "passed", "cpp": "passed",
+        "capabilities": "passed", "kills_by_pid": "failed", "kills_all": "passed",
+        "sees": "passed", "javascript": "passed", "cpp": "passed",
         "java": "passed"}, seen["errors"]
     assert seen["outcomes"]["fork_bomb"] in ("failed", "timeout")
     assert "PermissionError" in seen["errors"]["connects"]  # seccomp: no inet socket at all
     assert "ConnectionRefusedError" in seen["errors"]["abstract_unix"]  # another network ns
     assert received == []  # nothing reached the host's listener
+    assert victim_survived  # another process of the same user, outside the sandbox
+    assert "ProcessLookupError" in seen["errors"]["kills_by_pid"]
     assert seen["left"] == []  # no process of the user survived: programs, escapees, servers
     assert seen["temp"] == []
