@@ -79,6 +79,9 @@ public class HybridmetricMain {
 _JAVA_CLASS = re.compile(r"\b(?:class|interface|enum|record)\s+([A-Za-z_$][\w$]*)")
 _JAVA_PUBLIC = re.compile(r"\bpublic\s+(?:final\s+|abstract\s+)*class\s+([A-Za-z_$][\w$]*)")
 _JAVA_MAIN = re.compile(r"\bpublic\s+static\s+void\s+main\s*\(")
+#: Comments, text blocks, string and char literals: where "class X" is not a declaration.
+_JAVA_NOT_CODE = re.compile(r'//[^\n]*|/\*.*?\*/|"""(?:\\.|[^\\])*?"""|"(?:\\.|[^"\\\n])*"'
+                            r"|'(?:\\.|[^'\\\n])*'", re.DOTALL)
 
 
 def canonical(language: str) -> str:
@@ -110,12 +113,18 @@ class Build:
     javac_server: bool = False
 
 
+def java_code(source: str) -> str:
+    """``source`` with comments and literals blanked out (same length, newlines kept)."""
+    return _JAVA_NOT_CODE.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), source)
+
+
 def java_main_class(source: str) -> str:
     """The class that declares ``public static void main`` (the last class opened before it)."""
-    main = _JAVA_MAIN.search(source)
+    code = java_code(source)
+    main = _JAVA_MAIN.search(code)
     if main is None:
         raise ValueError("no 'public static void main(' in the Java program")
-    classes = [m for m in _JAVA_CLASS.finditer(source) if m.start() < main.start()]
+    classes = [m for m in _JAVA_CLASS.finditer(code) if m.start() < main.start()]
     if not classes:
         raise ValueError("no class declares the Java main method")
     return classes[-1].group(1)
@@ -157,7 +166,7 @@ def build(language: str, source: str, memory_mb: int, pch: str | None = None,
                       "-o", "program", "program.cpp"],
                      ["./program"])
     if language == "java":
-        public = _JAVA_PUBLIC.search(source)
+        public = _JAVA_PUBLIC.search(java_code(source))
         name = f"{public.group(1)}.java" if public else "Program.java"
         main = java_main_class(source)
         files = {name: source, "HybridmetricMain.java": _JAVA_WRAPPER % main}

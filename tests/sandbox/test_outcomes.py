@@ -169,6 +169,11 @@ def test_java_main_class_is_found() -> None:
     assert java_main_class(source) == "Problem"
     with pytest.raises(ValueError, match="main"):
         java_main_class("class A {}")
+    # MultiPL-E's HumanEval_153 says "the class and a list" in a comment; strings say it too
+    tricky = ("class Problem {\n  // given the class and a list of extensions\n"
+              "  /* class Block */ static String s = \"class Str {\";\n"
+              "  static char c = '\\'';\n  public static void main(String[] a) {}\n}\n")
+    assert java_main_class(tricky) == "Problem"
 
 
 def test_unknown_language_is_an_error(sandbox: Sandbox) -> None:
