@@ -20,9 +20,11 @@ SANDBOX_VERSION = "2"
 
 
 def cache_key(language: str, source: str, limits: Limits, allow_network: bool,
-              java_classpath: Sequence[str] = ()) -> str:
+              java_classpath: Sequence[str] = (), walls: str = "") -> str:
+    """``walls``: the isolation a verdict was reached under (a memory cgroup can turn a pass
+    into ``memory``), as :meth:`Isolation.walls` names it."""
     fields = [SANDBOX_VERSION, language, source, limits.as_dict(), allow_network,
-              list(java_classpath) if language == "java" else []]
+              list(java_classpath) if language == "java" else [], walls]
     text = json.dumps(fields, sort_keys=True, ensure_ascii=True)
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 

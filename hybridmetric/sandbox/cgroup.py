@@ -61,7 +61,9 @@ def _inside(mount_root: str, mount_point: str, path: str) -> str:
 
 
 def parents() -> list[tuple[str, _Layout]]:
-    """Directories where a memory cgroup could be made: below our own, then the v2 root."""
+    """Where a memory cgroup could be made: below this process's own cgroup (never elsewhere,
+    which would take programs out of the limits of the job or container around them). Under v2
+    that works only where the cgroup was delegated without processes of its own in it."""
     own = _own_paths()
     found: list[tuple[str, _Layout]] = []
     for root, point, kind, options in _mounts():
@@ -70,7 +72,7 @@ def parents() -> list[tuple[str, _Layout]]:
         elif kind == "cgroup2" and "" in own:
             with contextlib.suppress(OSError), open(f"{point}/cgroup.controllers") as handle:
                 if "memory" in handle.read().split():
-                    found += [(_inside(root, point, own[""]), V2), (point, V2)]
+                    found.append((_inside(root, point, own[""]), V2))
     return found
 
 

@@ -27,6 +27,7 @@ import ctypes.util
 import errno
 import os
 import resource
+import select
 import shutil
 import signal
 import time
@@ -48,6 +49,7 @@ MS_NOSUID = 0x2
 MS_NODEV = 0x4
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 AF_UNIX = 1
 SCMP_ACT_ALLOW = 0x7FFF0000
@@ -71,6 +73,14 @@ class Isolation:
     @property
     def network_blocked(self) -> bool:
         return self.network_namespace or self.seccomp
+
+    @property
+    def walls(self) -> str:
+        """The walls that are up, e.g. ``netns+seccomp+mountns+uid+memcg+pidns``."""
+        named = (("netns", self.network_namespace), ("seccomp", self.seccomp),
+                 ("mountns", self.mount_namespace), ("uid", self.uid is not None),
+                 ("memcg", self.memory_cgroup), ("pidns", self.pid_namespace))
+        return "+".join(name for name, on in named if on) or "none"
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
@@ -229,27 +239,38 @@ def drop_capabilities() -> None:
 def _new_pid_namespace(own_mounts: bool) -> int:
     """Fork the init of a new PID namespace with its own ``/proc``; return its pid (0 in it).
 
-    ``own_mounts``: also a new mount namespace (without root; as root the worker has one)."""
+    ``own_mounts``: also a new mount namespace (without root; as root the worker has one). The
+    init dies with the process that forked it (PDEATHSIG; a pipe that the parent holds open
+    until it exits covers a parent that died before the init could ask for that)."""
     unshare(CLONE_NEWPID | (CLONE_NEWNS if own_mounts else 0))
     if own_mounts:
         _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+    parent_r, parent_w = os.pipe()
     pid = os.fork()
     if pid == 0:
-        # the host knows the worker by its parent's pid: when that one dies, so does this one
-        # (and with it, as the namespace's init, every process of the namespace)
-        _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
-        _check(_libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None),
-               "mount /proc")
+        try:
+            os.close(parent_w)
+            _check(_libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
+            if select.select([parent_r], [], [], 0)[0]:
+                os._exit(70)  # the parent is already gone
+            os.close(parent_r)
+            _check(_libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                               None), "mount /proc")
+        except BaseException:
+            os._exit(70)
+        return 0
+    os.close(parent_r)  # parent_w stays open for the parent's lifetime
     return pid
 
 
-def _pid_namespace_works(own_mounts: bool) -> None:
-    """Try :func:`_new_pid_namespace` in a throwaway child; raise OSError if it fails."""
+def _pid_namespace_works() -> None:
+    """Try :func:`_new_pid_namespace` in a throwaway child (with its own mounts, so that its
+    ``/proc`` does not stay behind); raise OSError if it fails."""
     probe = os.fork()
     if probe == 0:
         code = 1
         try:
-            init = _new_pid_namespace(own_mounts)
+            init = _new_pid_namespace(own_mounts=True)
             if init == 0:
                 os._exit(0)
             code = os.waitstatus_to_exitcode(os.waitpid(init, 0)[1])
@@ -262,9 +283,9 @@ def _pid_namespace_works(own_mounts: bool) -> None:
 def pid_namespace(own_mounts: bool) -> None:
     """Become the init (pid 1) of a new PID namespace whose ``/proc`` shows only it and what it
     starts: programs can neither see nor signal any process outside, and the kernel drops the
-    signals they send the worker itself. The calling process stays outside, waits for the new
-    worker and exits with its status; only the new worker returns."""
-    _pid_namespace_works(own_mounts)
+    unhandled signals they send the worker itself. The calling process stays outside, waits for
+    the new worker and exits with its status; only the new worker returns."""
+    _pid_namespace_works()
     init = _new_pid_namespace(own_mounts)
     if init != 0:
         status = os.waitpid(init, 0)[1]
@@ -327,6 +348,12 @@ def apply_limits(limits: Limits, *, memory_mb: int | None = None,
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
     # A write past RLIMIT_FSIZE fails with EFBIG instead of killing the program.
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+def set_dumpable(dumpable: bool) -> None:
+    """A process that is not dumpable cannot be traced, nor its ``/proc`` memory and file
+    descriptors opened, by other processes of its uid."""
+    _check(_libc.prctl(PR_SET_DUMPABLE, int(dumpable), 0, 0, 0), "prctl(DUMPABLE)")
 
 
 def drop_privileges(uid: int | None) -> None:

@@ -32,6 +32,8 @@ MEMORY_MB = 3072
 JVM_FLAGS = ["-Xlog:all=warning:stderr", "-XX:+UseSerialGC", "-XX:-UsePerfData",
              "-Xshare:auto", "-Xss16m", "-Xmx1g"]
 MAIN = "HybridmetricJavac"
+#: Seconds the server's JVM may take to start (and to build the server once).
+STARTUP_TIMEOUT_S = 120.0
 SOURCE = r"""
 import java.io.*;
 import java.nio.charset.StandardCharsets;
@@ -45,6 +47,8 @@ public class HybridmetricJavac {
     BufferedReader in =
         new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
     OutputStream out = new FileOutputStream(FileDescriptor.out);
+    out.write("ready\n".getBytes(StandardCharsets.UTF_8));
+    out.flush();
     String line;
     while ((line = in.readLine()) != null) {
       ByteArrayOutputStream log = new ByteArrayOutputStream();
@@ -80,14 +84,33 @@ class JavacServer:
         self.uid = None if uid is None else uid + UID_OFFSET
         self.log = os.path.join(self.directory, "server.log")  # the JVM's own messages
         self.pid: int | None = None
-        self._requests = self._replies = -1
+        self._pidfd = self._requests = self._replies = -1
         self._buffer = b""
 
+    def alive(self) -> bool:
+        """Whether the server runs; a dead one (a program may kill it when it shares the
+        program's uid) is forgotten, so that the sweep never spares a reused pid."""
+        if self.pid is not None and select.select([self._pidfd], [], [], 0)[0]:
+            self.stop()
+        return self.pid is not None
+
     def compile(self, arguments: list[str], timeout_s: float) -> tuple[int | None, str]:
-        """(javac's exit status, diagnostics); status None when the compile ran out of time."""
+        """(javac's exit status, diagnostics); status None when the compile ran out of time.
+
+        javac's statuses other than 0 (compiled) and 1 (errors in the program) mean the compiler
+        itself failed (out of memory, a crash): the compile is retried once in a fresh server,
+        and a second failure is the program's (it breaks javac every time)."""
         if any("\t" in a or "\n" in a for a in arguments):
-            raise ValueError("javac arguments may not contain tabs or newlines")
-        if self.pid is None:
+            raise CompileError(f"javac arguments may not contain tabs or newlines: {arguments}")
+        status, text = self._compile_once(arguments, timeout_s, retry=True)
+        if status not in (None, 0, 1):
+            self.stop()
+            status, text = self._compile_once(arguments, timeout_s, retry=False)
+        return status, text
+
+    def _compile_once(self, arguments: list[str], timeout_s: float,
+                      retry: bool) -> tuple[int | None, str]:
+        if not self.alive():
             self._start()
         try:
             os.write(self._requests, ("\t".join(arguments) + "\n").encode("utf-8"))
@@ -99,10 +122,10 @@ class JavacServer:
             text = self._read_exactly(size, timeout_s)
         except (OSError, ValueError) as exc:
             self.stop()
+            if retry:  # the server died between two programs: a fresh one gets the compile
+                return self._compile_once(arguments, timeout_s, retry=False)
             raise CompileError(f"the Java compile server failed: {exc}\n{self._log_tail()}") \
                 from exc
-        if status < 0:
-            self.stop()
         return status, text.decode("utf-8", "replace")
 
     def _start(self) -> None:
@@ -127,6 +150,7 @@ class JavacServer:
                 resource.setrlimit(resource.RLIMIT_FSIZE, (64 * 2**20, 64 * 2**20))
                 resource.setrlimit(resource.RLIMIT_NPROC, (256, 256))
                 resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+                signal.signal(signal.SIGINT, signal.SIG_DFL)
                 isolation.drop_privileges(self.uid)
                 os.execve(argv[0], argv, env)
             finally:
@@ -134,6 +158,14 @@ class JavacServer:
         for fd in (requests_r, replies_w, log):
             os.close(fd)
         self.pid, self._requests, self._replies, self._buffer = pid, requests_w, replies_r, b""
+        self._pidfd = os.pidfd_open(pid)
+        try:
+            ready = self._read_line(STARTUP_TIMEOUT_S)
+        except OSError:
+            ready = None
+        if ready != "ready":
+            self.stop()
+            raise CompileError(f"the Java compile server did not start:\n{self._log_tail()}")
 
     def _build(self) -> None:
         """Compile the server itself once (trusted source, like the precompiled C++ header)."""
@@ -142,9 +174,12 @@ class JavacServer:
         os.makedirs(self.directory, 0o755, exist_ok=True)
         with open(os.path.join(self.directory, f"{MAIN}.java"), "w") as handle:
             handle.write(SOURCE)
-        done = subprocess.run([languages.tool("javac"), "-nowarn", "-d", ".", f"{MAIN}.java"],
-                              cwd=self.directory, capture_output=True, text=True, timeout=120,
-                              check=False)
+        try:
+            done = subprocess.run([languages.tool("javac"), "-nowarn", "-d", ".",
+                                   f"{MAIN}.java"], cwd=self.directory, capture_output=True,
+                                  text=True, timeout=STARTUP_TIMEOUT_S, check=False)
+        except subprocess.TimeoutExpired as exc:
+            raise CompileError("building the Java compile server took too long") from exc
         if done.returncode != 0:
             raise CompileError(f"building the Java compile server failed:\n{done.stderr[-2000:]}")
         for name in os.listdir(self.directory):
@@ -182,11 +217,12 @@ class JavacServer:
     def stop(self) -> None:
         if self.pid is None:
             return
-        for fd in (self._requests, self._replies):
+        with contextlib.suppress(ProcessLookupError, OSError):
+            signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)  # never a reused pid
+        with contextlib.suppress(ChildProcessError):  # the sweep may have reaped it already
+            os.waitid(os.P_PIDFD, self._pidfd, os.WEXITED)
+        for fd in (self._requests, self._replies, self._pidfd):
             with contextlib.suppress(OSError):
                 os.close(fd)
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(self.pid, signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(self.pid, 0)
         self.pid = None
+        self._pidfd = self._requests = self._replies = -1

@@ -198,7 +198,7 @@ class Sandbox:
             progress: Callable[[int], None] | None = None) -> list[RunResult]:
         """Verdicts for ``programs``, in order. Identical programs run once."""
         keys = [cache_key(canonical(p.language), p.source, p.limits, self.allow_network,
-                          self.java_classpath) for p in programs]
+                          self.java_classpath, self.isolation.walls) for p in programs]
         known = self.cache.get_many(keys) if self.cache is not None else {}
         pending: dict[str, Program] = {}
         for key, program in zip(keys, programs, strict=True):
@@ -215,9 +215,11 @@ class Sandbox:
         stop = threading.Event()
 
         def save() -> None:  # under ``lock``: verdicts reach the cache as they come
-            if self.cache is not None and unsaved:
-                self.cache.put_many(unsaved)
-            unsaved.clear()
+            try:
+                if self.cache is not None and unsaved:
+                    self.cache.put_many(unsaved)
+            finally:
+                unsaved.clear()
 
         def drain(worker: _Worker) -> None:
             try:
@@ -238,14 +240,17 @@ class Sandbox:
                 failures.append(exc)
                 stop.set()
 
-        threads = [threading.Thread(target=drain, args=(w,), daemon=True) for w in self._workers]
+        threads: list[threading.Thread] = []
         try:
-            for thread in threads:
-                thread.start()
+            for worker in self._workers:
+                threads.append(threading.Thread(target=drain, args=(worker,), daemon=True))
+                threads[-1].start()
             for thread in threads:
                 thread.join()
-        finally:  # Ctrl-C included: what finished stays in the cache
+        finally:  # Ctrl-C included: what finished stays in the cache, the rest as it finishes
             stop.set()
+            with lock:
+                save()
             for thread in threads:
                 thread.join()
             with lock:

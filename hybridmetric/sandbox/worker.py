@@ -154,12 +154,17 @@ def _python_main(source: str, path: str, env: dict[str, str]) -> NoReturn:
 
 class Worker:
     def __init__(self, uid: int | None, allow_network: bool, preload: list[str]):
+        host_pid = os.getpid()  # before the PID namespace, where the worker is pid 1
         self.isolation, self.problems = isolation.isolate_worker(uid, allow_network,
                                                                  needed_paths())
+        # Without root, programs share the worker's uid: they must not be able to interrupt it
+        # (a handled signal reaches a namespace's init) or read and write its memory.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        isolation.set_dumpable(False)
         self.uid = self.isolation.uid
         self.cgroup: MemoryCgroup | None = None
         try:
-            owner = f"uid{self.uid}" if self.uid is not None else f"pid{os.getpid()}"
+            owner = f"uid{self.uid}" if self.uid is not None else f"pid{host_pid}"
             self.cgroup = MemoryCgroup.create(f"hybridmetric-{owner}")
             self.isolation = replace(self.isolation, memory_cgroup=True)
         except OSError as exc:
@@ -175,7 +180,7 @@ class Worker:
         gc.freeze()  # keep the preloaded heap shared with the forked children
 
     def sweep(self) -> int:
-        escaped = isolation.sweep(self.uid, spare=self.javac.pid)
+        escaped = isolation.sweep(self.uid, spare=self.javac.pid if self.javac.alive() else None)
         if self.isolation.mount_namespace:
             isolation.empty_private_dirs(keep=self.root)
         return escaped
@@ -236,10 +241,10 @@ class Worker:
             os.mkdir(classes, 0o755)
         else:
             directory, owner = work, self.uid
+        for name, text in recipe.files.items():  # written before the owner gets the directory
+            self._write(os.path.join(directory, name), text, owner)
         if owner is not None:
             os.chown(directory, owner, owner)
-        for name, text in recipe.files.items():
-            self._write(os.path.join(directory, name), text, owner)
         failed = self._compile(recipe, limits, case, work, directory)
         if failed is not None:
             return failed
@@ -304,6 +309,7 @@ class Worker:
                limits: Limits, memory_mb: int, timeout_s: float, case: str,
                work: str) -> Process:
         """Run ``argv`` (or, when None, the Python ``source``) in an isolated child."""
+        oom_before = self.cgroup.prepare(memory_mb) if self.cgroup is not None else 0
         token = secrets.token_hex(16).encode()
         token_r, token_w = os.pipe()
         os.write(token_w, token)
@@ -317,7 +323,6 @@ class Worker:
         out, err = os.open(out_path, flags, 0o600), os.open(err_path, flags, 0o600)
         devnull = os.open(os.devnull, os.O_RDONLY)
         env = program_env(work)
-        oom_before = self.cgroup.prepare(memory_mb) if self.cgroup is not None else 0
         pid = os.fork()
         if pid == 0:
             channel = report_w
@@ -327,10 +332,13 @@ class Worker:
                 channel = 4
                 os.chdir(work)
                 signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+                signal.signal(signal.SIGINT, signal.default_int_handler if argv is None
+                              else signal.SIG_DFL)  # the worker ignores it (see __init__)
                 if self.cgroup is not None:
                     self.cgroup.join()
                 isolation.apply_limits(limits, memory_mb=memory_mb, cpu_s=timeout_s)
                 isolation.drop_privileges(self.uid)
+                isolation.set_dumpable(True)  # the worker is not (see __init__)
                 if argv is None:
                     assert source is not None and path is not None
                     _python_main(source, path, env)

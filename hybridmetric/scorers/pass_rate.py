@@ -86,15 +86,8 @@ class PassRate(Scorer):
         return self._sandbox
 
     def signature_fields(self) -> dict[str, Any]:
-        isolation = self.sandbox.isolation
-        walls = [name for name, on in (("netns", isolation.network_namespace),
-                                       ("seccomp", isolation.seccomp),
-                                       ("mountns", isolation.mount_namespace),
-                                       ("uid", isolation.uid is not None),
-                                       ("memcg", isolation.memory_cgroup),
-                                       ("pidns", isolation.pid_namespace)) if on]
         fixed = Limits()
-        return {"sandbox": SANDBOX_VERSION, "isolation": "+".join(walls) or "none",
+        return {"sandbox": SANDBOX_VERSION, "isolation": self.sandbox.isolation.walls,
                 "file_mb": fixed.file_mb, "open_files": fixed.open_files,
                 "processes": fixed.processes, "compile_timeout_s": fixed.compile_timeout_s}
 

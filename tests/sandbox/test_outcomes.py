@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -144,14 +145,15 @@ def test_an_interrupted_run_keeps_what_finished_in_the_cache(tmp_path: Path) -> 
     path = tmp_path / "verdicts.sqlite"
     programs = [Program("python", f"assert {i} >= 0\n", LIMITS) for i in range(3 * pool.SAVE_EVERY)]
 
-    def interrupt(done: int) -> None:
+    def interrupt(done: int) -> None:  # Ctrl-C: SIGINT to the process, seen by the main thread
         if done == pool.SAVE_EVERY + 3:
-            raise KeyboardInterrupt
+            os.kill(os.getpid(), signal.SIGINT)
 
     with Sandbox(workers=1, cache=path) as box, pytest.raises(KeyboardInterrupt):
         box.run(programs, progress=interrupt)
     cache = ResultCache(path)
-    assert len(cache) == pool.SAVE_EVERY + 3  # the batch saved on the way and the rest at the stop
+    # the batch saved on the way, the rest at the stop, and the program then in flight
+    assert pool.SAVE_EVERY + 3 <= len(cache) <= pool.SAVE_EVERY + 4
     cache.close()
 
 
