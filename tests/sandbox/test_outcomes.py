@@ -6,6 +6,7 @@ import math
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 
@@ -145,12 +146,20 @@ def test_an_interrupted_run_keeps_what_finished_in_the_cache(tmp_path: Path) -> 
     path = tmp_path / "verdicts.sqlite"
     programs = [Program("python", f"assert {i} >= 0\n", LIMITS) for i in range(3 * pool.SAVE_EVERY)]
 
-    def interrupt(done: int) -> None:  # Ctrl-C: SIGINT to the process, seen by the main thread
-        if done == pool.SAVE_EVERY + 3:
-            os.kill(os.getpid(), signal.SIGINT)
+    main = threading.main_thread().ident
+    assert main is not None
 
-    with Sandbox(workers=1, cache=path) as box, pytest.raises(KeyboardInterrupt):
-        box.run(programs, progress=interrupt)
+    def interrupt(done: int) -> None:  # Ctrl-C: SIGINT, handled by the main thread
+        if done == pool.SAVE_EVERY + 3:
+            signal.pthread_kill(main, signal.SIGINT)
+
+    # Python's own handler, even where the test runner was started with SIGINT ignored
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with Sandbox(workers=1, cache=path) as box, pytest.raises(KeyboardInterrupt):
+            box.run(programs, progress=interrupt)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     cache = ResultCache(path)
     # the batch saved on the way, the rest at the stop, and the program then in flight
     assert pool.SAVE_EVERY + 3 <= len(cache) <= pool.SAVE_EVERY + 4
