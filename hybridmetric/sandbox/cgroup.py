@@ -81,6 +81,11 @@ class MemoryCgroup:
 
     def __init__(self, path: str, layout: _Layout):
         self.path, self.layout = path, layout
+        self._limit_files = [layout.limit]
+        if layout.swap_limit and os.path.exists(os.path.join(path, layout.swap_limit)):
+            self._limit_files.append(layout.swap_limit)  # v1 wants memsw >= limit at every step
+        self._limit_mb: int | None = None
+        self._oom_seen = self.oom_kills()
 
     @classmethod
     def create(cls, name: str) -> MemoryCgroup:
@@ -109,28 +114,29 @@ class MemoryCgroup:
                          " (no cgroup hierarchy with the memory controller is mounted)"))
 
     def prepare(self, memory_mb: int) -> int:
-        """Set the limit for the next program; return the OOM-kill count to compare against."""
-        value = str(memory_mb * 2**20)
-        files = [self.layout.limit]
-        if self.layout.swap_limit and os.path.exists(os.path.join(self.path,
-                                                                  self.layout.swap_limit)):
-            files.append(self.layout.swap_limit)  # v1 wants memsw >= limit at every step
-        try:
-            for name in files:
-                self._write(name, value)
-        except OSError:
-            for name in reversed(files):
-                self._write(name, value)
-        return self.oom_kills()
+        """Set the limit for the next program (when it changed); return the OOM-kill count to
+        compare against (the count last read: nothing runs in the cgroup between programs)."""
+        if memory_mb != self._limit_mb:
+            value = str(memory_mb * 2**20)
+            try:
+                for name in self._limit_files:
+                    self._write(name, value)
+            except OSError:
+                for name in reversed(self._limit_files):
+                    self._write(name, value)
+            self._limit_mb = memory_mb
+        return self._oom_seen
 
     def join(self) -> None:
         """Move the calling process into the cgroup (in the child, before it drops root)."""
         self._write("cgroup.procs", str(os.getpid()))
 
     def oom_kills(self) -> int:
+        """The kernel's count of OOM kills in this cgroup, read now."""
         with open(os.path.join(self.path, self.layout.events)) as handle:
             match = re.search(r"^oom_kill (\d+)$", handle.read(), re.MULTILINE)
-        return int(match.group(1)) if match else 0
+        self._oom_seen = int(match.group(1)) if match else 0
+        return self._oom_seen
 
     def remove(self) -> None:
         with contextlib.suppress(OSError):
