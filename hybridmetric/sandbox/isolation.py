@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import errno
 import os
 import resource
@@ -55,6 +54,9 @@ AF_UNIX = 1
 SCMP_ACT_ALLOW = 0x7FFF0000
 SCMP_CMP_NE = 1
 PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+#: libseccomp by its soname, which is what ``ctypes.util.find_library`` would return; the worker
+#: does not import ctypes.util, which brings subprocess and threading into the fork server.
+SECCOMP_LIBRARY = "libseccomp.so.2"
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -182,10 +184,11 @@ class _ArgCmp(ctypes.Structure):
 
 def deny_sockets() -> None:
     """Load a seccomp filter (libseccomp) that makes ``socket()`` fail unless it is AF_UNIX."""
-    name = ctypes.util.find_library("seccomp")
-    if name is None:
-        raise OSError(errno.ENOENT, "libseccomp is not installed (apt-get install libseccomp2)")
-    lib = ctypes.CDLL(name, use_errno=True)
+    try:
+        lib = ctypes.CDLL(SECCOMP_LIBRARY, use_errno=True)
+    except OSError as exc:
+        raise OSError(errno.ENOENT, "libseccomp is not installed (apt-get install libseccomp2): "
+                      f"{exc}") from exc
     lib.seccomp_init.restype = ctypes.c_void_p
     lib.seccomp_init.argtypes = [ctypes.c_uint32]
     lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int,

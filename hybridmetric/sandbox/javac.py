@@ -21,7 +21,6 @@ import os
 import resource
 import select
 import signal
-import subprocess
 
 from hybridmetric.sandbox import isolation, languages
 
@@ -171,6 +170,8 @@ class JavacServer:
         """Compile the server itself once (trusted source, like the precompiled C++ header)."""
         if os.path.exists(os.path.join(self.directory, f"{MAIN}.class")):
             return
+        import subprocess  # here, not above: the worker's fork server stays free of threading
+
         os.makedirs(self.directory, 0o755, exist_ok=True)
         with open(os.path.join(self.directory, f"{MAIN}.java"), "w") as handle:
             handle.write(SOURCE)

@@ -108,6 +108,7 @@ def test_program_sees_clean_environment_and_private_dir(sandbox: Sandbox, run: R
         "assert sorted(os.environ) == ['HOME', 'LANG', 'PATH', 'PYTHONDONTWRITEBYTECODE', "
         "'PYTHONIOENCODING', 'TMPDIR'], sorted(os.environ)\n"
         "assert os.listdir('.') == ['program.py'], os.listdir('.')\n"
+        "assert os.environ['HOME'] == os.environ['TMPDIR'] == os.getcwd()\n"
         "assert os.getuid() != 0 and os.getgid() != 0\n"
         "assert os.getsid(0) == os.getpid()\n"
         "open('scratch.txt', 'w').write('mine')\n"
@@ -277,6 +278,20 @@ def test_preloaded_modules_are_already_imported_in_programs(sandbox: Sandbox, ru
     assert run(sandbox, "python", source, LIMITS).outcome == FAILED  # not preloaded there
     with Sandbox(workers=1, preload=["decimal"]) as box:
         assert run(box, "python", source, LIMITS).outcome == PASSED
+
+
+def test_fork_server_carries_no_threading_and_programs_may_use_it(run: Run) -> None:
+    """Modules with an at-fork handler (threading) or many mappings (numpy, the package's own
+    pandas) make every fork slower, so a fresh worker has not imported them (building the C++
+    header or the Java server later brings subprocess in); programs still can."""
+    carried = "import sys\nassert {} & set(sys.modules) == set(), sys.modules\n".format(
+        {"threading", "subprocess", "numpy", "pandas", "hybridmetric.sandbox.pool", "sqlite3"})
+    uses = ("import subprocess, threading\nout = []\n"
+            "t = threading.Thread(target=lambda: out.append(subprocess.run(['true']).returncode))\n"
+            "t.start()\nt.join()\nassert out == [0]\n")
+    with Sandbox(workers=1) as box:
+        assert run(box, "python", carried, LIMITS).outcome == PASSED
+        assert run(box, "python", uses, LIMITS).outcome == PASSED
 
 
 def test_missing_preload_module_fails_loudly() -> None:
