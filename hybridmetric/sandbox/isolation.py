@@ -8,7 +8,9 @@ Per worker (a long-lived process that owns one sandbox uid):
 - a seccomp filter that refuses every socket family but ``AF_UNIX`` (the fallback where namespaces
   are not allowed, and a second wall where they are);
 - a mount namespace with private tmpfs mounts on ``/tmp``, ``/var/tmp``, ``/dev/shm`` and
-  ``/run/lock`` (the only world-writable places here), emptied after every program;
+  ``/run/lock`` (the only world-writable places here), emptied after every program; without
+  root (programs then run as the user), every other mount is made read-only and the user's home
+  is covered, so that programs can neither change the user's files nor read what lies there;
 - a PID namespace whose init is the worker, with its own ``/proc``: programs see and can signal
   only the worker's processes, and signals they send the worker are dropped by the kernel;
 - it is a child subreaper, so a process that escapes its group is re-parented to it and found.
@@ -57,6 +59,10 @@ PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
 #: libseccomp by its soname, which is what ``ctypes.util.find_library`` would return; the worker
 #: does not import ctypes.util, which brings subprocess and threading into the fork server.
 SECCOMP_LIBRARY = "libseccomp.so.2"
+SYS_MOUNT_SETATTR = 442  # one number on every architecture (Linux 5.12)
+MOUNT_ATTR_RDONLY = 0x1
+AT_RECURSIVE = 0x8000
+AT_FDCWD = -100
 
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -71,6 +77,7 @@ class Isolation:
     uid: int | None  # the unprivileged uid programs run as, or None when not root
     memory_cgroup: bool = False  # one memory limit for a program's whole process tree
     pid_namespace: bool = False  # programs see and signal only the worker's own processes
+    read_only: bool = False  # without root: files read-only but the private dirs, home hidden
 
     @property
     def network_blocked(self) -> bool:
@@ -81,7 +88,8 @@ class Isolation:
         """The walls that are up, e.g. ``netns+seccomp+mountns+uid+memcg+pidns``."""
         named = (("netns", self.network_namespace), ("seccomp", self.seccomp),
                  ("mountns", self.mount_namespace), ("uid", self.uid is not None),
-                 ("memcg", self.memory_cgroup), ("pidns", self.pid_namespace))
+                 ("memcg", self.memory_cgroup), ("pidns", self.pid_namespace),
+                 ("rofs", self.read_only))
         return "+".join(name for name, on in named if on) or "none"
 
     def as_dict(self) -> dict[str, object]:
@@ -158,13 +166,7 @@ def private_mounts(needed: list[str]) -> None:
     """
     unshare(CLONE_NEWNS)
     _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
-    for path in PRIVATE_DIRS:
-        if os.path.isdir(path):
-            if any(os.path.realpath(n) == os.path.realpath(path) for n in needed):
-                raise OSError(errno.EINVAL, f"a needed path is the private directory {path}")
-            keep = _entries_below(path, needed)
-            _cover(path, b"mode=1777,size=1g", keep)
-            PRESERVED.update(keep)
+    _private_dirs(needed)
     blocked: dict[str, set[str]] = {}
     for path in needed:
         found = _blocker(path)
@@ -175,6 +177,51 @@ def private_mounts(needed: list[str]) -> None:
     still = [path for path in needed if _blocker(path) is not None]
     if still:
         raise OSError(errno.EACCES, f"the sandbox uid cannot reach {still}")
+
+
+def _private_dirs(needed: list[str]) -> None:
+    """Cover each private directory with a fresh tmpfs; needed paths below it are bound back."""
+    for path in PRIVATE_DIRS:
+        if os.path.isdir(path):
+            if any(os.path.realpath(n) == os.path.realpath(path) for n in needed):
+                raise OSError(errno.EINVAL, f"a needed path is the private directory {path}")
+            keep = _entries_below(path, needed)
+            _cover(path, b"mode=1777,size=1g", keep)
+            PRESERVED.update(keep)
+
+
+class _MountAttr(ctypes.Structure):
+    _fields_ = [("attr_set", ctypes.c_uint64), ("attr_clr", ctypes.c_uint64),
+                ("propagation", ctypes.c_uint64), ("userns_fd", ctypes.c_uint64)]
+
+
+def _read_only(path: str, recursive: bool) -> None:
+    """Make the mount at ``path`` (and, when ``recursive``, every mount below) read-only."""
+    attr = _MountAttr(MOUNT_ATTR_RDONLY, 0, 0, 0)
+    flags = AT_RECURSIVE if recursive else 0
+    _check(_libc.syscall(ctypes.c_long(SYS_MOUNT_SETATTR), ctypes.c_int(AT_FDCWD), path.encode(),
+                         ctypes.c_uint(flags), ctypes.byref(attr),
+                         ctypes.c_size_t(ctypes.sizeof(attr))), f"mount_setattr({path}, ro)")
+
+
+def read_only_files(needed: list[str], home: str | None) -> None:
+    """Without root, in the worker's own user and mount namespaces: every mount read-only, fresh
+    writable tmpfs mounts on the private directories, and the user's ``home`` covered by an empty
+    read-only tmpfs into which only the needed entries (a virtual environment in a project
+    there) are bound back, read-only. Programs run as the user: this keeps them from changing
+    any of the user's files, and from reading those in the home directory (keys, tokens)."""
+    _read_only("/", recursive=True)
+    _private_dirs(needed)
+    if not home or not os.path.isdir(home) or os.path.realpath(home) == "/":
+        return
+    home = os.path.realpath(home)
+    if any(home == os.path.realpath(p) or home.startswith(os.path.realpath(p) + os.sep)
+           for p in PRIVATE_DIRS):
+        return  # covered already
+    if any(os.path.realpath(n) == home for n in needed):
+        raise OSError(errno.EINVAL, f"a needed path is the home directory {home}")
+    _cover(home, b"mode=0755,size=1m", _entries_below(home, needed))
+    _read_only(home, recursive=False)
 
 
 class _ArgCmp(ctypes.Structure):
@@ -295,14 +342,15 @@ def pid_namespace(own_mounts: bool) -> None:
         os._exit(os.waitstatus_to_exitcode(status) % 256)
 
 
-def isolate_worker(uid: int | None, allow_network: bool,
-                   needed: list[str]) -> tuple[Isolation, list[str]]:
+def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
+                   home: str | None) -> tuple[Isolation, list[str]]:
     """Apply the per-worker walls; return what worked and why the rest did not.
 
-    ``needed``: paths the programs must be able to read (see :func:`private_mounts`).
+    ``needed``: paths the programs must be able to read (see :func:`private_mounts`); ``home``:
+    the user's home directory, hidden from programs without root (see :func:`read_only_files`).
     """
     problems: list[str] = []
-    netns = seccomp = mountns = False
+    netns = seccomp = mountns = read_only = False
     if not allow_network:
         try:
             if os.getuid() == 0:
@@ -332,9 +380,19 @@ def isolate_worker(uid: int | None, allow_network: bool,
         except OSError as exc:
             problems.append(f"PID namespace: {exc}")
     if not root and netns:
+        try:
+            if not pidns:  # else the PID namespace came with a mount namespace of its own
+                unshare(CLONE_NEWNS)
+                _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None),
+                       "mount --make-rprivate /")
+            read_only_files(needed, home)
+            mountns = read_only = True
+        except OSError as exc:
+            problems.append(f"read-only file system: {exc}")
         drop_capabilities()
     _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
-    return Isolation(netns, seccomp, mountns, uid if root else None, pid_namespace=pidns), problems
+    return Isolation(netns, seccomp, mountns, uid if root else None, pid_namespace=pidns,
+                     read_only=read_only), problems
 
 
 def apply_limits(limits: Limits, *, memory_mb: int | None = None,

@@ -69,7 +69,8 @@ class _Worker:
         self.problems: list[str] = []
 
     def start(self) -> None:
-        config = {"uid": self.uid, "allow_network": self.allow_network, "preload": self.preload}
+        config = {"uid": self.uid, "allow_network": self.allow_network, "preload": self.preload,
+                  "home": os.path.expanduser("~")}  # hidden from programs run without root
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
                "PYTHONDONTWRITEBYTECODE": "1",
                "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}

@@ -155,10 +155,11 @@ def _python_main(source: str, path: str, streams: tuple[TextIO, TextIO, TextIO])
 
 
 class Worker:
-    def __init__(self, uid: int | None, allow_network: bool, preload: list[str]):
+    def __init__(self, uid: int | None, allow_network: bool, preload: list[str],
+                 home: str | None):
         host_pid = os.getpid()  # before the PID namespace, where the worker is pid 1
         self.isolation, self.problems = isolation.isolate_worker(uid, allow_network,
-                                                                 needed_paths())
+                                                                 needed_paths(), home)
         # Without root, programs share the worker's uid: they must not be able to interrupt it
         # (a handled signal reaches a namespace's init) or read and write its memory.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -418,7 +419,8 @@ def main() -> None:
     os.dup2(null, 0)
     os.dup2(null, 1)
     try:
-        worker = Worker(config["uid"], config["allow_network"], config["preload"])
+        worker = Worker(config["uid"], config["allow_network"], config["preload"],
+                        config["home"])
     except BaseException as exc:
         replies.write(json.dumps({"error": f"{type(exc).__name__}: {exc}"}) + "\n")
         replies.flush()

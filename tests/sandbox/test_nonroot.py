@@ -1,6 +1,7 @@
-"""The sandbox started by an unprivileged user: no uid drop and no mount namespace; the network
-is blocked by a network namespace inside a user namespace and by seccomp, the programs hold no
-capability, and the escapee sweep and the limits still hold.
+"""The sandbox started by an unprivileged user: no uid drop; the network is blocked by a network
+namespace inside a user namespace and by seccomp, the programs hold no capability, the file
+system is read-only for them but their private directories, the user's home is hidden, and the
+escapee sweep and the limits still hold.
 
 The test (root) starts a Python process as a fresh uid in a mount namespace of its own where the
 interpreter is reachable (this machine's Python may live under /root), then that process runs the
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -27,7 +29,8 @@ SCRIPT = r"""
 import json, os, sys
 from hybridmetric.sandbox import Limits, Program, Sandbox
 
-port, abstract, victim = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+port, abstract, victim, data = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
+home = os.environ["HOME"]
 limits = Limits(timeout_s=3.0, memory_mb=512)
 escape = '''
 import os, time
@@ -66,6 +69,12 @@ programs = {
     "cpp": ("cpp", "#include <assert.h>\nint main() { assert(2 + 2 == 4); }\n"),
     "java": ("java", "class Problem {\n  public static void main(String[] a) {\n"
                      "    if (2 + 2 != 4) throw new AssertionError();\n  }\n}\n"),
+    "reads_home": ("python", f"import os\nassert os.listdir({home!r}) == [], 'home seen'\n"),
+    "writes_home": ("python", f"open({home!r} + '/planted', 'w').write('x')\n"),
+    "reads_files": ("python", f"assert open({data!r} + '/public.txt').read() == 'public'\n"),
+    "writes_files": ("python", f"open({data!r} + '/public.txt', 'w').write('changed')\n"),
+    "writes_tmp": ("python", "open('/tmp/scratch', 'w').write('x')\n"),
+    "tmp_is_empty": ("python", "import os\nassert os.listdir('/var/tmp') == []\n"),
 }
 with Sandbox(workers=1) as box:
     isolation = box.isolation.as_dict()
@@ -92,7 +101,24 @@ def _as_user() -> None:
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="starting a process as another user needs root")
+@pytest.mark.skipif(not os.path.isdir("/home"), reason="the test's user home goes in /home")
 def test_sandbox_run_by_an_unprivileged_user() -> None:
+    home = f"/home/hybridmetric-test-{os.getpid()}"  # outside the private directories
+    data = f"{home}-data"  # the user's files elsewhere
+    for path, name, text in ((home, "secret.txt", "hunter2"), (data, "public.txt", "public")):
+        os.mkdir(path, 0o755)
+        with open(os.path.join(path, name), "w") as handle:
+            handle.write(text)
+        for entry in (path, os.path.join(path, name)):
+            os.chown(entry, USER, USER)
+    try:
+        _run_as_user(home, data)
+    finally:
+        for path in (home, data):
+            shutil.rmtree(path)
+
+
+def _run_as_user(home: str, data: str) -> None:
     listener = socket.create_server(("127.0.0.1", 0))
     abstract = f"hybridmetric-test-{os.getpid()}"
     unix = socket.socket(socket.AF_UNIX)
@@ -118,8 +144,8 @@ def test_sandbox_run_by_an_unprivileged_user() -> None:
     try:
         done = subprocess.run(
             [sys.executable, "-c", SCRIPT, str(listener.getsockname()[1]), abstract,
-             str(victim.pid)],
-            env={"PATH": os.environ["PATH"], "HM_SECRET": "hunter2"}, cwd="/",
+             str(victim.pid), data],
+            env={"PATH": os.environ["PATH"], "HM_SECRET": "hunter2", "HOME": home}, cwd="/",
             preexec_fn=_as_user, capture_output=True, text=True, timeout=300, check=False)
         victim_survived = victim.poll() is None
     finally:
@@ -134,8 +160,8 @@ def test_sandbox_run_by_an_unprivileged_user() -> None:
     seen = json.loads(done.stdout)
     assert seen["uid"] == USER
     walls = {k: v for k, v in seen["isolation"].items() if k != "memory_cgroup"}  # host-dependent
-    assert walls == {"network_namespace": True, "seccomp": True, "mount_namespace": False,
-                     "uid": None, "pid_namespace": True}
+    assert walls == {"network_namespace": True, "seccomp": True, "mount_namespace": True,
+                     "uid": None, "pid_namespace": True, "read_only": True}
     assert seen["outcomes"] == {
         "passes": "passed", "fails": "failed", "exit_early": "failed", "loops": "timeout",
         "memory": "memory", "fork_bomb": seen["outcomes"]["fork_bomb"], "escapes": "passed",
@@ -143,7 +169,14 @@ def test_sandbox_run_by_an_unprivileged_user() -> None:
         "capabilities": "passed", "java_first": "passed", "kills_by_pid": "failed",
         "kills_all": "passed", "interrupts_worker": "passed",
         "sees": "passed", "javascript": "passed", "cpp": "passed",
-        "java": "passed"}, seen["errors"]
+        "java": "passed", "reads_home": "passed", "writes_home": "failed",
+        "reads_files": "passed", "writes_files": "failed", "writes_tmp": "passed",
+        "tmp_is_empty": "passed"}, seen["errors"]
+    for name in ("writes_home", "writes_files"):
+        assert "Read-only file system" in seen["errors"][name], seen["errors"][name]
+    with open(os.path.join(data, "public.txt")) as handle:
+        assert handle.read() == "public"  # the user's files are as they were
+    assert os.listdir(home) == ["secret.txt"]
     assert seen["outcomes"]["fork_bomb"] in ("failed", "timeout")
     assert "PermissionError" in seen["errors"]["connects"]  # seccomp: no inet socket at all
     assert "ConnectionRefusedError" in seen["errors"]["abstract_unix"]  # another network ns
