@@ -210,18 +210,17 @@ def read_only_files(needed: list[str], home: str | None) -> None:
     read-only tmpfs into which only the needed entries (a virtual environment in a project
     there) are bound back, read-only. Programs run as the user: this keeps them from changing
     any of the user's files, and from reading those in the home directory (keys, tokens)."""
+    real = [os.path.realpath(n) for n in needed]
+    home = os.path.realpath(home) if home and os.path.isdir(home) else None
+    if home == "/" or home and any(home == p or home.startswith(p + os.sep) for p in PRIVATE_DIRS):
+        home = None  # nothing to hide, or covered with the private directories
+    if home in real:
+        raise OSError(errno.EINVAL, f"a needed path is the home directory {home}")
     _read_only("/", recursive=True)
     _private_dirs(needed)
-    if not home or not os.path.isdir(home) or os.path.realpath(home) == "/":
-        return
-    home = os.path.realpath(home)
-    if any(home == os.path.realpath(p) or home.startswith(os.path.realpath(p) + os.sep)
-           for p in PRIVATE_DIRS):
-        return  # covered already
-    if any(os.path.realpath(n) == home for n in needed):
-        raise OSError(errno.EINVAL, f"a needed path is the home directory {home}")
-    _cover(home, b"mode=0755,size=1m", _entries_below(home, needed))
-    _read_only(home, recursive=False)
+    if home is not None:
+        _cover(home, b"mode=0755,size=1m", _entries_below(home, real))
+        _read_only(home, recursive=False)
 
 
 class _ArgCmp(ctypes.Structure):
