@@ -7,8 +7,10 @@ Per worker (a long-lived process that owns one sandbox uid):
   including a listener on the host's 127.0.0.1 or an abstract Unix socket, can be reached;
 - a seccomp filter that refuses every socket family but ``AF_UNIX`` (the fallback where namespaces
   are not allowed, and a second wall where they are);
-- a mount namespace with private tmpfs mounts on ``/tmp``, ``/var/tmp``, ``/dev/shm`` and
-  ``/run/lock`` (the only world-writable places here), emptied after every program; without
+- a mount namespace with private tmpfs mounts on ``/tmp``, ``/var/tmp``, ``/dev/shm`` (the
+  world-writable places) and ``/run`` (where the host's Unix sockets live: a socket file can be
+  connected to on a read-only mount, and seccomp lets AF_UNIX through), emptied after every
+  program; without
   root (programs then run as the user), every other mount is made read-only and the user's home
   is covered, so that programs can neither change the user's files nor read what lies there;
 - a PID namespace whose init is the worker, with its own ``/proc``: programs see and can signal
@@ -55,7 +57,7 @@ PR_SET_CHILD_SUBREAPER = 36
 AF_UNIX = 1
 SCMP_ACT_ALLOW = 0x7FFF0000
 SCMP_CMP_NE = 1
-PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock")
+PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run")
 #: libseccomp by its soname, which is what ``ctypes.util.find_library`` would return; the worker
 #: does not import ctypes.util, which brings subprocess and threading into the fork server.
 SECCOMP_LIBRARY = "libseccomp.so.2"
@@ -128,11 +130,13 @@ PRESERVED: set[str] = set()
 
 
 def _cover(directory: str, options: bytes, entries: set[str]) -> None:
-    """Mount an empty tmpfs over ``directory`` and bind-mount ``entries`` (its children) back."""
+    """Mount an empty tmpfs over ``directory`` and bind-mount ``entries`` (paths below it, none
+    inside another) back, each at its own place."""
     handles = {entry: os.open(entry, os.O_PATH) for entry in sorted(entries)}
     try:
         _mount_tmpfs(directory, options)
         for entry, handle in handles.items():
+            os.makedirs(os.path.dirname(entry), exist_ok=True)
             if os.path.isdir(f"/proc/self/fd/{handle}"):
                 os.mkdir(entry)
             else:
@@ -179,12 +183,18 @@ def private_mounts(needed: list[str]) -> None:
         raise OSError(errno.EACCES, f"the sandbox uid cannot reach {still}")
 
 
+def _check_private_dirs(needed: list[str]) -> None:
+    """Raise when a private directory cannot be covered: a needed path is that directory."""
+    for path in PRIVATE_DIRS:
+        if any(os.path.realpath(n) == os.path.realpath(path) for n in needed):
+            raise OSError(errno.EINVAL, f"a needed path is the private directory {path}")
+
+
 def _private_dirs(needed: list[str]) -> None:
     """Cover each private directory with a fresh tmpfs; needed paths below it are bound back."""
+    _check_private_dirs(needed)
     for path in PRIVATE_DIRS:
         if os.path.isdir(path):
-            if any(os.path.realpath(n) == os.path.realpath(path) for n in needed):
-                raise OSError(errno.EINVAL, f"a needed path is the private directory {path}")
             keep = _entries_below(path, needed)
             _cover(path, b"mode=1777,size=1g", keep)
             PRESERVED.update(keep)
@@ -207,20 +217,36 @@ def _read_only(path: str, recursive: bool) -> None:
 def read_only_files(needed: list[str], home: str | None) -> None:
     """Without root, in the worker's own user and mount namespaces: every mount read-only, fresh
     writable tmpfs mounts on the private directories, and the user's ``home`` covered by an empty
-    read-only tmpfs into which only the needed entries (a virtual environment in a project
-    there) are bound back, read-only. Programs run as the user: this keeps them from changing
-    any of the user's files, and from reading those in the home directory (keys, tokens)."""
+    read-only tmpfs into which only the needed paths themselves (a virtual environment, the
+    import path) are bound back, read-only. Programs run as the user: this keeps them from
+    changing any of the user's files, and from reading the rest of the home (keys, tokens)."""
     real = [os.path.realpath(n) for n in needed]
     home = os.path.realpath(home) if home and os.path.isdir(home) else None
     if home == "/" or home and any(home == p or home.startswith(p + os.sep) for p in PRIVATE_DIRS):
         home = None  # nothing to hide, or covered with the private directories
     if home in real:
         raise OSError(errno.EINVAL, f"a needed path is the home directory {home}")
-    _read_only("/", recursive=True)
-    _private_dirs(needed)
-    if home is not None:
-        _cover(home, b"mode=0755,size=1m", _entries_below(home, real))
-        _read_only(home, recursive=False)
+    _check_private_dirs(needed)
+    _read_only("/", recursive=True)  # the first change: until here, a failure changed nothing
+    try:
+        _private_dirs(needed)
+        if home is not None:
+            _cover(home, b"mode=0755,size=1m", _paths_below(home, needed + real))
+            _read_only(home, recursive=False)
+    except OSError as exc:
+        raise RuntimeError(f"the sandbox's file system is half built ({exc}); "
+                           "no program can run in it") from exc
+
+
+def _paths_below(directory: str, paths: list[str]) -> set[str]:
+    """Those of ``paths`` below ``directory`` that lie inside no other of them."""
+    below = sorted({os.path.normpath(p) for p in paths
+                    if os.path.normpath(p).startswith(directory + os.sep)})
+    kept: list[str] = []
+    for path in below:
+        if not any(path.startswith(outer + os.sep) for outer in kept):
+            kept.append(path)
+    return set(kept)
 
 
 class _ArgCmp(ctypes.Structure):
@@ -493,16 +519,46 @@ def sweep(uid: int | None, rounds: int = 200, spare: int | None = None) -> int:
 
 
 def empty_private_dirs(keep: str) -> None:
-    """Remove whatever a program left in the worker's private tmpfs mounts (but ``keep``)."""
+    """Remove whatever a program left in the worker's private tmpfs mounts (but ``keep``);
+    raise when something stays."""
     for path in PRIVATE_DIRS:
         if not os.path.isdir(path):
             continue
         for name in os.listdir(path):
             full = os.path.join(path, name)
-            if full == keep or full in PRESERVED:
-                continue
-            if os.path.isdir(full) and not os.path.islink(full):
-                shutil.rmtree(full, ignore_errors=True)
-            else:
-                with contextlib.suppress(OSError):
-                    os.unlink(full)
+            if full != keep and full not in PRESERVED:
+                remove_tree(full)
+
+
+def remove_tree(path: str) -> None:
+    """Remove ``path`` (a file, a link, or a directory and all below it), even where a program
+    run as the same user took the write permission away; raise when that fails."""
+    if os.path.isdir(path) and not os.path.islink(path):
+        try:
+            shutil.rmtree(path)
+        except PermissionError:
+            for top, _, _ in os.walk(path):
+                os.chmod(top, 0o700)
+            shutil.rmtree(path)
+    elif os.path.lexists(path):
+        os.unlink(path)
+
+
+def tree_state(directory: str) -> tuple[tuple[str, int, int, int], ...] | None:
+    """What tells that a directory's contents changed, without reading them: the inode, change
+    time and size of it and of everything in it (None when it is gone). No one can set a change
+    time back, so altering, adding or replacing anything there changes the state. Trusted build
+    outputs (the precompiled header, the compile server) are checked against it before each use:
+    without root, programs run as the user who owns them."""
+    try:
+        paths = [directory]
+        for top, dirs, files in os.walk(directory, onerror=_raise):
+            paths += [os.path.join(top, name) for name in dirs + files]
+        return tuple((path, s.st_ino, s.st_ctime_ns, s.st_size)
+                     for path in sorted(paths) for s in [os.lstat(path)])
+    except OSError:
+        return None
+
+
+def _raise(error: OSError) -> None:
+    raise error

@@ -81,7 +81,9 @@ class JavacServer:
     def __init__(self, root: str, uid: int | None):
         self.directory = os.path.join(root, "javac")
         self.uid = None if uid is None else uid + UID_OFFSET
-        self.log = os.path.join(self.directory, "server.log")  # the JVM's own messages
+        self.home = os.path.join(root, "javac-home")  # the JVM's HOME and temporary files
+        self.log = os.path.join(root, "javac.log")  # the JVM's own messages
+        self._state: tuple | None = None  # isolation.tree_state of the built server
         self.pid: int | None = None
         self._pidfd = self._requests = self._replies = -1
         self._buffer = b""
@@ -131,14 +133,15 @@ class JavacServer:
         self._build()
         requests_r, requests_w = os.pipe()
         replies_r, replies_w = os.pipe()
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": self.directory}
-        argv = [languages.tool("java"), *JVM_FLAGS, f"-Djava.io.tmpdir={self.directory}",
+        env = self._env()
+        argv = [languages.tool("java"), *JVM_FLAGS, f"-Djava.io.tmpdir={self.home}",
                 "-cp", self.directory, MAIN]
         log = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         pid = os.fork()
         if pid == 0:
             try:
                 os.setsid()
+                os.chdir(self.home)
                 os.dup2(requests_r, 0)
                 os.dup2(replies_w, 1)
                 os.dup2(log, 2)
@@ -167,24 +170,33 @@ class JavacServer:
             raise CompileError(f"the Java compile server did not start:\n{self._log_tail()}")
 
     def _build(self) -> None:
-        """Compile the server itself once (trusted source, like the precompiled C++ header)."""
-        if os.path.exists(os.path.join(self.directory, f"{MAIN}.class")):
+        """Compile the server itself (trusted source, like the precompiled C++ header) once, and
+        again whenever anything in its directory changed (see :func:`isolation.tree_state`)."""
+        if self._state is not None and isolation.tree_state(self.directory) == self._state:
             return
         import subprocess  # here, not above: the worker's fork server stays free of threading
 
-        os.makedirs(self.directory, 0o755, exist_ok=True)
+        for path in (self.directory, self.home):
+            isolation.remove_tree(path)
+            os.mkdir(path, 0o755)
         with open(os.path.join(self.directory, f"{MAIN}.java"), "w") as handle:
             handle.write(SOURCE)
         try:
             done = subprocess.run([languages.tool("javac"), "-nowarn", "-d", ".",
                                    f"{MAIN}.java"], cwd=self.directory, capture_output=True,
-                                  text=True, timeout=STARTUP_TIMEOUT_S, check=False)
+                                  text=True, timeout=STARTUP_TIMEOUT_S, check=False,
+                                  env=self._env())
         except subprocess.TimeoutExpired as exc:
             raise CompileError("building the Java compile server took too long") from exc
         if done.returncode != 0:
             raise CompileError(f"building the Java compile server failed:\n{done.stderr[-2000:]}")
         for name in os.listdir(self.directory):
             os.chmod(os.path.join(self.directory, name), 0o644)
+        self._state = isolation.tree_state(self.directory)
+
+    def _env(self) -> dict[str, str]:
+        """The compiler's whole environment (the worker's own is the programs')."""
+        return {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": self.home}
 
     def _log_tail(self) -> str:
         with contextlib.suppress(OSError), open(self.log, "rb") as handle:

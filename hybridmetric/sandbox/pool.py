@@ -79,6 +79,7 @@ class _Worker:
             [sys.executable, str(Path(__file__).with_name("_boot.py")), json.dumps(config)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env,
             text=True, encoding="utf-8", start_new_session=True,
+            cwd="/",  # not the caller's: its compile server's /proc/PID/cwd would show it
         )
 
     def handshake(self) -> None:
@@ -120,7 +121,13 @@ class _Worker:
         except (BrokenPipeError, OSError):
             line = ""
         if line:
-            return RunResult(**json.loads(line))
+            answer = json.loads(line)
+            retire = answer.pop("retire", "")
+            if retire:  # it could not clear what this program left: a fresh one takes over
+                self.stop()
+                self.start()
+                self.handshake()
+            return RunResult(**answer)
         error = f"sandbox worker died:\n{self.log_tail()}"
         self.stop()
         self.start()

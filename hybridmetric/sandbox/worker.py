@@ -23,6 +23,7 @@ import signal
 import sys
 import tempfile
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, NoReturn, TextIO
 
@@ -174,6 +175,8 @@ class Worker:
             self.problems.append(f"memory cgroup: {exc}")
         self.root = tempfile.mkdtemp(prefix="hybridmetric-sandbox-")
         self._pch_error = ""
+        self._pch_state: tuple | None = None  # isolation.tree_state of the header once built
+        self.retiring = ""  # why this worker must be replaced after its current program
         os.chmod(self.root, 0o711)
         # One program at a time, always in the same place, so that the environment a program
         # sees is the worker's own, set once (a fork that need not rewrite it is ~0.2 ms faster).
@@ -192,21 +195,29 @@ class Worker:
     def sweep(self) -> int:
         escaped = isolation.sweep(self.uid, spare=self.javac.pid if self.javac.alive() else None)
         if self.isolation.mount_namespace:
-            isolation.empty_private_dirs(keep=self.root)
+            self._clean(lambda: isolation.empty_private_dirs(keep=self.root), "/tmp and the like")
         return escaped
+
+    def _clean(self, remove: Callable[[], None], where: str) -> None:
+        """Clear what the last program left; a worker that cannot retires after this program
+        (its private mounts go with it), so that nothing reaches the next one."""
+        try:
+            remove()
+        except Exception as exc:  # noqa: BLE001 - RecursionError too (a very deep tree)
+            self.retiring = f"cannot remove what a program left in {where}: {exc!r}"
+            sys.stderr.write(self.retiring + "\n")
 
     def close(self) -> None:
         self.javac.stop()
         if self.cgroup is not None:
             self.cgroup.remove()
-        shutil.rmtree(self.root, ignore_errors=True)
+        with contextlib.suppress(Exception):  # a tree too deep for rmtree stays in the tmpfs
+            shutil.rmtree(self.root, ignore_errors=True)
 
     def run(self, language: str, source: str, limits: Limits,
             classpath: list[str]) -> RunResult:
         case, work = self.case, self.env["HOME"]
         try:
-            if os.path.lexists(case):  # what a failed clean-up left
-                shutil.rmtree(case)
             os.mkdir(case, 0o711)
             os.mkdir(work, 0o700)
             if self.uid is not None:
@@ -217,7 +228,7 @@ class Worker:
         except OSError as exc:
             return RunResult(SANDBOX_ERROR, f"sandbox failure: {exc}")
         finally:
-            shutil.rmtree(case, ignore_errors=True)
+            self._clean(lambda: isolation.remove_tree(case), case)
 
     def _python(self, source: str, limits: Limits, case: str, work: str) -> RunResult:
         path = os.path.join(work, "program.py")
@@ -275,6 +286,9 @@ class Worker:
                                                          limits.compile_timeout_s)
             except CompileError as exc:
                 return RunResult(SANDBOX_ERROR, str(exc))
+            finally:
+                if self.uid is None:  # the program will run as the server's user: no server
+                    self.javac.stop()  # may live beside it (it could be rewritten in place)
             if status is None:
                 return RunResult(TIMEOUT, diagnostics)
             diagnostics = diagnostics.replace(directory + os.sep, "")  # paths as javac's own
@@ -290,16 +304,19 @@ class Worker:
         return None
 
     def _precompiled(self, limits: Limits) -> str | None:
-        """The directory of the precompiled ``<bits/stdc++.h>``, built on first use (trusted)."""
+        """The directory of the precompiled ``<bits/stdc++.h>``, built on first use (trusted),
+        and again whenever anything in it changed (see :func:`isolation.tree_state`)."""
         directory = os.path.join(self.root, "pch")
-        if not os.path.isdir(directory):
+        if self._pch_state is None or isolation.tree_state(directory) != self._pch_state:
             import subprocess  # here, not above: it brings threading, whose handler every fork runs
 
+            isolation.remove_tree(directory)
             os.mkdir(directory, 0o755)
             command = languages.precompile_stdcxx(directory)
             try:
                 done = subprocess.run(command, cwd=directory, capture_output=True, text=True,
-                                      timeout=max(120.0, limits.compile_timeout_s), check=False)
+                                      timeout=max(120.0, limits.compile_timeout_s), check=False,
+                                      env={"PATH": PROGRAM_PATH, "LANG": "C.UTF-8"})
                 error = done.stderr[-4000:] if done.returncode != 0 else ""
             except subprocess.TimeoutExpired:
                 error = "g++ took too long"
@@ -309,6 +326,7 @@ class Worker:
                 return None
             for name in os.listdir(directory):
                 os.chmod(os.path.join(directory, name), 0o644)
+            self._pch_state = isolation.tree_state(directory)
         return directory
 
     @staticmethod
@@ -433,8 +451,13 @@ def main() -> None:
             request = json.loads(line)
             result = worker.run(request["language"], request["source"],
                                 Limits(**request["limits"]), request["java_classpath"])
-            replies.write(json.dumps(result.as_dict()) + "\n")
+            reply = result.as_dict()
+            if worker.retiring:
+                reply["retire"] = worker.retiring
+            replies.write(json.dumps(reply) + "\n")
             replies.flush()
+            if worker.retiring:
+                break
     finally:
         worker.close()
 

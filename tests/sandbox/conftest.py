@@ -11,7 +11,7 @@ from hybridmetric.sandbox import PASSED, Limits, Program, RunResult, Sandbox, cg
 
 QUICK = Limits(timeout_s=2.0, memory_mb=512)
 MARK = "hm_hostile_marker"
-WATCHED_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run/lock", "/etc", "/root")
+WATCHED_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run", "/run/lock", "/etc", "/root")
 
 
 def needs_root() -> None:

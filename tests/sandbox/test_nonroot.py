@@ -41,6 +41,27 @@ if os.fork() == 0:
     os._exit(0)
 os.wait()
 '''
+plant = '''
+import glob, os
+roots = glob.glob('/tmp/hybridmetric-sandbox-*')
+assert roots, os.listdir('/tmp')
+for root in roots:
+    for name in ('pch/vector', 'pch/bits/stdc++.h', 'javac/HybridmetricJavac.class'):
+        path = os.path.join(root, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        open(path, 'w').write('#error planted\\n')
+    for gch in glob.glob(os.path.join(root, 'pch', '*.gch')):
+        open(gch, 'wb').write(b'planted')
+'''
+lock = '''
+import os
+for top in ('/tmp/locked', 'stays'):
+    os.makedirs(top + '/in')
+    open(top + '/in/f', 'w').write('x')
+    os.chmod(top + '/in', 0o500)
+    os.chmod(top, 0o500)
+'''
+stdcxx = "#include <bits/stdc++.h>\nint main() { std::vector<int> v{1}; assert(v.size() == 1); }\n"
 programs = {
     "passes": ("python", "assert sorted([3, 1, 2]) == [1, 2, 3]\n"),
     "fails": ("python", "assert 1 + 1 == 3\n"),
@@ -59,7 +80,7 @@ programs = {
                                "assert all(int(l.split()[1], 16) == 0 for l in held), held\n"),
     "java_first": ("java", "class Problem {\n  public static void main(String[] a) {}\n}\n"),
     "kills_by_pid": ("python", "import os\nos.kill(%d, 9)\n" % victim),
-    # kills the compile server too (it shares the user's uid): the next Java program needs a new one
+    # nothing to kill: the compile server (the user's uid too) never outlives a compile
     "kills_all": ("python", "import os\nos.kill(-1, 9)\n"),
     "interrupts_worker": ("python", "import os, signal\nos.kill(1, signal.SIGINT)\n"),
     "sees": ("python", "import os\nseen = [p for p in os.listdir('/proc') if p.isdigit()]\n"
@@ -75,6 +96,16 @@ programs = {
     "writes_files": ("python", f"open({data!r} + '/public.txt', 'w').write('changed')\n"),
     "writes_tmp": ("python", "open('/tmp/scratch', 'w').write('x')\n"),
     "tmp_is_empty": ("python", "import os\nassert os.listdir('/var/tmp') == []\n"),
+    # the precompiled header and the compile server are the user's files too: a program that
+    # rewrites them must not reach the next program
+    "cpp_stdcxx": ("cpp", stdcxx),
+    "plants": ("python", plant),
+    "cpp_after_plant": ("cpp", stdcxx + "// after\n"),
+    "java_after_plant": ("java", "class Problem {\n  public static void main(String[] a) {}\n}\n"
+                                 "// after\n"),
+    "locks": ("python", lock),
+    "after_locks": ("python", "import os\nassert not os.path.exists('/tmp/locked')\n"
+                              "assert os.listdir('.') == ['program.py'], os.listdir('.')\n"),
 }
 with Sandbox(workers=1) as box:
     isolation = box.isolation.as_dict()
@@ -167,11 +198,13 @@ def _run_as_user(home: str, data: str) -> None:
         "memory": "memory", "fork_bomb": seen["outcomes"]["fork_bomb"], "escapes": "passed",
         "secret": "passed", "connects": "failed", "abstract_unix": "failed",
         "capabilities": "passed", "java_first": "passed", "kills_by_pid": "failed",
-        "kills_all": "passed", "interrupts_worker": "passed",
+        "kills_all": "failed", "interrupts_worker": "passed",
         "sees": "passed", "javascript": "passed", "cpp": "passed",
         "java": "passed", "reads_home": "passed", "writes_home": "failed",
         "reads_files": "passed", "writes_files": "failed", "writes_tmp": "passed",
-        "tmp_is_empty": "passed"}, seen["errors"]
+        "tmp_is_empty": "passed", "cpp_stdcxx": "passed", "plants": "passed",
+        "cpp_after_plant": "passed", "java_after_plant": "passed", "locks": "passed",
+        "after_locks": "passed"}, seen["errors"]
     for name in ("writes_home", "writes_files"):
         assert "Read-only file system" in seen["errors"][name], seen["errors"][name]
     with open(os.path.join(data, "public.txt")) as handle:
@@ -183,5 +216,6 @@ def _run_as_user(home: str, data: str) -> None:
     assert received == []  # nothing reached the host's listener
     assert victim_survived  # another process of the same user, outside the sandbox
     assert "ProcessLookupError" in seen["errors"]["kills_by_pid"]
+    assert "ProcessLookupError" in seen["errors"]["kills_all"]
     assert seen["left"] == []  # no process of the user survived: programs, escapees, servers
     assert seen["temp"] == []

@@ -20,6 +20,7 @@ from hybridmetric.sandbox import (
     SYNTAX_ERROR,
     TIMEOUT,
     Limits,
+    Program,
     RunResult,
     Sandbox,
 )
@@ -234,6 +235,52 @@ def test_cannot_reach_a_host_abstract_unix_socket(sandbox: Sandbox, run: Run,
     finally:
         listener.close()
     assert result.outcome == FAILED and "ConnectionRefusedError" in result.error
+    untouched(sandbox)
+
+
+def test_cannot_reach_a_host_unix_socket_file(sandbox: Sandbox, run: Run,
+                                              untouched: Check) -> None:
+    """A socket file anyone may connect to, where the host keeps its services' sockets (a
+    database, D-Bus, systemd): the sandbox's /run is a fresh tmpfs without it."""
+    path = f"/run/hybridmetric-hostile-{os.getpid()}.sock"
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind(path)
+    os.chmod(path, 0o777)
+    listener.listen(1)
+    listener.settimeout(0.1)
+    source = ("import socket\ns = socket.socket(socket.AF_UNIX)\n"
+              f"s.connect({path!r})\ns.sendall(b'leaked')\n")
+    try:
+        result = run(sandbox, "python", source)
+        with pytest.raises(TimeoutError):
+            listener.accept()
+    finally:
+        listener.close()
+        os.unlink(path)
+    assert result.outcome == FAILED and "FileNotFoundError" in result.error, result
+    untouched(sandbox)
+
+
+DEEP_TREE = """
+import os
+for top in ('.', '/tmp'):
+    os.chdir(top)
+    for _ in range(1200):  # deeper than shutil.rmtree's recursion reaches
+        os.mkdir('d')
+        os.chdir('d')
+"""
+
+
+def test_a_tree_too_deep_to_remove_retires_the_worker(sandbox: Sandbox, run: Run,
+                                                      untouched: Check) -> None:
+    """The program keeps its verdict; its worker, which cannot clear the tree, is replaced
+    (its private mounts go with it), so the next program starts clean."""
+    assert run(sandbox, "python", DEEP_TREE).outcome == PASSED
+    clean = ("import os\nassert os.listdir('.') == ['program.py']\n"
+             "assert os.listdir('/var/tmp') == []\n")
+    after = sandbox.run([Program("python", clean + f"# {i}\n", Limits(timeout_s=5.0))
+                         for i in range(4)])  # on both workers
+    assert [r.outcome for r in after] == [PASSED] * 4, after
     untouched(sandbox)
 
 
