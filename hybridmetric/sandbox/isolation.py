@@ -33,6 +33,7 @@ import resource
 import select
 import shutil
 import signal
+import stat
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -127,6 +128,8 @@ def _mount_tmpfs(path: str, options: bytes) -> None:
 #: Entries of the private directories bind-mounted back because needed paths lie below them
 #: (e.g. a virtual environment under /tmp); :func:`empty_private_dirs` never touches them.
 PRESERVED: set[str] = set()
+#: The private directories as covered: real paths, each once, parents first.
+COVERED: list[str] = []
 
 
 def _cover(directory: str, options: bytes, entries: set[str]) -> None:
@@ -193,11 +196,13 @@ def _check_private_dirs(needed: list[str]) -> None:
 def _private_dirs(needed: list[str]) -> None:
     """Cover each private directory with a fresh tmpfs; needed paths below it are bound back."""
     _check_private_dirs(needed)
-    for path in PRIVATE_DIRS:
-        if os.path.isdir(path):
-            keep = _entries_below(path, needed)
-            _cover(path, b"mode=1777,size=1g", keep)
-            PRESERVED.update(keep)
+    # real paths, parents first: /dev/shm may be a link to /run/shm, which /run's tmpfs hides
+    for path in sorted({os.path.realpath(p) for p in PRIVATE_DIRS if os.path.isdir(p)}):
+        os.makedirs(path, exist_ok=True)  # a child of a directory covered just before
+        keep = _entries_below(path, needed)
+        _cover(path, b"mode=1777,size=1g", keep)
+        PRESERVED.update(keep)
+        COVERED.append(path)
 
 
 class _MountAttr(ctypes.Structure):
@@ -521,27 +526,39 @@ def sweep(uid: int | None, rounds: int = 200, spare: int | None = None) -> int:
 def empty_private_dirs(keep: str) -> None:
     """Remove whatever a program left in the worker's private tmpfs mounts (but ``keep``);
     raise when something stays."""
-    for path in PRIVATE_DIRS:
-        if not os.path.isdir(path):
-            continue
+    for path in COVERED:
         for name in os.listdir(path):
             full = os.path.join(path, name)
-            if full != keep and full not in PRESERVED:
+            if full != keep and full not in PRESERVED and full not in COVERED:
                 remove_tree(full)
 
 
 def remove_tree(path: str) -> None:
     """Remove ``path`` (a file, a link, or a directory and all below it), even where a program
     run as the same user took the write permission away; raise when that fails."""
-    if os.path.isdir(path) and not os.path.islink(path):
-        try:
-            shutil.rmtree(path)
-        except PermissionError:
-            for top, _, _ in os.walk(path):
-                os.chmod(top, 0o700)
-            shutil.rmtree(path)
-    elif os.path.lexists(path):
+    try:
+        is_dir = stat.S_ISDIR(os.lstat(path).st_mode)
+    except FileNotFoundError:
+        return
+    if not is_dir:
         os.unlink(path)
+        return
+    try:
+        shutil.rmtree(path)
+    except PermissionError:
+        _unlock(path)
+        shutil.rmtree(path)
+
+
+def _unlock(top: str) -> None:
+    """Give the owner every permission on ``top`` and the folders below it (never through a
+    link), each before it is listed."""
+    stack = [top]
+    while stack:
+        folder = stack.pop()
+        os.chmod(folder, 0o700)
+        with os.scandir(folder) as entries:
+            stack += [entry.path for entry in entries if entry.is_dir(follow_symlinks=False)]
 
 
 def tree_state(directory: str) -> tuple[tuple[str, int, int, int], ...] | None:
@@ -556,7 +573,7 @@ def tree_state(directory: str) -> tuple[tuple[str, int, int, int], ...] | None:
             paths += [os.path.join(top, name) for name in dirs + files]
         return tuple((path, s.st_ino, s.st_ctime_ns, s.st_size)
                      for path in sorted(paths) for s in [os.lstat(path)])
-    except OSError:
+    except (OSError, RecursionError):  # RecursionError: a tree deeper than os.walk reaches
         return None
 
 

@@ -84,6 +84,8 @@ class JavacServer:
         self.home = os.path.join(root, "javac-home")  # the JVM's HOME and temporary files
         self.log = os.path.join(root, "javac.log")  # the JVM's own messages
         self._state: tuple | None = None  # isolation.tree_state of the built server
+        self._log = -1  # the log of the last server started, kept open to read its end
+        self._home_state: tuple | None = None  # isolation.tree_state of home when it stopped
         self.pid: int | None = None
         self._pidfd = self._requests = self._replies = -1
         self._buffer = b""
@@ -136,7 +138,13 @@ class JavacServer:
         env = self._env()
         argv = [languages.tool("java"), *JVM_FLAGS, f"-Djava.io.tmpdir={self.home}",
                 "-cp", self.directory, MAIN]
-        log = os.open(self.log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        isolation.remove_tree(self.log)  # whatever a program put there (without root it could)
+        isolation.remove_tree(self.home)
+        os.mkdir(self.home, 0o755)
+        with contextlib.suppress(OSError):
+            os.close(self._log)
+        self._log = log = os.open(self.log, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                                  0o600)
         pid = os.fork()
         if pid == 0:
             try:
@@ -157,7 +165,7 @@ class JavacServer:
                 os.execve(argv[0], argv, env)
             finally:
                 os._exit(70)
-        for fd in (requests_r, replies_w, log):
+        for fd in (requests_r, replies_w):
             os.close(fd)
         self.pid, self._requests, self._replies, self._buffer = pid, requests_w, replies_r, b""
         self._pidfd = os.pidfd_open(pid)
@@ -176,9 +184,8 @@ class JavacServer:
             return
         import subprocess  # here, not above: the worker's fork server stays free of threading
 
-        for path in (self.directory, self.home):
-            isolation.remove_tree(path)
-            os.mkdir(path, 0o755)
+        isolation.remove_tree(self.directory)
+        os.mkdir(self.directory, 0o755)
         with open(os.path.join(self.directory, f"{MAIN}.java"), "w") as handle:
             handle.write(SOURCE)
         try:
@@ -199,8 +206,9 @@ class JavacServer:
         return {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": self.home}
 
     def _log_tail(self) -> str:
-        with contextlib.suppress(OSError), open(self.log, "rb") as handle:
-            return handle.read()[-2000:].decode("utf-8", "replace")
+        with contextlib.suppress(OSError):
+            size = os.fstat(self._log).st_size
+            return os.pread(self._log, 2000, max(0, size - 2000)).decode("utf-8", "replace")
         return ""
 
     def _read_line(self, timeout_s: float) -> str | None:
@@ -239,3 +247,21 @@ class JavacServer:
                 os.close(fd)
         self.pid = None
         self._pidfd = self._requests = self._replies = -1
+        self._home_state = isolation.tree_state(self.home)
+
+    def entries(self) -> set[str]:
+        """The names the server has made in the worker's folder so far."""
+        made = [self.directory] if self._state is not None else []
+        made += [self.home, self.log] if self._log != -1 else []
+        return {os.path.basename(path) for path in made}
+
+    def intact(self) -> bool:
+        """Whether the server's files are as the worker left them: the built server unchanged,
+        the log still our file, and (while no server runs) its home unchanged."""
+        if self._state is not None and isolation.tree_state(self.directory) != self._state:
+            return False
+        if self._log == -1:
+            return True
+        log, ours = os.lstat(self.log), os.fstat(self._log)
+        return ((log.st_ino, log.st_dev) == (ours.st_ino, ours.st_dev)
+                and (self.pid is not None or isolation.tree_state(self.home) == self._home_state))

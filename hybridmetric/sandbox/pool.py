@@ -65,6 +65,7 @@ class _Worker:
         if os.getuid() == 0:
             self.uid, self._claim = _claim_uid()
         self.process: subprocess.Popen[str] | None = None
+        self.retired = False  # it asked to be replaced before its next program
         self.isolation: Isolation | None = None
         self.problems: list[str] = []
 
@@ -111,6 +112,11 @@ class _Worker:
         return self.log.read()[-4000:].decode("utf-8", "replace")
 
     def run(self, program: Program, java_classpath: Sequence[str]) -> RunResult:
+        if self.retired:
+            self.retired = False
+            self.stop()
+            self.start()
+            self.handshake()
         assert self.process is not None and self.process.stdin and self.process.stdout
         request = {"language": program.language, "source": program.source,
                    "limits": program.limits.as_dict(), "java_classpath": list(java_classpath)}
@@ -122,11 +128,8 @@ class _Worker:
             line = ""
         if line:
             answer = json.loads(line)
-            retire = answer.pop("retire", "")
-            if retire:  # it could not clear what this program left: a fresh one takes over
-                self.stop()
-                self.start()
-                self.handshake()
+            # it could not clear what this program left: a fresh one takes over next time
+            self.retired = bool(answer.pop("retire", ""))
             return RunResult(**answer)
         error = f"sandbox worker died:\n{self.log_tail()}"
         self.stop()

@@ -93,10 +93,24 @@ class Process:
         return self.exit_code == 0 and b"T" + self.token in self.report
 
 
-def _tail(path: str) -> str:
-    with open(path, "rb") as handle:
-        handle.seek(max(0, os.fstat(handle.fileno()).st_size - _TAIL))
-        return handle.read().decode("utf-8", "replace")
+def _tail(fd: int) -> str:
+    """The end of a program's output, read through the descriptor the worker opened (its name
+    may by now be another file, or a FIFO that would block a reader)."""
+    size = os.fstat(fd).st_size
+    return os.pread(fd, _TAIL, max(0, size - _TAIL)).decode("utf-8", "replace")
+
+
+def _identity(path: str) -> tuple[int, int, int]:
+    """Inode, mode and owner: what changes when a folder is replaced or locked."""
+    status = os.lstat(path)
+    return status.st_ino, status.st_mode, status.st_uid
+
+
+def _fresh_file(path: str) -> int:
+    """A new empty file at ``path`` (the compile step's output file there goes first)."""
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
+    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
 
 
 def _install_fds(fds: list[int]) -> None:
@@ -178,6 +192,7 @@ class Worker:
         self._pch_state: tuple | None = None  # isolation.tree_state of the header once built
         self.retiring = ""  # why this worker must be replaced after its current program
         os.chmod(self.root, 0o711)
+        self._root_id = _identity(self.root)
         # One program at a time, always in the same place, so that the environment a program
         # sees is the worker's own, set once (a fork that need not rewrite it is ~0.2 ms faster).
         self.case = os.path.join(self.root, "case")
@@ -193,10 +208,32 @@ class Worker:
         gc.freeze()  # keep the preloaded heap shared with the forked children
 
     def sweep(self) -> int:
-        escaped = isolation.sweep(self.uid, spare=self.javac.pid if self.javac.alive() else None)
+        try:
+            escaped = isolation.sweep(self.uid,
+                                      spare=self.javac.pid if self.javac.alive() else None)
+        except OSError as exc:  # processes outlived every kill round: none may meet the next
+            self.retiring = str(exc)
+            return 0
         if self.isolation.mount_namespace:
             self._clean(lambda: isolation.empty_private_dirs(keep=self.root), "/tmp and the like")
         return escaped
+
+    def _guard_root(self) -> None:
+        """Without root, programs own the worker's folder as much as the worker does: after
+        each, it must hold only the worker's own entries, as the worker left them (the
+        precompiled header, the compile server), or the worker retires before the next."""
+        pch = os.path.join(self.root, "pch")
+        ours = self.javac.entries() | ({"pch"} if self._pch_state is not None else set())
+        try:
+            intact = (_identity(self.root) == self._root_id
+                      and set(os.listdir(self.root)) <= ours
+                      and (self._pch_state is None
+                           or isolation.tree_state(pch) == self._pch_state)
+                      and self.javac.intact())
+        except OSError:
+            intact = False
+        if not intact:
+            self.retiring = "a program changed the worker's own folder"
 
     def _clean(self, remove: Callable[[], None], where: str) -> None:
         """Clear what the last program left; a worker that cannot retires after this program
@@ -229,6 +266,8 @@ class Worker:
             return RunResult(SANDBOX_ERROR, f"sandbox failure: {exc}")
         finally:
             self._clean(lambda: isolation.remove_tree(case), case)
+            if self.uid is None and not self.retiring:
+                self._guard_root()
 
     def _python(self, source: str, limits: Limits, case: str, work: str) -> RunResult:
         path = os.path.join(work, "program.py")
@@ -310,6 +349,7 @@ class Worker:
         if self._pch_state is None or isolation.tree_state(directory) != self._pch_state:
             import subprocess  # here, not above: it brings threading, whose handler every fork runs
 
+            self._pch_state = None
             isolation.remove_tree(directory)
             os.mkdir(directory, 0o755)
             command = languages.precompile_stdcxx(directory)
@@ -349,9 +389,7 @@ class Worker:
         if self.uid is not None:  # so that /proc/self/fd/3 and 4 can be reopened (the JVM does)
             os.fchown(token_r, self.uid, self.uid)
             os.fchown(report_w, self.uid, self.uid)
-        out_path, err_path = os.path.join(case, "stdout"), os.path.join(case, "stderr")
-        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
-        out, err = os.open(out_path, flags, 0o600), os.open(err_path, flags, 0o600)
+        out, err = (_fresh_file(os.path.join(case, name)) for name in ("stdout", "stderr"))
         devnull = os.open(os.devnull, os.O_RDONLY)
         pid = os.fork()
         if pid == 0:
@@ -377,7 +415,7 @@ class Worker:
                 with contextlib.suppress(BaseException):
                     os.write(channel, b"B" + repr(exc).encode()[:1000])
                 os._exit(70)
-        for fd in (token_r, report_w, out, err, devnull):
+        for fd in (token_r, report_w, devnull):
             os.close(fd)
         pidfd = os.pidfd_open(pid)
         try:
@@ -398,8 +436,12 @@ class Worker:
         os.close(report_r)
         escaped = self.sweep()
         oom = self.cgroup is not None and self.cgroup.oom_kills() > oom_before
-        return Process(status, timed_out, report, token, _tail(out_path), _tail(err_path), escaped,
-                       oom)
+        try:
+            stdout, stderr = _tail(out), _tail(err)
+        finally:
+            os.close(out)
+            os.close(err)
+        return Process(status, timed_out, report, token, stdout, stderr, escaped, oom)
 
     def _verdict(self, language: str, process: Process, limits: Limits) -> RunResult:
         def result(outcome: str, error: str) -> RunResult:

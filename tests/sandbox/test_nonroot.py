@@ -106,6 +106,18 @@ programs = {
     "locks": ("python", lock),
     "after_locks": ("python", "import os\nassert not os.path.exists('/tmp/locked')\n"
                               "assert os.listdir('.') == ['program.py'], os.listdir('.')\n"),
+    # the worker's own folder is the user's too: a program may swap its output for a FIFO,
+    # leave files there for the next, or lock it
+    "fifo_output": ("python", "import os\nos.unlink('../stdout')\nos.mkfifo('../stdout')\n"
+                              "print('hello')\n"),
+    "stashes": ("python", "import glob\nfor root in glob.glob('/tmp/hybridmetric-sandbox-*'):\n"
+                          "    open(root + '/stash', 'w').write('x')\n"),
+    "finds_no_stash": ("python", "import glob\n"
+                                 "assert glob.glob('/tmp/hybridmetric-sandbox-*/stash') == []\n"),
+    "locks_worker": ("python", "import glob, os\n"
+                               "for root in glob.glob('/tmp/hybridmetric-sandbox-*'):\n"
+                               "    os.chmod(root, 0)\n"),
+    "after_lock": ("python", "assert sum([1, 2]) == 3\n"),
 }
 with Sandbox(workers=1) as box:
     isolation = box.isolation.as_dict()
@@ -204,7 +216,9 @@ def _run_as_user(home: str, data: str) -> None:
         "reads_files": "passed", "writes_files": "failed", "writes_tmp": "passed",
         "tmp_is_empty": "passed", "cpp_stdcxx": "passed", "plants": "passed",
         "cpp_after_plant": "passed", "java_after_plant": "passed", "locks": "passed",
-        "after_locks": "passed"}, seen["errors"]
+        "after_locks": "passed", "fifo_output": "passed", "stashes": "passed",
+        "finds_no_stash": "passed", "locks_worker": "passed",
+        "after_lock": "passed"}, seen["errors"]
     for name in ("writes_home", "writes_files"):
         assert "Read-only file system" in seen["errors"][name], seen["errors"][name]
     with open(os.path.join(data, "public.txt")) as handle:
