@@ -15,6 +15,8 @@ Per worker (a long-lived process that owns one sandbox uid):
   is covered, so that programs can neither change the user's files nor read what lies there;
 - a PID namespace whose init is the worker, with its own ``/proc``: programs see and can signal
   only the worker's processes, and signals they send the worker are dropped by the kernel;
+- an IPC namespace: no System V shared memory, semaphore or message queue of the host's is in
+  reach, and those a program makes are removed after it;
 - it is a child subreaper, so a process that escapes its group is re-parented to it and found.
 
 Per program: its own session and process group, rlimits, a private working directory, stdin from
@@ -44,6 +46,8 @@ CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
 CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
+CLONE_NEWIPC = 0x08000000
+IPC_RMID = 0
 MS_NOEXEC = 0x8
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 MS_REC = 0x4000
@@ -81,6 +85,7 @@ class Isolation:
     memory_cgroup: bool = False  # one memory limit for a program's whole process tree
     pid_namespace: bool = False  # programs see and signal only the worker's own processes
     read_only: bool = False  # without root: files read-only but the private dirs, home hidden
+    ipc_namespace: bool = False  # System V IPC objects: none of the host's, none kept
 
     @property
     def network_blocked(self) -> bool:
@@ -88,11 +93,11 @@ class Isolation:
 
     @property
     def walls(self) -> str:
-        """The walls that are up, e.g. ``netns+seccomp+mountns+uid+memcg+pidns``."""
+        """The walls that are up, e.g. ``netns+seccomp+mountns+uid+memcg+pidns+ipcns``."""
         named = (("netns", self.network_namespace), ("seccomp", self.seccomp),
                  ("mountns", self.mount_namespace), ("uid", self.uid is not None),
                  ("memcg", self.memory_cgroup), ("pidns", self.pid_namespace),
-                 ("rofs", self.read_only))
+                 ("rofs", self.read_only), ("ipcns", self.ipc_namespace))
         return "+".join(name for name, on in named if on) or "none"
 
     def as_dict(self) -> dict[str, object]:
@@ -396,6 +401,13 @@ def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
         except OSError as exc:
             problems.append(f"seccomp: {exc}")
     root = os.getuid() == 0
+    ipcns = False
+    if root or netns:  # without root, only a user namespace grants the capability
+        try:
+            unshare(CLONE_NEWIPC)
+            ipcns = True
+        except OSError as exc:
+            problems.append(f"IPC namespace: {exc}")
     if root:
         try:
             private_mounts(needed)
@@ -422,7 +434,7 @@ def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
         drop_capabilities()
     _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
     return Isolation(netns, seccomp, mountns, uid if root else None, pid_namespace=pidns,
-                     read_only=read_only), problems
+                     read_only=read_only, ipc_namespace=ipcns), problems
 
 
 def apply_limits(limits: Limits, *, memory_mb: int | None = None,
@@ -531,6 +543,22 @@ def empty_private_dirs(keep: str) -> None:
             full = os.path.join(path, name)
             if full != keep and full not in PRESERVED and full not in COVERED:
                 remove_tree(full)
+
+
+def remove_ipc_objects() -> int:
+    """Remove the System V shared memory segments, semaphore sets and message queues in this
+    IPC namespace (the worker's own: what programs left); return how many there were."""
+    removed = 0
+    for kind in ("shm", "sem", "msg"):
+        with open(f"/proc/sysvipc/{kind}") as handle:
+            ids = [int(line.split()[1]) for line in handle.read().splitlines()[1:] if line.strip()]
+        for ident in ids:
+            if kind == "sem":
+                _check(_libc.semctl(ident, 0, IPC_RMID), "semctl(IPC_RMID)")
+            else:
+                _check(getattr(_libc, f"{kind}ctl")(ident, IPC_RMID, None), f"{kind}ctl(IPC_RMID)")
+            removed += 1
+    return removed
 
 
 def remove_tree(path: str) -> None:

@@ -216,6 +216,8 @@ class Worker:
             return 0
         if self.isolation.mount_namespace:
             self._clean(lambda: isolation.empty_private_dirs(keep=self.root), "/tmp and the like")
+        if self.isolation.ipc_namespace:
+            self._clean(isolation.remove_ipc_objects, "System V IPC")
         return escaped
 
     def _guard_root(self) -> None:
@@ -235,7 +237,7 @@ class Worker:
         if not intact:
             self.retiring = "a program changed the worker's own folder"
 
-    def _clean(self, remove: Callable[[], None], where: str) -> None:
+    def _clean(self, remove: Callable[[], object], where: str) -> None:
         """Clear what the last program left; a worker that cannot retires after this program
         (its private mounts go with it), so that nothing reaches the next one."""
         try:

@@ -261,6 +261,36 @@ def test_cannot_reach_a_host_unix_socket_file(sandbox: Sandbox, run: Run,
     untouched(sandbox)
 
 
+SHMGET = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+
+
+def test_system_v_ipc_neither_reaches_the_host_nor_outlives_the_program(
+        sandbox: Sandbox, run: Run, untouched: Check) -> None:
+    """A shared memory segment of the host's that anyone may attach is out of reach (its own IPC
+    namespace), and one a program makes is gone before the next program (a channel between
+    programs, and memory that would stay held)."""
+    if not sandbox.isolation.ipc_namespace:
+        pytest.skip("no IPC namespace here")
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    key = 0x484D0000 + os.getpid() % 0xFFFF
+    host = libc.shmget(key, 4096, 0o1666)  # IPC_CREAT | rw for everyone
+    assert host >= 0
+    try:
+        sees_host = SHMGET + f"assert libc.shmget({key}, 0, 0) == -1, 'host segment reached'\n"
+        assert run(sandbox, "python", sees_host).outcome == PASSED
+        leaves = SHMGET + f"assert libc.shmget({key + 1}, 4096, 0o1600) >= 0\n"
+        assert run(sandbox, "python", leaves).outcome == PASSED
+        finds = SHMGET + f"assert libc.shmget({key + 1}, 0, 0) == -1, 'segment kept'\n"
+        after = sandbox.run([Program("python", finds + f"# {i}\n", Limits(timeout_s=5.0))
+                             for i in range(4)])  # on both workers
+        assert [r.outcome for r in after] == [PASSED] * 4, after
+    finally:
+        assert libc.shmctl(host, 0, None) == 0  # IPC_RMID
+    untouched(sandbox)
+
+
 DEEP_TREE = """
 import os
 for top in ('.', '/tmp'):
