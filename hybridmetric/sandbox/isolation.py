@@ -10,9 +10,9 @@ Per worker (a long-lived process that owns one sandbox uid):
 - a mount namespace with private tmpfs mounts on ``/tmp``, ``/var/tmp``, ``/dev/shm`` (the
   world-writable places) and ``/run`` (where the host's Unix sockets live: a socket file can be
   connected to on a read-only mount, and seccomp lets AF_UNIX through), emptied after every
-  program; without
-  root (programs then run as the user), every other mount is made read-only and the user's home
-  is covered, so that programs can neither change the user's files nor read what lies there;
+  program; without root (programs then run as the user), every other mount is made read-only
+  and the user's home is covered, so that programs can neither change the user's files nor read
+  what lies there;
 - a PID namespace whose init is the worker, with its own ``/proc``: programs see and can signal
   only the worker's processes, and signals they send the worker are dropped by the kernel;
 - an IPC namespace: no System V shared memory, semaphore or message queue of the host's is in
@@ -176,8 +176,8 @@ def private_mounts(needed: list[str]) -> None:
     Python) is covered by an empty tmpfs into which only the needed entries are bind-mounted: the
     uid reaches the interpreter and nothing else of that directory.
     """
-    unshare(CLONE_NEWNS)
-    _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+    _check_private_dirs(needed)
+    new_mount_namespace()
     _private_dirs(needed)
     blocked: dict[str, set[str]] = {}
     for path in needed:
@@ -191,6 +191,12 @@ def private_mounts(needed: list[str]) -> None:
         raise OSError(errno.EACCES, f"the sandbox uid cannot reach {still}")
 
 
+def new_mount_namespace() -> None:
+    """A mount namespace of this process's own whose mounts do not reach the host's."""
+    unshare(CLONE_NEWNS)
+    _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "mount --make-rprivate /")
+
+
 def _check_private_dirs(needed: list[str]) -> None:
     """Raise when a private directory cannot be covered: a needed path is that directory."""
     for path in PRIVATE_DIRS:
@@ -199,8 +205,8 @@ def _check_private_dirs(needed: list[str]) -> None:
 
 
 def _private_dirs(needed: list[str]) -> None:
-    """Cover each private directory with a fresh tmpfs; needed paths below it are bound back."""
-    _check_private_dirs(needed)
+    """Cover each private directory with a fresh tmpfs; needed paths below it are bound back
+    (:func:`_check_private_dirs` first)."""
     # real paths, parents first: /dev/shm may be a link to /run/shm, which /run's tmpfs hides
     for path in sorted({os.path.realpath(p) for p in PRIVATE_DIRS if os.path.isdir(p)}):
         os.makedirs(path, exist_ok=True)  # a child of a directory covered just before
@@ -327,9 +333,9 @@ def _new_pid_namespace(own_mounts: bool) -> int:
     ``own_mounts``: also a new mount namespace (without root; as root the worker has one). The
     init dies with the process that forked it (PDEATHSIG; a pipe that the parent holds open
     until it exits covers a parent that died before the init could ask for that)."""
-    unshare(CLONE_NEWPID | (CLONE_NEWNS if own_mounts else 0))
+    unshare(CLONE_NEWPID)
     if own_mounts:
-        _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None), "make / private")
+        new_mount_namespace()
     parent_r, parent_w = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -401,8 +407,9 @@ def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
         except OSError as exc:
             problems.append(f"seccomp: {exc}")
     root = os.getuid() == 0
+    may_unshare = root or netns  # without root, only a user namespace grants the capability
     ipcns = False
-    if root or netns:  # without root, only a user namespace grants the capability
+    if may_unshare:
         try:
             unshare(CLONE_NEWIPC)
             ipcns = True
@@ -415,7 +422,7 @@ def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
         except OSError as exc:
             problems.append(f"mount namespace: {exc}")
     pidns = False
-    if root or netns:  # without root, only a user namespace grants the capability
+    if may_unshare:
         try:
             pid_namespace(own_mounts=not mountns)
             pidns = True
@@ -424,9 +431,7 @@ def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
     if not root and netns:
         try:
             if not pidns:  # else the PID namespace came with a mount namespace of its own
-                unshare(CLONE_NEWNS)
-                _check(_libc.mount(b"none", b"/", None, MS_REC | MS_PRIVATE, None),
-                       "mount --make-rprivate /")
+                new_mount_namespace()
             read_only_files(needed, home)
             mountns = read_only = True
         except OSError as exc:
@@ -592,9 +597,9 @@ def _unlock(top: str) -> None:
 def tree_state(directory: str) -> tuple[tuple[str, int, int, int], ...] | None:
     """What tells that a directory's contents changed, without reading them: the inode, change
     time and size of it and of everything in it (None when it is gone). No one can set a change
-    time back, so altering, adding or replacing anything there changes the state. Trusted build
-    outputs (the precompiled header, the compile server) are checked against it before each use:
-    without root, programs run as the user who owns them."""
+    time back, so altering, adding or replacing anything there changes the state. Without root,
+    programs run as the user who owns the trusted build outputs (the precompiled header, the
+    compile server), which are checked against it after every program."""
     try:
         paths = [directory]
         for top, dirs, files in os.walk(directory, onerror=_raise):

@@ -178,13 +178,13 @@ class JavacServer:
             raise CompileError(f"the Java compile server did not start:\n{self._log_tail()}")
 
     def _build(self) -> None:
-        """Compile the server itself (trusted source, like the precompiled C++ header) once, and
-        again whenever anything in its directory changed (see :func:`isolation.tree_state`)."""
-        if self._state is not None and isolation.tree_state(self.directory) == self._state:
+        """Compile the server itself once (trusted source, like the precompiled C++ header; see
+        :meth:`intact` for how a change to it is found)."""
+        if self._state is not None:
             return
         import subprocess  # here, not above: the worker's fork server stays free of threading
 
-        isolation.remove_tree(self.directory)
+        isolation.remove_tree(self.directory)  # what a failed build left
         os.mkdir(self.directory, 0o755)
         with open(os.path.join(self.directory, f"{MAIN}.java"), "w") as handle:
             handle.write(SOURCE)
@@ -203,7 +203,7 @@ class JavacServer:
 
     def _env(self) -> dict[str, str]:
         """The compiler's whole environment (the worker's own is the programs')."""
-        return {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8", "HOME": self.home}
+        return {"PATH": languages.SEARCH_PATH, "LANG": "C.UTF-8", "HOME": self.home}
 
     def _log_tail(self) -> str:
         with contextlib.suppress(OSError):

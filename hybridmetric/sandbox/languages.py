@@ -92,8 +92,12 @@ def canonical(language: str) -> str:
     return name
 
 
+#: The only PATH anything in the sandbox gets (programs, compilers, the worker itself).
+SEARCH_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
 def tool(name: str) -> str:
-    path = shutil.which(name, path="/usr/local/bin:/usr/bin:/bin")
+    path = shutil.which(name, path=SEARCH_PATH)
     if path is None:
         raise FileNotFoundError(f"'{name}' is not installed; install it to run these programs")
     return path

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from hybridmetric.sandbox.cache import ResultCache, cache_key
 from hybridmetric.sandbox.isolation import Isolation
-from hybridmetric.sandbox.languages import DEFAULT_JAVA_CLASSPATH, canonical
+from hybridmetric.sandbox.languages import DEFAULT_JAVA_CLASSPATH, SEARCH_PATH, canonical
 from hybridmetric.sandbox.limits import SANDBOX_ERROR, Limits, RunResult
 
 UID_BASE = 61000
@@ -72,7 +72,7 @@ class _Worker:
     def start(self) -> None:
         config = {"uid": self.uid, "allow_network": self.allow_network, "preload": self.preload,
                   "home": os.path.expanduser("~")}  # hidden from programs run without root
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "LANG": "C.UTF-8",
+        env = {"PATH": SEARCH_PATH, "LANG": "C.UTF-8",
                "PYTHONDONTWRITEBYTECODE": "1",
                "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
@@ -114,9 +114,7 @@ class _Worker:
     def run(self, program: Program, java_classpath: Sequence[str]) -> RunResult:
         if self.retired:
             self.retired = False
-            self.stop()
-            self.start()
-            self.handshake()
+            self._restart()
         assert self.process is not None and self.process.stdin and self.process.stdout
         request = {"language": program.language, "source": program.source,
                    "limits": program.limits.as_dict(), "java_classpath": list(java_classpath)}
@@ -132,10 +130,13 @@ class _Worker:
             self.retired = bool(answer.pop("retire", ""))
             return RunResult(**answer)
         error = f"sandbox worker died:\n{self.log_tail()}"
+        self._restart()
+        return RunResult(SANDBOX_ERROR, error)
+
+    def _restart(self) -> None:
         self.stop()
         self.start()
         self.handshake()
-        return RunResult(SANDBOX_ERROR, error)
 
     def stop(self) -> None:
         if self.process is None:

@@ -43,8 +43,8 @@ from hybridmetric.sandbox.limits import (
     cap,
 )
 
-#: The whole environment a program sees; nothing of the caller's leaks in.
-PROGRAM_PATH = "/usr/local/bin:/usr/bin:/bin"
+#: What trusted builds (the precompiled header) run with: nothing of the programs' environment.
+BUILD_ENV = {"PATH": languages.SEARCH_PATH, "LANG": "C.UTF-8"}
 _TAIL = 16384
 _MEMORY_SIGNS = ("MemoryError", "std::bad_alloc", "heap out of memory", "OutOfMemoryError",
                  "Cannot allocate memory", "Allocation failed", "Array buffer allocation failed")
@@ -52,7 +52,8 @@ _CXX_ASSERT = "Assertion `"
 
 
 def program_env(work: str) -> dict[str, str]:
-    return {"PATH": PROGRAM_PATH, "HOME": work, "TMPDIR": work, "LANG": "C.UTF-8",
+    """The whole environment a program sees; nothing of the caller's leaks in."""
+    return {"PATH": languages.SEARCH_PATH, "HOME": work, "TMPDIR": work, "LANG": "C.UTF-8",
             "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8"}
 
 
@@ -61,7 +62,7 @@ def needed_paths() -> list[str]:
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.realpath(sys.executable),
              *(p for p in sys.path if os.path.isabs(p))}
     for name in ("node", "g++", "javac", "java"):
-        found = shutil.which(name, path=PROGRAM_PATH)
+        found = shutil.which(name, path=languages.SEARCH_PATH)
         if found:
             paths.add(os.path.realpath(found))
     return sorted(p for p in paths if os.path.exists(p))
@@ -345,20 +346,19 @@ class Worker:
         return None
 
     def _precompiled(self, limits: Limits) -> str | None:
-        """The directory of the precompiled ``<bits/stdc++.h>``, built on first use (trusted),
-        and again whenever anything in it changed (see :func:`isolation.tree_state`)."""
+        """The directory of the precompiled ``<bits/stdc++.h>``, built on first use (trusted: as
+        root, programs cannot write it; without root, :meth:`_guard_root` retires a worker whose
+        copy a program touched)."""
         directory = os.path.join(self.root, "pch")
-        if self._pch_state is None or isolation.tree_state(directory) != self._pch_state:
+        if self._pch_state is None:
             import subprocess  # here, not above: it brings threading, whose handler every fork runs
 
-            self._pch_state = None
-            isolation.remove_tree(directory)
             os.mkdir(directory, 0o755)
             command = languages.precompile_stdcxx(directory)
             try:
                 done = subprocess.run(command, cwd=directory, capture_output=True, text=True,
                                       timeout=max(120.0, limits.compile_timeout_s), check=False,
-                                      env={"PATH": PROGRAM_PATH, "LANG": "C.UTF-8"})
+                                      env=BUILD_ENV)
                 error = done.stderr[-4000:] if done.returncode != 0 else ""
             except subprocess.TimeoutExpired:
                 error = "g++ took too long"
