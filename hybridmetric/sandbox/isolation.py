@@ -15,8 +15,8 @@ Per worker (a long-lived process that owns one sandbox uid):
   what lies there;
 - a PID namespace whose init is the worker, with its own ``/proc``: programs see and can signal
   only the worker's processes, and signals they send the worker are dropped by the kernel;
-- an IPC namespace: no System V shared memory, semaphore or message queue of the host's is in
-  reach, and those a program makes are removed after it;
+- an IPC namespace: no System V shared memory, semaphore or message queue, nor POSIX message
+  queue, of the host's is in reach, and those a program makes are removed after it;
 - it is a child subreaper, so a process that escapes its group is re-parented to it and found.
 
 Per program: its own session and process group, rlimits, a private working directory, stdin from
@@ -48,6 +48,9 @@ CLONE_NEWUSER = 0x10000000
 CLONE_NEWPID = 0x20000000
 CLONE_NEWIPC = 0x08000000
 IPC_RMID = 0
+MSG_INFO = 12
+SHM_INFO = 14
+SEM_INFO = 19
 MS_NOEXEC = 0x8
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 MS_REC = 0x4000
@@ -63,6 +66,8 @@ AF_UNIX = 1
 SCMP_ACT_ALLOW = 0x7FFF0000
 SCMP_CMP_NE = 1
 PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run")
+#: Where a worker mounts its IPC namespace's POSIX message queues (a private directory).
+MQUEUE_DIR = "/tmp/.mqueue"
 #: libseccomp by its soname, which is what ``ctypes.util.find_library`` would return; the worker
 #: does not import ctypes.util, which brings subprocess and threading into the fork server.
 SECCOMP_LIBRARY = "libseccomp.so.2"
@@ -85,7 +90,7 @@ class Isolation:
     memory_cgroup: bool = False  # one memory limit for a program's whole process tree
     pid_namespace: bool = False  # programs see and signal only the worker's own processes
     read_only: bool = False  # without root: files read-only but the private dirs, home hidden
-    ipc_namespace: bool = False  # System V IPC objects: none of the host's, none kept
+    ipc_namespace: bool = False  # System V IPC, POSIX queues: none of the host's, none kept
 
     @property
     def network_blocked(self) -> bool:
@@ -436,6 +441,15 @@ def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
             mountns = read_only = True
         except OSError as exc:
             problems.append(f"read-only file system: {exc}")
+    if ipcns:
+        try:
+            if not mountns:
+                raise OSError(errno.ENOTSUP, "no mount namespace of the worker's to list them in")
+            mount_message_queues()
+        except OSError as exc:
+            problems.append(f"POSIX message queues: {exc}")
+            ipcns = False
+    if not root and netns:
         drop_capabilities()
     _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
     return Isolation(netns, seccomp, mountns, uid if root else None, pid_namespace=pidns,
@@ -496,10 +510,15 @@ def _descendants(root: int, spare: int | None = None) -> list[int]:
     return found
 
 
-def _reap() -> None:
-    with contextlib.suppress(ChildProcessError):
+def _reap() -> bool:
+    """Reap the children that exited; whether none is left (then, as orphans are re-parented
+    to this subreaper, no descendant is left either)."""
+    try:
         while os.waitpid(-1, os.WNOHANG)[0] > 0:
             pass
+    except ChildProcessError:
+        return True
+    return False
 
 
 def _kill_uid(uid: int) -> None:
@@ -526,7 +545,8 @@ def sweep(uid: int | None, rounds: int = 200, spare: int | None = None) -> int:
     found: set[int] = set()
     me = os.getpid()
     for _ in range(rounds):
-        _reap()
+        if _reap():  # one system call, where most programs leave nothing behind
+            return len(found)
         alive = _descendants(me, spare)
         if not alive:
             return len(found)
@@ -550,9 +570,22 @@ def empty_private_dirs(keep: str) -> None:
                 remove_tree(full)
 
 
+def ipc_objects_exist() -> bool:
+    """Whether this IPC namespace holds any System V object (three ``*_INFO`` calls, cheaper
+    than reading ``/proc/sysvipc``): ``shm_info.used_ids``, ``seminfo.semusz`` and
+    ``msginfo.msgpool`` count the segments, semaphore sets and message queues."""
+    shm_info, seminfo, msginfo = (ctypes.c_int * 16)(), (ctypes.c_int * 10)(), (ctypes.c_int * 8)()
+    _check(_libc.shmctl(0, SHM_INFO, shm_info), "shmctl(SHM_INFO)")
+    _check(_libc.semctl(0, 0, SEM_INFO, seminfo), "semctl(SEM_INFO)")
+    _check(_libc.msgctl(0, MSG_INFO, msginfo), "msgctl(MSG_INFO)")
+    return bool(shm_info[0] or seminfo[7] or msginfo[0])
+
+
 def remove_ipc_objects() -> int:
     """Remove the System V shared memory segments, semaphore sets and message queues in this
     IPC namespace (the worker's own: what programs left); return how many there were."""
+    if not ipc_objects_exist():
+        return 0
     removed = 0
     for kind in ("shm", "sem", "msg"):
         with open(f"/proc/sysvipc/{kind}") as handle:
@@ -564,6 +597,26 @@ def remove_ipc_objects() -> int:
                 _check(getattr(_libc, f"{kind}ctl")(ident, IPC_RMID, None), f"{kind}ctl(IPC_RMID)")
             removed += 1
     return removed
+
+
+def mount_message_queues() -> None:
+    """Mount the IPC namespace's POSIX message queues at :data:`MQUEUE_DIR` (in the private
+    ``/tmp``), where :func:`remove_message_queues` finds what programs leave. Nothing to do where
+    the kernel has none (``ENODEV``)."""
+    os.mkdir(MQUEUE_DIR, 0o700)
+    PRESERVED.add(MQUEUE_DIR)
+    if _libc.mount(b"mqueue", MQUEUE_DIR.encode(), b"mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                   None) != 0 and ctypes.get_errno() != errno.ENODEV:
+        _check(-1, f"mount mqueue on {MQUEUE_DIR}")
+
+
+def remove_message_queues() -> int:
+    """Remove the POSIX message queues of this IPC namespace (what programs left); return how
+    many there were."""
+    names = os.listdir(MQUEUE_DIR)
+    for name in names:
+        os.unlink(os.path.join(MQUEUE_DIR, name))
+    return len(names)
 
 
 def remove_tree(path: str) -> None:

@@ -16,6 +16,7 @@ import fcntl
 import gc
 import importlib
 import json
+import linecache
 import os
 import select
 import shutil
@@ -49,6 +50,10 @@ _TAIL = 16384
 _MEMORY_SIGNS = ("MemoryError", "std::bad_alloc", "heap out of memory", "OutOfMemoryError",
                  "Cannot allocate memory", "Allocation failed", "Array buffer allocation failed")
 _CXX_ASSERT = "Assertion `"
+#: Failing programs the fork server runs in itself before it forks any (see :func:`_rehearse`):
+#: an assertion that fails on a whole line, and an error inside an expression (a caret line).
+_REHEARSALS = ("def check(candidate):\n    assert candidate(1) == 3\n\ncheck(lambda x: x + 1)\n",
+               "def f(x):\n    return [x][x] + 1\n\nf(1)\n")
 
 
 def program_env(work: str) -> dict[str, str]:
@@ -131,6 +136,28 @@ def _program_streams() -> tuple[TextIO, TextIO, TextIO]:
                  buffering=1))
 
 
+def _error_text(exc: BaseException, source: str, path: str) -> str:
+    """The traceback of a program's exception, without the harness's frame; its lines come
+    from the source the program ran (no file to read, and what ran even if it rewrote it)."""
+    linecache.cache[path] = (len(source), None, source.splitlines(True), path)
+    frames = exc.__traceback__.tb_next if exc.__traceback__ else None
+    return "".join(traceback.format_exception(type(exc), exc, frames))
+
+
+def _rehearse(times: int = 64) -> None:
+    """Run failing programs in the fork server itself, before it forks any: the caches that
+    compiling, running and formatting a traceback fill, and the code they specialise (CPython
+    rewrites a function's bytecode in place in its first few dozen runs), are then shared with
+    every child instead of being written, and their pages copied, in each."""
+    path = os.path.join(os.sep, "rehearsal.py")
+    for source in _REHEARSALS * times:
+        try:
+            exec(compile(source, path, "exec", dont_inherit=True), {"__name__": "__main__"})
+        except Exception as exc:  # noqa: BLE001 - the point
+            _error_text(exc, source, path)
+    linecache.cache.pop(path, None)
+
+
 def _python_main(source: str, path: str, streams: tuple[TextIO, TextIO, TextIO]) -> NoReturn:
     """Run ``source`` as ``__main__`` in this (child) process; emit the token after it returns."""
     write, read, leave = os.write, os.read, os._exit  # held before the program can patch them
@@ -140,9 +167,7 @@ def _python_main(source: str, path: str, streams: tuple[TextIO, TextIO, TextIO])
 
     def report(code: bytes, exc: BaseException) -> NoReturn:
         with contextlib.suppress(BaseException):
-            frames = exc.__traceback__.tb_next if exc.__traceback__ else None  # drop the harness
-            text = "".join(traceback.format_exception(type(exc), exc, frames))
-            write(2, text.encode("utf-8", "replace"))
+            write(2, _error_text(exc, source, path).encode("utf-8", "replace"))
         write(4, code)
         leave(1)
 
@@ -205,6 +230,7 @@ class Worker:
         os.environ.clear()
         os.environ.update(self.env)
         self.streams = _program_streams()
+        _rehearse()
         gc.collect()
         gc.freeze()  # keep the preloaded heap shared with the forked children
 
@@ -219,6 +245,7 @@ class Worker:
             self._clean(lambda: isolation.empty_private_dirs(keep=self.root), "/tmp and the like")
         if self.isolation.ipc_namespace:
             self._clean(isolation.remove_ipc_objects, "System V IPC")
+            self._clean(isolation.remove_message_queues, "POSIX message queues")
         return escaped
 
     def _guard_root(self) -> None:

@@ -61,6 +61,8 @@ for top in ('/tmp/locked', 'stays'):
     os.chmod(top + '/in', 0o500)
     os.chmod(top, 0o500)
 '''
+queue = ("import ctypes, os\nq = ctypes.CDLL(None).mq_open(b'/hybridmetric-left', %s, 0o600, "
+         "None)\n")
 stdcxx = "#include <bits/stdc++.h>\nint main() { std::vector<int> v{1}; assert(v.size() == 1); }\n"
 programs = {
     "passes": ("python", "assert sorted([3, 1, 2]) == [1, 2, 3]\n"),
@@ -118,6 +120,9 @@ programs = {
                                "for root in glob.glob('/tmp/hybridmetric-sandbox-*'):\n"
                                "    os.chmod(root, 0)\n"),
     "after_lock": ("python", "assert sum([1, 2]) == 3\n"),
+    # a POSIX message queue left for the next program (the user's IPC namespace: the worker's)
+    "leaves_queue": ("python", queue % "os.O_CREAT | os.O_RDWR" + "assert q >= 0\n"),
+    "finds_no_queue": ("python", queue % "os.O_RDONLY" + "assert q == -1, 'queue kept'\n"),
 }
 with Sandbox(workers=1) as box:
     isolation = box.isolation.as_dict()
@@ -219,7 +224,8 @@ def _run_as_user(home: str, data: str) -> None:
         "cpp_after_plant": "passed", "java_after_plant": "passed", "locks": "passed",
         "after_locks": "passed", "fifo_output": "passed", "stashes": "passed",
         "finds_no_stash": "passed", "locks_worker": "passed",
-        "after_lock": "passed"}, seen["errors"]
+        "after_lock": "passed", "leaves_queue": "passed",
+        "finds_no_queue": "passed"}, seen["errors"]
     for name in ("writes_home", "writes_files"):
         assert "Read-only file system" in seen["errors"][name], seen["errors"][name]
     with open(os.path.join(data, "public.txt")) as handle:

@@ -246,14 +246,19 @@ def test_cannot_reach_a_host_unix_socket(address: str, error: str, sandbox: Sand
     untouched(sandbox)
 
 
-SHMGET = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+LIBC = "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+#: How a program makes (IPC_CREAT | 0600) and looks up a System V object of each kind.
+IPC_CALLS = {"shm": ("shmget({key}, 4096, 0o1600)", "shmget({key}, 0, 0)"),
+             "sem": ("semget({key}, 1, 0o1600)", "semget({key}, 0, 0)"),
+             "msg": ("msgget({key}, 0o1600)", "msgget({key}, 0)")}
 
 
+@pytest.mark.parametrize("kind", sorted(IPC_CALLS))
 def test_system_v_ipc_neither_reaches_the_host_nor_outlives_the_program(
-        sandbox: Sandbox, run: Run, untouched: Check) -> None:
+        sandbox: Sandbox, run: Run, untouched: Check, kind: str) -> None:
     """A shared memory segment of the host's that anyone may attach is out of reach (its own IPC
-    namespace), and one a program makes is gone before the next program (a channel between
-    programs, and memory that would stay held)."""
+    namespace), and a segment, semaphore set or message queue a program makes is gone before
+    the next program (a channel between programs, and memory that would stay held)."""
     if not sandbox.isolation.ipc_namespace:
         pytest.skip("no IPC namespace here")
     import ctypes
@@ -262,17 +267,45 @@ def test_system_v_ipc_neither_reaches_the_host_nor_outlives_the_program(
     key = 0x484D0000 + os.getpid() % 0xFFFF
     host = libc.shmget(key, 4096, 0o1666)  # IPC_CREAT | rw for everyone
     assert host >= 0
+    make, find = (call.format(key=key + 1) for call in IPC_CALLS[kind])
     try:
-        sees_host = SHMGET + f"assert libc.shmget({key}, 0, 0) == -1, 'host segment reached'\n"
+        sees_host = LIBC + f"assert libc.shmget({key}, 0, 0) == -1, 'host segment reached'\n"
         assert run(sandbox, "python", sees_host).outcome == PASSED
-        leaves = SHMGET + f"assert libc.shmget({key + 1}, 4096, 0o1600) >= 0\n"
-        assert run(sandbox, "python", leaves).outcome == PASSED
-        finds = SHMGET + f"assert libc.shmget({key + 1}, 0, 0) == -1, 'segment kept'\n"
+        assert run(sandbox, "python", LIBC + f"assert libc.{make} >= 0\n").outcome == PASSED
+        finds = LIBC + f"assert libc.{find} == -1, '{kind} object kept'\n"
         after = sandbox.run([Program("python", finds + f"# {i}\n", Limits(timeout_s=5.0))
                              for i in range(4)])  # on both workers
         assert [r.outcome for r in after] == [PASSED] * 4, after
     finally:
         assert libc.shmctl(host, 0, None) == 0  # IPC_RMID
+    untouched(sandbox)
+
+
+def test_posix_message_queues_neither_reach_the_host_nor_outlive_the_program(
+        sandbox: Sandbox, run: Run, untouched: Check) -> None:
+    """POSIX message queues belong to the IPC namespace too: one the host made is out of reach,
+    and one a program makes (a channel to the next program) is gone before the next."""
+    if not sandbox.isolation.ipc_namespace:
+        pytest.skip("no IPC namespace here")
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    host_name, left_name = (f"/hybridmetric-{os.getpid()}-{who}".encode() for who in "hp")
+    host = libc.mq_open(host_name, os.O_CREAT | os.O_RDWR, 0o666, None)
+    assert host >= 0, os.strerror(ctypes.get_errno())
+    opens = LIBC + "import os\nq = libc.mq_open({name!r}, {flags}, 0o600, None)\n"
+    try:
+        sees_host = opens.format(name=host_name, flags="os.O_RDONLY") + "assert q == -1, q\n"
+        assert run(sandbox, "python", sees_host).outcome == PASSED
+        leaves = opens.format(name=left_name, flags="os.O_CREAT | os.O_RDWR") + "assert q >= 0\n"
+        assert run(sandbox, "python", leaves).outcome == PASSED
+        finds = opens.format(name=left_name, flags="os.O_RDONLY") + "assert q == -1, 'kept'\n"
+        after = sandbox.run([Program("python", finds + f"# {i}\n", Limits(timeout_s=5.0))
+                             for i in range(4)])  # on both workers
+        assert [r.outcome for r in after] == [PASSED] * 4, after
+    finally:
+        os.close(host)
+        assert libc.mq_unlink(host_name) == 0
     untouched(sandbox)
 
 
