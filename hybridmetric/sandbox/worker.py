@@ -15,6 +15,7 @@ import contextlib
 import fcntl
 import gc
 import importlib
+import io
 import json
 import linecache
 import os
@@ -139,7 +140,8 @@ def _program_streams() -> tuple[TextIO, TextIO, TextIO]:
 def _error_text(exc: BaseException, source: str, path: str) -> str:
     """The traceback of a program's exception, without the harness's frame; its lines come
     from the source the program ran (no file to read, and what ran even if it rewrote it)."""
-    linecache.cache[path] = (len(source), None, source.splitlines(True), path)
+    lines = io.StringIO(source, newline=None).readlines()  # the compiler's line breaks only
+    linecache.cache[path] = (len(source), None, lines, path)
     frames = exc.__traceback__.tb_next if exc.__traceback__ else None
     return "".join(traceback.format_exception(type(exc), exc, frames))
 
@@ -245,6 +247,7 @@ class Worker:
             self._clean(lambda: isolation.empty_private_dirs(keep=self.root), "/tmp and the like")
         if self.isolation.ipc_namespace:
             self._clean(isolation.remove_ipc_objects, "System V IPC")
+        if self.isolation.message_queues:
             self._clean(isolation.remove_message_queues, "POSIX message queues")
         return escaped
 

@@ -97,6 +97,19 @@ def test_failure_keeps_capped_error_text(sandbox: Sandbox, run: Run) -> None:
     assert "ValueError: boom" in result.error and len(result.error) < 2500
 
 
+@pytest.mark.parametrize("break_", ["\\x0c", "\\x1c", "\\u2028"])
+def test_traceback_quotes_the_lines_that_ran(sandbox: Sandbox, run: Run, break_: str) -> None:
+    """Traceback lines come from the source that ran, split where the compiler splits it (a form
+    feed or a Unicode line separator inside a string is no line break), even when the program
+    emptied its own file."""
+    source = (f"text = 'a{break_}b'\nopen(__file__, 'w').write('')\n"
+              f"assert len(text) == 0, 'third'\n")
+    source = source.encode().decode("unicode_escape")  # the break character itself
+    result = run(sandbox, "python", source, LIMITS)
+    assert result.outcome == FAILED
+    assert "    assert len(text) == 0, 'third'" in result.error.split("\n"), result.error
+
+
 def test_timeout_is_wall_clock_not_cpu(sandbox: Sandbox, run: Run) -> None:
     assert run(sandbox, "python", "import time\ntime.sleep(30)\n",
                Limits(timeout_s=1.0)).outcome == TIMEOUT

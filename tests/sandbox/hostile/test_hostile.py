@@ -4,6 +4,7 @@ back from the same workers)."""
 
 from __future__ import annotations
 
+import errno
 import os
 import socket
 import threading
@@ -23,6 +24,7 @@ from hybridmetric.sandbox import (
     Program,
     RunResult,
     Sandbox,
+    isolation,
 )
 
 Run = Callable[..., RunResult]
@@ -257,8 +259,9 @@ IPC_CALLS = {"shm": ("shmget({key}, 4096, 0o1600)", "shmget({key}, 0, 0)"),
 def test_system_v_ipc_neither_reaches_the_host_nor_outlives_the_program(
         sandbox: Sandbox, run: Run, untouched: Check, kind: str) -> None:
     """A shared memory segment of the host's that anyone may attach is out of reach (its own IPC
-    namespace), and a segment, semaphore set or message queue a program makes is gone before
-    the next program (a channel between programs, and memory that would stay held)."""
+    namespace), and the segments, semaphore sets or message queues a program makes are gone
+    before the next program (a channel between programs, and memory that would stay held),
+    without the worker having to be replaced."""
     if not sandbox.isolation.ipc_namespace:
         pytest.skip("no IPC namespace here")
     import ctypes
@@ -267,17 +270,22 @@ def test_system_v_ipc_neither_reaches_the_host_nor_outlives_the_program(
     key = 0x484D0000 + os.getpid() % 0xFFFF
     host = libc.shmget(key, 4096, 0o1666)  # IPC_CREAT | rw for everyone
     assert host >= 0
-    make, find = (call.format(key=key + 1) for call in IPC_CALLS[kind])
+    make, find = IPC_CALLS[kind]
+    workers = [w.process.pid for w in sandbox._workers]
     try:
         sees_host = LIBC + f"assert libc.shmget({key}, 0, 0) == -1, 'host segment reached'\n"
         assert run(sandbox, "python", sees_host).outcome == PASSED
-        assert run(sandbox, "python", LIBC + f"assert libc.{make} >= 0\n").outcome == PASSED
-        finds = LIBC + f"assert libc.{find} == -1, '{kind} object kept'\n"
+        leaves = LIBC + "".join(f"assert libc.{make.format(key=key + k)} >= 0\n" for k in (1, 2))
+        for i in range(4):  # two objects at once, on both workers, twice: not all at index 0
+            assert run(sandbox, "python", leaves + f"# {i}\n").outcome == PASSED
+        finds = LIBC + "".join(f"assert libc.{find.format(key=key + k)} == -1, '{kind} {k} kept'\n"
+                               for k in (1, 2))
         after = sandbox.run([Program("python", finds + f"# {i}\n", Limits(timeout_s=5.0))
-                             for i in range(4)])  # on both workers
+                             for i in range(4)])
         assert [r.outcome for r in after] == [PASSED] * 4, after
     finally:
         assert libc.shmctl(host, 0, None) == 0  # IPC_RMID
+    assert [w.process.pid for w in sandbox._workers] == workers  # cleared, not replaced
     untouched(sandbox)
 
 
@@ -292,13 +300,18 @@ def test_posix_message_queues_neither_reach_the_host_nor_outlive_the_program(
     libc = ctypes.CDLL(None, use_errno=True)
     host_name, left_name = (f"/hybridmetric-{os.getpid()}-{who}".encode() for who in "hp")
     host = libc.mq_open(host_name, os.O_CREAT | os.O_RDWR, 0o666, None)
+    if host < 0 and ctypes.get_errno() == errno.ENOSYS:
+        pytest.skip("this kernel has no POSIX message queues")
     assert host >= 0, os.strerror(ctypes.get_errno())
     opens = LIBC + "import os\nq = libc.mq_open({name!r}, {flags}, 0o600, None)\n"
+    workers = [w.process.pid for w in sandbox._workers]
     try:
         sees_host = opens.format(name=host_name, flags="os.O_RDONLY") + "assert q == -1, q\n"
         assert run(sandbox, "python", sees_host).outcome == PASSED
-        leaves = opens.format(name=left_name, flags="os.O_CREAT | os.O_RDWR") + "assert q >= 0\n"
-        assert run(sandbox, "python", leaves).outcome == PASSED
+        locks = "import contextlib\nwith contextlib.suppress(OSError):\n" \
+                f"    os.chmod({isolation.MQUEUE_DIR!r}, 0o555)\n"  # not the worker's to lock
+        leaves = opens.format(name=left_name, flags="os.O_CREAT | os.O_RDWR") + locks
+        assert run(sandbox, "python", leaves + "assert q >= 0\n").outcome == PASSED
         finds = opens.format(name=left_name, flags="os.O_RDONLY") + "assert q == -1, 'kept'\n"
         after = sandbox.run([Program("python", finds + f"# {i}\n", Limits(timeout_s=5.0))
                              for i in range(4)])  # on both workers
@@ -306,6 +319,7 @@ def test_posix_message_queues_neither_reach_the_host_nor_outlive_the_program(
     finally:
         os.close(host)
         assert libc.mq_unlink(host_name) == 0
+    assert [w.process.pid for w in sandbox._workers] == workers  # cleared, not replaced
     untouched(sandbox)
 
 
