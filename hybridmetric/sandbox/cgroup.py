@@ -85,10 +85,10 @@ class MemoryCgroup:
         if layout.swap_limit and os.path.exists(os.path.join(path, layout.swap_limit)):
             self._limit_files.append(layout.swap_limit)  # v1 wants memsw >= limit at every step
         self._limit_mb: int | None = None
-        # Kept open: a program's child joins with one write, and the counter is read with one
-        # pread (both run once per program). Closed on exec, and closed in a program's child
-        # before its code runs.
-        self._procs = os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
+        # Kept open: a program's child joins by writing "0" to ``procs`` (see launcher.py), and
+        # the counter is read with one pread (both once per program). Closed on exec, and
+        # closed in a program's child before its code runs.
+        self.procs = os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
         self._events = os.open(os.path.join(path, layout.events), os.O_RDONLY | os.O_CLOEXEC)
         self._oom_seen = self.oom_kills()
 
@@ -132,10 +132,6 @@ class MemoryCgroup:
             self._limit_mb = memory_mb
         return self._oom_seen
 
-    def join(self) -> None:
-        """Move the calling process into the cgroup (in the child, before it drops root)."""
-        os.write(self._procs, b"0")  # "0": the writer itself
-
     def oom_kills(self) -> int:
         """The kernel's count of OOM kills in this cgroup, read now."""
         match = re.search(rb"^oom_kill (\d+)$", os.pread(self._events, 4096, 0), re.MULTILINE)
@@ -143,7 +139,7 @@ class MemoryCgroup:
         return self._oom_seen
 
     def remove(self) -> None:
-        for fd in (self._procs, self._events):
+        for fd in (self.procs, self._events):
             with contextlib.suppress(OSError):
                 os.close(fd)
         with contextlib.suppress(OSError):

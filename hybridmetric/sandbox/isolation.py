@@ -31,16 +31,18 @@ import contextlib
 import ctypes
 import errno
 import os
-import resource
 import select
 import shutil
 import signal
 import stat
 import time
+from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from hybridmetric.sandbox.limits import Limits
+from hybridmetric.sandbox.launcher import check as _check
+from hybridmetric.sandbox.launcher import drop_privileges
+from hybridmetric.sandbox.launcher import libc as _libc
 
 CLONE_NEWNS = 0x00020000
 CLONE_NEWNET = 0x40000000
@@ -60,7 +62,6 @@ MS_NOSUID = 0x2
 MS_NODEV = 0x4
 PR_SET_NO_NEW_PRIVS = 38
 PR_SET_PDEATHSIG = 1
-PR_SET_DUMPABLE = 4
 PR_SET_CHILD_SUBREAPER = 36
 AF_UNIX = 1
 SCMP_ACT_ALLOW = 0x7FFF0000
@@ -75,8 +76,6 @@ SYS_MOUNT_SETATTR = 442  # one number on every architecture (Linux 5.12)
 MOUNT_ATTR_RDONLY = 0x1
 AT_RECURSIVE = 0x8000
 AT_FDCWD = -100
-
-_libc = ctypes.CDLL(None, use_errno=True)
 
 
 @dataclass(frozen=True)
@@ -108,12 +107,6 @@ class Isolation:
 
     def as_dict(self) -> dict[str, object]:
         return asdict(self)
-
-
-def _check(result: int, what: str) -> None:
-    if result != 0:
-        code = ctypes.get_errno()
-        raise OSError(code, f"{what}: {os.strerror(code)}")
 
 
 def unshare(flags: int) -> None:
@@ -457,40 +450,9 @@ def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
                      read_only=read_only, ipc_namespace=ipcns, message_queues=queues), problems
 
 
-def apply_limits(limits: Limits, *, memory_mb: int | None = None,
-                 cpu_s: float | None = None) -> None:
-    """Set the rlimits of the calling process (run in the child, before exec)."""
-    memory = (memory_mb or limits.memory_mb) * 2**20
-    cpu = int(cpu_s if cpu_s is not None else limits.timeout_s) + 1
-    file_size = limits.file_mb * 2**20
-    resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
-    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
-    resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
-    resource.setrlimit(resource.RLIMIT_NOFILE, (limits.open_files, limits.open_files))
-    resource.setrlimit(resource.RLIMIT_NPROC, (limits.processes, limits.processes))
-    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-    # A write past RLIMIT_FSIZE fails with EFBIG instead of killing the program.
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-
-
-def set_dumpable(dumpable: bool) -> None:
-    """A process that is not dumpable cannot be traced, nor its ``/proc`` memory and file
-    descriptors opened, by other processes of its uid."""
-    _check(_libc.prctl(PR_SET_DUMPABLE, int(dumpable), 0, 0, 0), "prctl(DUMPABLE)")
-
-
-def drop_privileges(uid: int | None) -> None:
-    """Become the sandbox uid (gid = uid, no supplementary groups)."""
-    if uid is None:
-        return
-    os.setgroups([])
-    os.setresgid(uid, uid, uid)
-    os.setresuid(uid, uid, uid)
-
-
-def _descendants(root: int, spare: int | None = None) -> list[int]:
-    """Every live descendant of ``root`` but ``spare`` and its own descendants, read from
-    ``/proc/PID/task/TID/children``."""
+def _descendants(root: int, spare: Collection[int] = ()) -> list[int]:
+    """Every live descendant of ``root`` but those in ``spare`` and their own descendants,
+    read from ``/proc/PID/task/TID/children``."""
     found: list[int] = []
     stack = [root]
     while stack:
@@ -505,7 +467,7 @@ def _descendants(root: int, spare: int | None = None) -> list[int]:
                     children = [int(c) for c in handle.read().split()]
             except OSError:
                 continue
-            children = [c for c in children if c != spare]
+            children = [c for c in children if c not in spare]
             found.extend(children)
             stack.extend(children)
     return found
@@ -534,14 +496,14 @@ def _kill_uid(uid: int) -> None:
     os.waitpid(pid, 0)
 
 
-def sweep(uid: int | None, rounds: int = 200, spare: int | None = None) -> int:
+def sweep(uid: int | None, rounds: int = 200, spare: Collection[int] = ()) -> int:
     """Kill every leftover process of the sandbox; return how many were found.
 
     This worker is a subreaper, so every process a program started is its descendant, even one
     that called ``setsid``: when its parent dies it is re-parented here. Call this after the
     program's own process has been reaped. When root, ``kill(-1)`` as the sandbox uid also stops
-    processes forked while the tree is being walked. ``spare`` is the worker's compile server
-    (another uid, and no program's descendant).
+    processes forked while the tree is being walked. ``spare``: the worker's fork server and
+    compile server (other uids, and no program's ancestors once the program has been reaped).
     """
     found: set[int] = set()
     me = os.getpid()

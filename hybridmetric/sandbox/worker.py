@@ -1,37 +1,37 @@
-"""The sandbox worker: a fork server for Python and a runner for the other languages.
+"""The sandbox worker: one program at a time, from request to verdict.
 
 Started by :class:`hybridmetric.sandbox.pool.Sandbox` with a clean environment, it isolates itself
-once (network and mount namespaces, seccomp, subreaper; see ``isolation.py``), imports the modules
-a study needs, then answers one JSON request per line on stdin with one JSON result per line on
-stdout. Each program runs in a forked child with its own session, rlimits, private working
-directory and the worker's unprivileged uid; a Python program costs a fork, not an interpreter
-start.
+once (network and mount namespaces, seccomp, subreaper; see ``isolation.py``), starts its fork
+server (``launcher.py``: a warm Python that imports the modules a study needs), then answers one
+JSON request per line on stdin with one JSON result per line on stdout. For each program it makes
+the private working directory, compiles what needs compiling, has the program launched in a
+forked child (own session, rlimits, the worker's unprivileged uid; a Python program costs a fork,
+not an interpreter start), then sweeps what the program left and gives the verdict.
 """
 
 from __future__ import annotations
 
-import builtins
 import contextlib
-import fcntl
-import gc
-import importlib
-import io
 import json
-import linecache
 import os
-import select
 import shutil
 import signal
 import sys
 import tempfile
-import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from typing import Any, NoReturn, TextIO
 
 from hybridmetric.sandbox import isolation, languages
 from hybridmetric.sandbox.cgroup import MemoryCgroup
 from hybridmetric.sandbox.javac import CompileError, JavacServer
+from hybridmetric.sandbox.launcher import (
+    PROGRAM,
+    ForkServer,
+    InProcess,
+    LauncherError,
+    Rlimits,
+    set_dumpable,
+)
 from hybridmetric.sandbox.limits import (
     CRASH,
     FAILED,
@@ -47,14 +47,9 @@ from hybridmetric.sandbox.limits import (
 
 #: What trusted builds (the precompiled header) run with: nothing of the programs' environment.
 BUILD_ENV = {"PATH": languages.SEARCH_PATH, "LANG": "C.UTF-8"}
-_TAIL = 16384
 _MEMORY_SIGNS = ("MemoryError", "std::bad_alloc", "heap out of memory", "OutOfMemoryError",
                  "Cannot allocate memory", "Allocation failed", "Array buffer allocation failed")
 _CXX_ASSERT = "Assertion `"
-#: Failing programs the fork server runs in itself before it forks any (see :func:`_rehearse`):
-#: an assertion that fails on a whole line, and an error inside an expression (a caret line).
-_REHEARSALS = ("def check(candidate):\n    assert candidate(1) == 3\n\ncheck(lambda x: x + 1)\n",
-               "def f(x):\n    return [x][x] + 1\n\nf(1)\n")
 
 
 def program_env(work: str) -> dict[str, str]:
@@ -100,101 +95,10 @@ class Process:
         return self.exit_code == 0 and b"T" + self.token in self.report
 
 
-def _tail(fd: int) -> str:
-    """The end of a program's output, read through the descriptor the worker opened (its name
-    may by now be another file, or a FIFO that would block a reader)."""
-    size = os.fstat(fd).st_size
-    return os.pread(fd, _TAIL, max(0, size - _TAIL)).decode("utf-8", "replace")
-
-
 def _identity(path: str) -> tuple[int, int, int]:
     """Inode, mode and owner: what changes when a folder is replaced or locked."""
     status = os.lstat(path)
     return status.st_ino, status.st_mode, status.st_uid
-
-
-def _fresh_file(path: str) -> int:
-    """A new empty file at ``path`` (the compile step's output file there goes first)."""
-    with contextlib.suppress(FileNotFoundError):
-        os.unlink(path)
-    return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
-
-
-def _install_fds(fds: list[int]) -> None:
-    """Put ``fds`` on 0, 1, 2, ... in the child and close everything else."""
-    high = [fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in fds]
-    for number, fd in enumerate(high):
-        os.dup2(fd, number)
-    os.closerange(len(fds), 1 << 20)
-
-
-def _program_streams() -> tuple[TextIO, TextIO, TextIO]:
-    """A Python program's stdin, stdout and stderr: fds 0, 1, 2 as the child will have them.
-    Made once in the worker (which never uses them), so that a fork need not build them."""
-    return (open(0, closefd=False),  # noqa: SIM115 - fd 0 is /dev/null
-            open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False),  # noqa: SIM115
-            open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False,  # noqa: SIM115
-                 buffering=1))
-
-
-def _error_text(exc: BaseException, source: str, path: str) -> str:
-    """The traceback of a program's exception, without the harness's frame; its lines come
-    from the source the program ran (no file to read, and what ran even if it rewrote it)."""
-    lines = io.StringIO(source, newline=None).readlines()  # the compiler's line breaks only
-    linecache.cache[path] = (len(source), None, lines, path)
-    frames = exc.__traceback__.tb_next if exc.__traceback__ else None
-    return "".join(traceback.format_exception(type(exc), exc, frames))
-
-
-def _rehearse(times: int = 64) -> None:
-    """Run failing programs in the fork server itself, before it forks any: the caches that
-    compiling, running and formatting a traceback fill, and the code they specialise (CPython
-    rewrites a function's bytecode in place in its first few dozen runs), are then shared with
-    every child instead of being written, and their pages copied, in each."""
-    path = os.path.join(os.sep, "rehearsal.py")
-    for source in _REHEARSALS * times:
-        try:
-            exec(compile(source, path, "exec", dont_inherit=True), {"__name__": "__main__"})
-        except Exception as exc:  # noqa: BLE001 - the point
-            _error_text(exc, source, path)
-    linecache.cache.pop(path, None)
-
-
-def _python_main(source: str, path: str, streams: tuple[TextIO, TextIO, TextIO]) -> NoReturn:
-    """Run ``source`` as ``__main__`` in this (child) process; emit the token after it returns."""
-    write, read, leave = os.write, os.read, os._exit  # held before the program can patch them
-    sys.stdin, sys.stdout, sys.stderr = streams
-    sys.argv = [path]
-    sys.path.insert(0, os.path.dirname(path))
-
-    def report(code: bytes, exc: BaseException) -> NoReturn:
-        with contextlib.suppress(BaseException):
-            write(2, _error_text(exc, source, path).encode("utf-8", "replace"))
-        write(4, code)
-        leave(1)
-
-    try:
-        code = compile(source, path, "exec", dont_inherit=True)
-    except (SyntaxError, ValueError, UnicodeError) as exc:  # ValueError: NUL bytes
-        report(b"S", exc)
-    except MemoryError as exc:
-        report(b"M", exc)
-    namespace: dict[str, Any] = {"__name__": "__main__", "__file__": path,
-                                 "__builtins__": builtins}
-    try:
-        exec(code, namespace)
-    except SystemExit as exc:
-        report(b"X", RuntimeError(f"the program called exit({exc.code!r}) before its tests ended"))
-    except MemoryError as exc:
-        report(b"M", exc)
-    except BaseException as exc:
-        report(b"E", exc)
-    for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(BaseException):
-            stream.flush()
-    token = read(3, 64)
-    write(4, b"T" + token)
-    leave(0)
 
 
 class Worker:
@@ -206,7 +110,7 @@ class Worker:
         # Without root, programs share the worker's uid: they must not be able to interrupt it
         # (a handled signal reaches a namespace's init) or read and write its memory.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
-        isolation.set_dumpable(False)
+        set_dumpable(False)
         self.uid = self.isolation.uid
         self.cgroup: MemoryCgroup | None = None
         try:
@@ -226,20 +130,20 @@ class Worker:
         self.case = os.path.join(self.root, "case")
         self.env = program_env(os.path.join(self.case, "work"))
         self.javac = JavacServer(self.root, self.uid)
+        # As root, programs run under another uid and cannot touch a fork server of root's.
+        start = ForkServer if self.uid is not None else InProcess
+        try:
+            self.launcher = start(self.uid, self.cgroup.procs if self.cgroup else None,
+                                  self.env, self.env["HOME"], preload)
+        except BaseException:  # a preload that does not import: leave no cgroup behind
+            self._release()
+            raise
         self.sweep()
-        for module in preload:  # under the pool's environment (one BLAS thread)
-            importlib.import_module(module)
-        os.environ.clear()
-        os.environ.update(self.env)
-        self.streams = _program_streams()
-        _rehearse()
-        gc.collect()
-        gc.freeze()  # keep the preloaded heap shared with the forked children
 
     def sweep(self) -> int:
         try:
-            escaped = isolation.sweep(self.uid,
-                                      spare=self.javac.pid if self.javac.alive() else None)
+            spare = {self.launcher.pid, self.javac.pid if self.javac.alive() else None}
+            escaped = isolation.sweep(self.uid, spare=spare - {None})
         except OSError as exc:  # processes outlived every kill round: none may meet the next
             self.retiring = str(exc)
             return 0
@@ -278,6 +182,10 @@ class Worker:
             sys.stderr.write(self.retiring + "\n")
 
     def close(self) -> None:
+        self.launcher.stop()
+        self._release()
+
+    def _release(self) -> None:
         self.javac.stop()
         if self.cgroup is not None:
             self.cgroup.remove()
@@ -293,7 +201,7 @@ class Worker:
             if self.uid is not None:
                 os.chown(work, self.uid, self.uid)
             if language == "python":
-                return self._python(source, limits, case, work)
+                return self._python(source, limits, work)
             return self._built(language, source, limits, case, work, classpath)
         except OSError as exc:
             return RunResult(SANDBOX_ERROR, f"sandbox failure: {exc}")
@@ -302,11 +210,9 @@ class Worker:
             if self.uid is None and not self.retiring:
                 self._guard_root()
 
-    def _python(self, source: str, limits: Limits, case: str, work: str) -> RunResult:
-        path = os.path.join(work, "program.py")
-        self._write(path, source, self.uid)
-        process = self._spawn(None, source, path, limits, limits.memory_mb, limits.timeout_s,
-                              case, work)
+    def _python(self, source: str, limits: Limits, work: str) -> RunResult:
+        self._write(os.path.join(work, PROGRAM), source, self.uid)
+        process = self._spawn(None, source, limits, limits.memory_mb, limits.timeout_s)
         return self._verdict("python", process, limits)
 
     def _built(self, language: str, source: str, limits: Limits, case: str, work: str,
@@ -339,15 +245,15 @@ class Worker:
             self._write(os.path.join(directory, name), text, owner)
         if owner is not None:
             os.chown(directory, owner, owner)
-        failed = self._compile(recipe, limits, case, work, directory)
+        failed = self._compile(recipe, limits, directory)
         if failed is not None:
             return failed
         overhead = languages.RUNTIME_OVERHEAD_MB.get(language, 0)
-        process = self._spawn(recipe.run, None, None, limits, limits.memory_mb + overhead,
-                              limits.timeout_s, case, work)
+        process = self._spawn(recipe.run, None, limits, limits.memory_mb + overhead,
+                              limits.timeout_s)
         return self._verdict(language, process, limits)
 
-    def _compile(self, recipe: languages.Build, limits: Limits, case: str, work: str,
+    def _compile(self, recipe: languages.Build, limits: Limits,
                  directory: str) -> RunResult | None:
         """Compile a program (in ``directory``); None when it compiled, else the verdict."""
         if recipe.compile is None:
@@ -366,8 +272,7 @@ class Worker:
             diagnostics = diagnostics.replace(directory + os.sep, "")  # paths as javac's own
             return None if status == 0 else RunResult(SYNTAX_ERROR, cap(diagnostics))
         memory = max(limits.memory_mb, 1024) + 1024
-        built = self._spawn(recipe.compile, None, None, limits, memory, limits.compile_timeout_s,
-                            case, work)
+        built = self._spawn(recipe.compile, None, limits, memory, limits.compile_timeout_s)
         if built.timed_out or built.signal == signal.SIGXCPU:
             return RunResult(TIMEOUT, f"compiling took over {limits.compile_timeout_s} s",
                              built.escaped)
@@ -408,71 +313,21 @@ class Worker:
         if owner is not None:
             os.chown(path, owner, owner)
 
-    def _spawn(self, argv: list[str] | None, source: str | None, path: str | None,
-               limits: Limits, memory_mb: int, timeout_s: float, case: str,
-               work: str) -> Process:
+    def _spawn(self, argv: list[str] | None, source: str | None, limits: Limits,
+               memory_mb: int, timeout_s: float) -> Process:
         """Run ``argv`` (or, when None, the Python ``source``) in an isolated child."""
         oom_before = self.cgroup.prepare(memory_mb) if self.cgroup is not None else 0
-        token = os.urandom(16).hex().encode()
-        token_r, token_w = os.pipe()
-        os.write(token_w, token)
-        os.close(token_w)
-        report_r, report_w = os.pipe()
-        if self.uid is not None:  # so that /proc/self/fd/3 and 4 can be reopened (the JVM does)
-            os.fchown(token_r, self.uid, self.uid)
-            os.fchown(report_w, self.uid, self.uid)
-        out, err = (_fresh_file(os.path.join(case, name)) for name in ("stdout", "stderr"))
-        devnull = os.open(os.devnull, os.O_RDONLY)
-        pid = os.fork()
-        if pid == 0:
-            channel = report_w
-            try:
-                if self.cgroup is not None:  # first: its descriptor is closed below
-                    self.cgroup.join()
-                os.setsid()
-                _install_fds([devnull, out, err, token_r, report_w])
-                channel = 4
-                os.chdir(work)
-                signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-                signal.signal(signal.SIGINT, signal.default_int_handler if argv is None
-                              else signal.SIG_DFL)  # the worker ignores it (see __init__)
-                isolation.apply_limits(limits, memory_mb=memory_mb, cpu_s=timeout_s)
-                isolation.drop_privileges(self.uid)
-                isolation.set_dumpable(True)  # the worker is not (see __init__)
-                if argv is None:
-                    assert source is not None and path is not None
-                    _python_main(source, path, self.streams)
-                os.execve(argv[0], argv, self.env)
-            except BaseException as exc:  # the sandbox failed before the program started
-                with contextlib.suppress(BaseException):
-                    os.write(channel, b"B" + repr(exc).encode()[:1000])
-                os._exit(70)
-        for fd in (token_r, report_w, devnull):
-            os.close(fd)
-        pidfd = os.pidfd_open(pid)
+        rlimits: Rlimits = (memory_mb * 2**20, int(timeout_s) + 1, limits.file_mb * 2**20,
+                            limits.open_files, limits.processes)
         try:
-            timed_out = not select.select([pidfd], [], [], timeout_s)[0]
-        finally:
-            os.close(pidfd)
-        if timed_out:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(pid, signal.SIGKILL)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGKILL)
-        _, status = os.waitpid(pid, 0)
-        os.set_blocking(report_r, False)
-        try:
-            report = os.read(report_r, 65536)
-        except BlockingIOError:
-            report = b""
-        os.close(report_r)
+            status, timed_out, report, token, stdout, stderr = self.launcher.launch(
+                (argv, source, rlimits, timeout_s))
+        except LauncherError as exc:
+            self.retiring = str(exc)
+            self.sweep()  # the server is gone: what it started is the worker's to kill
+            raise
         escaped = self.sweep()
         oom = self.cgroup is not None and self.cgroup.oom_kills() > oom_before
-        try:
-            stdout, stderr = _tail(out), _tail(err)
-        finally:
-            os.close(out)
-            os.close(err)
         return Process(status, timed_out, report, token, stdout, stderr, escaped, oom)
 
     def _verdict(self, language: str, process: Process, limits: Limits) -> RunResult:

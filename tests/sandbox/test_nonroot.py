@@ -108,10 +108,11 @@ programs = {
     "locks": ("python", lock),
     "after_locks": ("python", "import os\nassert not os.path.exists('/tmp/locked')\n"
                               "assert os.listdir('.') == ['program.py'], os.listdir('.')\n"),
-    # the worker's own folder is the user's too: a program may swap its output for a FIFO,
-    # leave files there for the next, or lock it
-    "fifo_output": ("python", "import os\nos.unlink('../stdout')\nos.mkfifo('../stdout')\n"
-                              "print('hello')\n"),
+    # the worker's own folder is the user's too: a program may put a FIFO where its output
+    # could be read from (it is a memory file with no name), leave files there for the next,
+    # or lock it
+    "fifo_output": ("python", "import os\nos.mkfifo('../stdout')\nprint('hello')\n"
+                              "assert not os.path.exists('/proc/self/fd/5')\n"),
     "stashes": ("python", "import glob\nfor root in glob.glob('/tmp/hybridmetric-sandbox-*'):\n"
                           "    open(root + '/stash', 'w').write('x')\n"),
     "finds_no_stash": ("python", "import glob\n"

@@ -129,6 +129,23 @@ def test_program_sees_clean_environment_and_private_dir(sandbox: Sandbox, run: R
     assert run(sandbox, "python", source, LIMITS).outcome == PASSED
 
 
+def test_program_imports_what_it_writes_beside_itself(sandbox: Sandbox, run: Run) -> None:
+    """Its folder is first on the import path, even though the fork server started before any
+    such folder existed (an import system that had looked for it then would skip it now)."""
+    source = ("open('helper_mod.py', 'w').write('VALUE = 41')\n"
+              "import helper_mod\nassert helper_mod.VALUE + 1 == 42\n")
+    assert run(sandbox, "python", source, LIMITS).outcome == PASSED
+
+
+def test_programs_fork_from_a_small_server_as_root(sandbox: Sandbox, run: Run) -> None:
+    """As root, programs are forked by the fork server, which holds the standard modules
+    programs import most and none of the worker's own (its JSON, dataclasses, verdicts)."""
+    source = ("import sys\nassert {'typing', 'math', 'collections', 're'} <= set(sys.modules)\n"
+              "assert not {'json', 'dataclasses', 'hybridmetric.sandbox.worker'} & "
+              "set(sys.modules), sorted(sys.modules)\n")
+    assert run(sandbox, "python", source, LIMITS).outcome == PASSED
+
+
 def test_identical_programs_run_once_and_cache_persists(tmp_path: Path,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     sent: list[str] = []

@@ -9,6 +9,7 @@ import os
 import socket
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,6 +19,7 @@ from hybridmetric.sandbox import (
     FAILED,
     MEMORY,
     PASSED,
+    SANDBOX_ERROR,
     SYNTAX_ERROR,
     TIMEOUT,
     Limits,
@@ -365,3 +367,36 @@ def test_parent_environment_does_not_leak(monkeypatch: pytest.MonkeyPatch, sandb
         result = run(box, "python", source)
         assert result.outcome == PASSED, result
         untouched(box)
+
+
+def _children(pid: int) -> list[int]:
+    with open(f"/proc/{pid}/task/{pid}/children") as handle:
+        return [int(child) for child in handle.read().split()]
+
+
+def test_a_fork_server_that_dies_retires_its_worker(untouched: Check) -> None:
+    """Killed while its program runs, the fork server takes that program's verdict with it
+    (a sandbox error, never a pass); the program is killed, and a fresh worker runs the next."""
+    with Sandbox(workers=1) as box:
+        if box.isolation.uid is None:
+            pytest.skip("without root the worker forks its programs itself")
+        [outside] = [box._workers[0].process.pid]
+        [worker] = _children(outside)
+        [server] = [pid for pid in _children(worker)
+                    if b"launcher.py" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+
+        def kill_server_once_the_program_runs() -> None:
+            for _ in range(500):
+                if _children(server):
+                    os.kill(server, 9)
+                    return
+                threading.Event().wait(0.01)
+
+        killer = threading.Thread(target=kill_server_once_the_program_runs)
+        killer.start()
+        [result] = box.run([Program("python", "import time\ntime.sleep(30)\nassert True\n",
+                                    Limits(timeout_s=60.0))])
+        killer.join()
+        assert result.outcome == SANDBOX_ERROR, result
+        assert "fork server" in result.error
+        untouched(box)  # no process of its uid left, and the replaced worker passes a program

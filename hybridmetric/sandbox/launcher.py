@@ -1,0 +1,440 @@
+"""Starting one program: the isolated child, and the fork server that makes it.
+
+A program runs in a forked child that takes its own session, its descriptors (stdin from
+``/dev/null``, stdout and stderr into memory files, the token on fd 3, the report on fd 4), its
+working directory, rlimits and uid, then either runs Python source in the forked interpreter or
+``execve``\\ s a command. :meth:`Forker.launch` forks it, waits with a wall-clock limit, kills its
+group on timeout and returns what it left: exit status, report, output tails.
+
+As root the worker keeps a *fork server* (:class:`ForkServer`): a fresh ``python -I -S`` started
+inside the worker's namespaces that imports only this file, the standard modules programs use
+most and the study's preloads, then forks every program. Its heap stays small (a fork copies
+fewer page tables, a child's exit frees fewer) and it does almost nothing between forks (each
+fork write-protects the forking process's pages, so every page it then writes costs a fault);
+the worker's own bookkeeping (requests, verdicts, sweeps) runs in a process that never forks a
+program. Programs run under another uid and cannot touch the server. Without root they would
+share its uid and could kill it, so the worker forks them itself (:class:`InProcess`), as the
+init of its PID namespace whose signals programs cannot send.
+
+This module uses the standard library only: it is the fork server's whole program.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import ctypes
+import fcntl
+import gc
+import importlib
+import io
+import linecache
+import marshal
+import os
+import resource
+import select
+import signal
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import Any, NoReturn, TextIO
+
+PR_SET_PDEATHSIG = 1
+PR_SET_DUMPABLE = 4
+#: Modules every fork server imports, because generated programs import them most (a module
+#: imported in a child costs that child its whole import).
+STANDARD_MODULES = ("typing", "math", "random", "re", "collections", "itertools", "functools",
+                    "string", "heapq", "bisect", "copy")
+#: Failing programs the fork server runs in itself before it forks any (see :func:`_rehearse`):
+#: an assertion that fails on a whole line, and an error inside an expression (a caret line).
+_REHEARSALS = ("def check(candidate):\n    assert candidate(1) == 3\n\ncheck(lambda x: x + 1)\n",
+               "def f(x):\n    return [x][x] + 1\n\nf(1)\n")
+_TAIL = 16384
+#: The file a Python program runs as, in its working directory (the worker writes it there).
+PROGRAM = "program.py"
+#: Seconds the worker waits for the fork server beyond a program's own time limit.
+GRACE_S = 10.0
+STARTUP_TIMEOUT_S = 120.0
+
+libc = ctypes.CDLL(None, use_errno=True)
+
+#: (memory bytes, CPU seconds, file bytes, open files, processes): a child's rlimits.
+Rlimits = tuple[int, int, int, int, int]
+#: (argv, or None for the Python source; the source; rlimits; wall-clock limit in seconds).
+Request = tuple[list[str] | None, str | None, Rlimits, float]
+#: (wait status, timed out, what came on fd 4, the token, stdout tail, stderr tail).
+Reply = tuple[int, bool, bytes, bytes, str, str]
+
+
+class LauncherError(OSError):
+    """The fork server failed (died, stopped answering, or could not start)."""
+
+
+def check(result: int, what: str) -> None:
+    """Raise OSError (with errno) when a libc call returned nonzero."""
+    if result != 0:
+        code = ctypes.get_errno()
+        raise OSError(code, f"{what}: {os.strerror(code)}")
+
+
+def set_dumpable(dumpable: bool) -> None:
+    """A process that is not dumpable cannot be traced, nor its ``/proc`` memory and file
+    descriptors opened, by other processes of its uid."""
+    check(libc.prctl(PR_SET_DUMPABLE, int(dumpable), 0, 0, 0), "prctl(DUMPABLE)")
+
+
+def drop_privileges(uid: int | None) -> None:
+    """Become the sandbox uid (gid = uid, no supplementary groups)."""
+    if uid is None:
+        return
+    os.setgroups([])
+    os.setresgid(uid, uid, uid)
+    os.setresuid(uid, uid, uid)
+
+
+def set_limits(limits: Rlimits) -> None:
+    """Set the rlimits of the calling process (the child, before the program starts)."""
+    memory, cpu, file_size, open_files, processes = limits
+    resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
+    resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+    resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
+    resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
+    resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+    resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+
+
+def program_signals() -> None:
+    """The signal dispositions a program starts with: SIGPIPE kills (as in any process but
+    Python), SIGINT raises KeyboardInterrupt in Python (exec makes it the default), and a
+    write past RLIMIT_FSIZE fails with EFBIG instead of killing the program."""
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+
+
+def write_message(fd: int, message: Any) -> None:
+    """Send one message (``marshal``: strings, bytes, numbers, tuples, lists, dicts)."""
+    data = marshal.dumps(message)
+    view = memoryview(len(data).to_bytes(8, "little") + data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def read_message(fd: int, timeout_s: float | None = None) -> Any:
+    """Receive one message; raise LauncherError at end of file or after ``timeout_s``."""
+    size = int.from_bytes(_read_exactly(fd, 8, timeout_s), "little")
+    return marshal.loads(_read_exactly(fd, size, timeout_s))
+
+
+def _read_exactly(fd: int, size: int, timeout_s: float | None) -> bytes:
+    chunks, left = [], size
+    while left:
+        if timeout_s is not None and not select.select([fd], [], [], timeout_s)[0]:
+            raise LauncherError(f"the fork server did not answer within {timeout_s:.0f} s")
+        chunk = os.read(fd, min(left, 1 << 20))
+        if not chunk:
+            raise LauncherError("the fork server exited")
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
+
+
+def _install_fds(fds: Sequence[int]) -> None:
+    """Put ``fds`` on 0, 1, 2, ... and close everything else."""
+    if min(fds) < len(fds):  # one would be overwritten before it is copied: move them up first
+        fds = [fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in fds]
+    for number, fd in enumerate(fds):
+        os.dup2(fd, number)
+    os.closerange(len(fds), 1 << 20)
+
+
+def _program_streams() -> tuple[TextIO, TextIO, TextIO]:
+    """A Python program's stdin, stdout and stderr: fds 0, 1, 2 as the child will have them.
+    Made once in the forking process (which never uses them), so that a fork need not."""
+    return (open(0, closefd=False),  # noqa: SIM115 - fd 0 is /dev/null
+            open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False),  # noqa: SIM115
+            open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False,  # noqa: SIM115
+                 buffering=1))
+
+
+def _tail(fd: int) -> str:
+    """The end of what a program wrote to the memory file ``fd``."""
+    size = os.fstat(fd).st_size
+    return os.pread(fd, _TAIL, max(0, size - _TAIL)).decode("utf-8", "replace")
+
+
+def _error_text(exc: BaseException, source: str, path: str) -> str:
+    """The traceback of a program's exception, without the harness's frame; its lines come
+    from the source the program ran (no file to read, and what ran even if it rewrote it)."""
+    lines = io.StringIO(source, newline=None).readlines()  # the compiler's line breaks only
+    linecache.cache[path] = (len(source), None, lines, path)
+    frames = exc.__traceback__.tb_next if exc.__traceback__ else None
+    return "".join(traceback.format_exception(type(exc), exc, frames))
+
+
+def _rehearse(times: int = 64) -> None:
+    """Run failing programs in the forking process itself, before it forks any: the caches
+    that compiling, running and formatting a traceback fill, and the code they specialise
+    (CPython rewrites a function's bytecode in place in its first few dozen runs), are then
+    shared with every child instead of being written, and their pages copied, in each."""
+    path = os.path.join(os.sep, "rehearsal.py")
+    for source in _REHEARSALS * times:
+        try:
+            exec(compile(source, path, "exec", dont_inherit=True), {"__name__": "__main__"})
+        except Exception as exc:  # noqa: BLE001 - the point
+            _error_text(exc, source, path)
+    linecache.cache.pop(path, None)
+
+
+def _enter_python(path: str, streams: tuple[TextIO, TextIO, TextIO]) -> None:
+    """What a Python program at ``path`` sees of ``sys``: ``streams`` (see
+    :func:`_program_streams`) and its path as argv."""
+    sys.stdin, sys.stdout, sys.stderr = streams
+    sys.argv = [path]
+
+
+def _python_main(source: str, path: str) -> NoReturn:
+    """Run ``source`` as ``__main__`` in this (child) process; emit the token after it returns."""
+    write, read, leave = os.write, os.read, os._exit  # held before the program can patch them
+    # Its folder first on the import path, from here: had the forking process looked it up
+    # before the folder existed, the import system would remember it as a dead end.
+    sys.path.insert(0, os.path.dirname(path))
+
+    def report(code: bytes, exc: BaseException) -> NoReturn:
+        with contextlib.suppress(BaseException):
+            write(2, _error_text(exc, source, path).encode("utf-8", "replace"))
+        write(4, code)
+        leave(1)
+
+    try:
+        code = compile(source, path, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError, UnicodeError) as exc:  # ValueError: NUL bytes
+        report(b"S", exc)
+    except MemoryError as exc:
+        report(b"M", exc)
+    namespace: dict[str, Any] = {"__name__": "__main__", "__file__": path,
+                                 "__builtins__": builtins}
+    try:
+        exec(code, namespace)
+    except SystemExit as exc:
+        report(b"X", RuntimeError(f"the program called exit({exc.code!r}) before its tests ended"))
+    except MemoryError as exc:
+        report(b"M", exc)
+    except BaseException as exc:
+        report(b"E", exc)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(BaseException):
+            stream.flush()
+    token = read(3, 64)
+    write(4, b"T" + token)
+    leave(0)
+
+
+class Forker:
+    """What every child of one forking process shares: the uid programs run as, the memory
+    cgroup they join (its ``cgroup.procs``, open for writing), their environment and working
+    directory (the same for every program).
+
+    ``dedicated``: this process does nothing but fork programs (the fork server), so it sets
+    once what each child would otherwise set: the programs' signal dispositions and what a
+    Python program sees of ``sys``. Otherwise (the worker itself) each child does. (The memory
+    cgroup is joined by each child: a fork server inside it could be chosen by the OOM killer,
+    and keeping it out of that choice takes CAP_SYS_RESOURCE, which containers often drop.)
+    """
+
+    def __init__(self, uid: int | None, cgroup_procs: int | None, env: dict[str, str],
+                 work: str, dedicated: bool):
+        self.uid, self.cgroup_procs, self.env, self.work = uid, cgroup_procs, env, work
+        self.dedicated = dedicated
+        self.devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        self.path = os.path.join(work, PROGRAM)
+        self.streams = _program_streams()  # made once: a fork need not build them
+        if dedicated:
+            program_signals()
+            _enter_python(self.path, self.streams)
+        _rehearse()
+
+    def launch(self, request: Request) -> Reply:
+        """Run one program to its end (or its time limit); see :data:`Request`, :data:`Reply`."""
+        argv, source, limits, timeout_s = request
+        token = os.urandom(16).hex().encode()
+        token_r, token_w = os.pipe()
+        os.write(token_w, token)
+        os.close(token_w)
+        report_r, report_w = os.pipe()
+        if self.uid is not None:  # so that /proc/self/fd/3 and 4 can be reopened (the JVM does)
+            os.fchown(token_r, self.uid, self.uid)
+            os.fchown(report_w, self.uid, self.uid)
+        out, err = os.memfd_create("stdout"), os.memfd_create("stderr")
+        pid = os.fork()
+        if pid == 0:
+            self._child(argv, source, limits, [self.devnull, out, err, token_r, report_w])
+        for fd in (token_r, report_w):
+            os.close(fd)
+        try:
+            pidfd = os.pidfd_open(pid)
+            try:
+                timed_out = not select.select([pidfd], [], [], timeout_s)[0]
+            finally:
+                os.close(pidfd)
+            if timed_out:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(pid, signal.SIGKILL)
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+            status = os.waitpid(pid, 0)[1]
+            os.set_blocking(report_r, False)  # an escaped grandchild may still hold fd 4
+            try:
+                report = os.read(report_r, 65536)
+            except BlockingIOError:
+                report = b""
+            return status, timed_out, report, token, _tail(out), _tail(err)
+        finally:
+            for fd in (report_r, out, err):
+                os.close(fd)
+
+    def _child(self, argv: list[str] | None, source: str | None, limits: Rlimits,
+               fds: list[int]) -> NoReturn:
+        channel = fds[-1]
+        try:
+            if self.cgroup_procs is not None:  # first: its descriptor is closed below
+                os.write(self.cgroup_procs, b"0")  # "0": the writer itself
+            os.setsid()
+            _install_fds(fds)
+            channel = 4
+            os.chdir(self.work)
+            if not self.dedicated:
+                program_signals()  # exec then turns SIGINT's handler back to the default
+            set_limits(limits)
+            drop_privileges(self.uid)
+            set_dumpable(True)  # the forking process is not
+            if argv is None:
+                assert source is not None
+                if not self.dedicated:
+                    _enter_python(self.path, self.streams)
+                _python_main(source, self.path)
+            os.execve(argv[0], argv, self.env)
+        except BaseException as exc:  # the sandbox failed before the program started
+            with contextlib.suppress(BaseException):
+                os.write(channel, b"B" + repr(exc).encode()[:1000])
+            os._exit(70)
+
+
+def prepare(env: dict[str, str], preload: Sequence[str]) -> None:
+    """Ready this process to fork programs: import what they will use (under the caller's
+    environment: one BLAS thread), then give them their own environment, and freeze the heap
+    so that the collector never writes the pages the children share."""
+    for module in (*STANDARD_MODULES, *preload):
+        importlib.import_module(module)
+    os.environ.clear()
+    os.environ.update(env)
+
+
+def freeze() -> None:
+    gc.collect()
+    gc.freeze()
+
+
+class InProcess:
+    """The worker forks its programs itself (without root: as its PID namespace's init, the
+    one process that programs running under its uid cannot signal)."""
+
+    def __init__(self, uid: int | None, cgroup_procs: int | None, env: dict[str, str],
+                 work: str, preload: Sequence[str]):
+        prepare(env, preload)
+        self.forker = Forker(uid, cgroup_procs, env, work, dedicated=False)
+        freeze()
+        self.pid: int | None = None
+
+    def launch(self, request: Request) -> Reply:
+        return self.forker.launch(request)
+
+    def stop(self) -> None:
+        """Nothing runs apart from the worker."""
+
+
+class ForkServer:
+    """The worker's end of a fork server (see the module docstring)."""
+
+    def __init__(self, uid: int | None, cgroup_procs: int | None, env: dict[str, str],
+                 work: str, preload: Sequence[str]):
+        requests_r, self._requests = os.pipe()
+        self._replies, replies_w = os.pipe()
+        server_env = dict(os.environ)  # the worker's (one BLAS thread), for the imports
+        fds = [requests_r, replies_w, 2] + ([cgroup_procs] if cgroup_procs is not None else [])
+        pid = os.fork()
+        if pid == 0:
+            try:
+                _install_fds(fds)
+                os.execve(sys.executable, [sys.executable, "-I", "-S", __file__], server_env)
+            finally:
+                os._exit(70)
+        os.close(requests_r)
+        os.close(replies_w)
+        self.pid: int | None = pid
+        self._pidfd = os.pidfd_open(pid)
+        config = {"uid": uid, "cgroup_procs": 3 if cgroup_procs is not None else None,
+                  "env": env, "work": work, "preload": list(preload), "path": sys.path}
+        try:
+            write_message(self._requests, config)
+            hello = read_message(self._replies, STARTUP_TIMEOUT_S)
+        except OSError as exc:
+            self.stop()
+            raise LauncherError(f"the fork server did not start: {exc}") from exc
+        if hello != "ready":
+            self.stop()
+            raise LauncherError(f"the fork server did not start: {hello}")
+
+    def launch(self, request: Request) -> Reply:
+        """Run one program in the server; LauncherError (and the server stopped) when it dies
+        or stops answering."""
+        try:
+            write_message(self._requests, request)
+            return tuple(read_message(self._replies, request[3] + GRACE_S))  # type: ignore[return-value]
+        except OSError as exc:
+            self.stop()
+            raise LauncherError(f"the fork server failed: {exc}") from exc
+
+    def stop(self) -> None:
+        if self.pid is None:
+            return
+        with contextlib.suppress(ProcessLookupError, OSError):
+            signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):  # the sweep may have reaped it already
+            os.waitid(os.P_PIDFD, self._pidfd, os.WEXITED)
+        for fd in (self._requests, self._replies, self._pidfd):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.pid = None
+
+
+def serve() -> None:
+    """The fork server's main loop: the config, then one reply per request until EOF."""
+    requests, replies = os.dup(0), os.dup(1)
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.close(null)
+    check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PDEATHSIG)")
+    set_dumpable(False)
+    config = read_message(requests)
+    try:
+        sys.path[:] = config["path"]
+        prepare(config["env"], config["preload"])
+        forker = Forker(config["uid"], config["cgroup_procs"], config["env"], config["work"],
+                        dedicated=True)
+        freeze()
+    except BaseException as exc:
+        write_message(replies, "".join(traceback.format_exception(exc)[-3:]))
+        raise SystemExit(1) from exc
+    write_message(replies, "ready")
+    while True:
+        try:
+            request = read_message(requests)
+        except LauncherError:  # the worker closed its end
+            return
+        write_message(replies, forker.launch(request))
+
+
+if __name__ == "__main__":
+    serve()
