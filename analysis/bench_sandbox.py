@@ -70,6 +70,8 @@ def main() -> None:
                         help="races over the programs that finish (medians compared)")
     parser.add_argument("--extract-to", type=Path, default=Path("/tmp/hybridmetric-multiple"))
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
     problems = read_problems()
     jobs = [(task, p["canonical_solution"]) for task, p in problems.items()]
     jobs += codex_samples(args.samples, args.seed, args.extract_to)

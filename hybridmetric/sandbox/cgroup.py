@@ -86,8 +86,9 @@ class MemoryCgroup:
             self._limit_files.append(layout.swap_limit)  # v1 wants memsw >= limit at every step
         self._limit_mb: int | None = None
         # Kept open: a program's child joins by writing "0" to ``procs`` (see launcher.py), and
-        # the counter is read with one pread (both once per program). Closed on exec, and
-        # closed in a program's child before its code runs.
+        # the counter is read with one pread (both once per program). Closed on exec (the fork
+        # server gets ``procs`` as fd 3 on purpose), and in a program's child before its code
+        # runs.
         self.procs = os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
         self._events = os.open(os.path.join(path, layout.events), os.O_RDONLY | os.O_CLOEXEC)
         self._oom_seen = self.oom_kills()

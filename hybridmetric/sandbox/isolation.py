@@ -40,8 +40,8 @@ from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from hybridmetric.sandbox.launcher import PR_SET_PDEATHSIG, drop_privileges
 from hybridmetric.sandbox.launcher import check as _check
-from hybridmetric.sandbox.launcher import drop_privileges
 from hybridmetric.sandbox.launcher import libc as _libc
 
 CLONE_NEWNS = 0x00020000
@@ -61,7 +61,6 @@ MS_PRIVATE = 1 << 18
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
 PR_SET_NO_NEW_PRIVS = 38
-PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 AF_UNIX = 1
 SCMP_ACT_ALLOW = 0x7FFF0000
@@ -70,7 +69,8 @@ PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run")
 #: Where a worker mounts its IPC namespace's POSIX message queues (a private directory).
 MQUEUE_DIR = "/tmp/.mqueue"
 #: libseccomp by its soname, which is what ``ctypes.util.find_library`` would return; the worker
-#: does not import ctypes.util, which brings subprocess and threading into the fork server.
+#: does not import ctypes.util, which would bring subprocess and threading into it (it forks
+#: programs itself without root).
 SECCOMP_LIBRARY = "libseccomp.so.2"
 SYS_MOUNT_SETATTR = 442  # one number on every architecture (Linux 5.12)
 MOUNT_ATTR_RDONLY = 0x1
@@ -508,7 +508,7 @@ def sweep(uid: int | None, rounds: int = 200, spare: Collection[int] = ()) -> in
     found: set[int] = set()
     me = os.getpid()
     for _ in range(rounds):
-        if _reap():  # one system call, where most programs leave nothing behind
+        if _reap():  # one system call when no child is left (as root the fork server stays)
             return len(found)
         alive = _descendants(me, spare)
         if not alive:

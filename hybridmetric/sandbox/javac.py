@@ -182,7 +182,7 @@ class JavacServer:
         :meth:`intact` for how a change to it is found)."""
         if self._state is not None:
             return
-        import subprocess  # here, not above: the worker's fork server stays free of threading
+        import subprocess  # here, not above: a worker that forks programs stays free of threading
 
         isolation.remove_tree(self.directory)  # what a failed build left
         os.mkdir(self.directory, 0o755)

@@ -35,6 +35,7 @@ import resource
 import select
 import signal
 import sys
+import time
 import traceback
 from collections.abc import Sequence
 from typing import Any, NoReturn, TextIO
@@ -62,8 +63,9 @@ libc = ctypes.CDLL(None, use_errno=True)
 Rlimits = tuple[int, int, int, int, int]
 #: (argv, or None for the Python source; the source; rlimits; wall-clock limit in seconds).
 Request = tuple[list[str] | None, str | None, Rlimits, float]
-#: (wait status, timed out, what came on fd 4, the token, stdout tail, stderr tail).
-Reply = tuple[int, bool, bytes, bytes, str, str]
+#: (wait status, timed out, what came on fd 4, the token, stdout tail, stderr tail, processes
+#: the program left as the forking process's children, killed).
+Reply = tuple[int, bool, bytes, bytes, str, str, int]
 
 
 class LauncherError(OSError):
@@ -121,15 +123,18 @@ def write_message(fd: int, message: Any) -> None:
 
 
 def read_message(fd: int, timeout_s: float | None = None) -> Any:
-    """Receive one message; raise LauncherError at end of file or after ``timeout_s``."""
+    """Receive one message; raise LauncherError at end of file or after ``timeout_s`` (for the
+    length and for the rest, each)."""
     size = int.from_bytes(_read_exactly(fd, 8, timeout_s), "little")
     return marshal.loads(_read_exactly(fd, size, timeout_s))
 
 
 def _read_exactly(fd: int, size: int, timeout_s: float | None) -> bytes:
     chunks, left = [], size
+    deadline = time.monotonic() + timeout_s if timeout_s is not None else None
     while left:
-        if timeout_s is not None and not select.select([fd], [], [], timeout_s)[0]:
+        if deadline is not None and not select.select(
+                [fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
             raise LauncherError(f"the fork server did not answer within {timeout_s:.0f} s")
         chunk = os.read(fd, min(left, 1 << 20))
         if not chunk:
@@ -236,10 +241,10 @@ class Forker:
     directory (the same for every program).
 
     ``dedicated``: this process does nothing but fork programs (the fork server), so it sets
-    once what each child would otherwise set: the programs' signal dispositions and what a
-    Python program sees of ``sys``. Otherwise (the worker itself) each child does. (The memory
-    cgroup is joined by each child: a fork server inside it could be chosen by the OOM killer,
-    and keeping it out of that choice takes CAP_SYS_RESOURCE, which containers often drop.)
+    the programs' signal dispositions once for all its children; otherwise (the worker itself)
+    each child does. (Each child joins the memory cgroup itself: a fork server inside it could
+    be chosen by the OOM killer, and keeping it out of that choice takes CAP_SYS_RESOURCE, which
+    containers often drop.)
     """
 
     def __init__(self, uid: int | None, cgroup_procs: int | None, env: dict[str, str],
@@ -251,11 +256,12 @@ class Forker:
         self.streams = _program_streams()  # made once: a fork need not build them
         if dedicated:
             program_signals()
-            _enter_python(self.path, self.streams)
         _rehearse()
 
     def launch(self, request: Request) -> Reply:
-        """Run one program to its end (or its time limit); see :data:`Request`, :data:`Reply`."""
+        """Run one program to its end (or its time limit); see :data:`Request`, :data:`Reply`.
+        Processes the program left as this process's children (``clone(CLONE_PARENT)`` puts
+        them here, out of the worker's reach) are killed and counted as escaped."""
         argv, source, limits, timeout_s = request
         token = os.urandom(16).hex().encode()
         token_r, token_w = os.pipe()
@@ -283,19 +289,20 @@ class Forker:
                 with contextlib.suppress(ProcessLookupError):
                     os.kill(pid, signal.SIGKILL)
             status = os.waitpid(pid, 0)[1]
+            escaped = _kill_children() if self.dedicated else 0  # the worker sweeps its own
             os.set_blocking(report_r, False)  # an escaped grandchild may still hold fd 4
             try:
                 report = os.read(report_r, 65536)
             except BlockingIOError:
                 report = b""
-            return status, timed_out, report, token, _tail(out), _tail(err)
+            return status, timed_out, report, token, _tail(out), _tail(err), escaped
         finally:
             for fd in (report_r, out, err):
                 os.close(fd)
 
     def _child(self, argv: list[str] | None, source: str | None, limits: Rlimits,
                fds: list[int]) -> NoReturn:
-        channel = fds[-1]
+        channel, write, leave = fds[-1], os.write, os._exit  # held before any program runs
         try:
             if self.cgroup_procs is not None:  # first: its descriptor is closed below
                 os.write(self.cgroup_procs, b"0")  # "0": the writer itself
@@ -310,20 +317,39 @@ class Forker:
             set_dumpable(True)  # the forking process is not
             if argv is None:
                 assert source is not None
-                if not self.dedicated:
-                    _enter_python(self.path, self.streams)
+                _enter_python(self.path, self.streams)
                 _python_main(source, self.path)
             os.execve(argv[0], argv, self.env)
         except BaseException as exc:  # the sandbox failed before the program started
             with contextlib.suppress(BaseException):
-                os.write(channel, b"B" + repr(exc).encode()[:1000])
-            os._exit(70)
+                write(channel, b"B" + repr(exc).encode()[:1000])
+            leave(70)
+
+
+def _kill_children(rounds: int = 200) -> int:
+    """Kill and reap every child of this (single-threaded) process; return how many there
+    were. One system call when there is none."""
+    found: set[int] = set()
+    for _ in range(rounds):
+        try:
+            while os.waitpid(-1, os.WNOHANG)[0] > 0:  # reap the dead
+                pass
+        except ChildProcessError:  # none left
+            return len(found)
+        with open(f"/proc/self/task/{os.getpid()}/children", "rb") as handle:
+            alive = [int(child) for child in handle.read().split()]
+        found.update(alive)
+        for child in alive:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(child, signal.SIGKILL)
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(-1, 0)
+    raise OSError(f"children of the fork server survive {rounds} kill rounds")
 
 
 def prepare(env: dict[str, str], preload: Sequence[str]) -> None:
     """Ready this process to fork programs: import what they will use (under the caller's
-    environment: one BLAS thread), then give them their own environment, and freeze the heap
-    so that the collector never writes the pages the children share."""
+    environment: one BLAS thread), then give them their own environment."""
     for module in (*STANDARD_MODULES, *preload):
         importlib.import_module(module)
     os.environ.clear()
@@ -331,6 +357,7 @@ def prepare(env: dict[str, str], preload: Sequence[str]) -> None:
 
 
 def freeze() -> None:
+    """Freeze the heap, so that the collector never writes the pages the children share."""
     gc.collect()
     gc.freeze()
 
@@ -339,70 +366,89 @@ class InProcess:
     """The worker forks its programs itself (without root: as its PID namespace's init, the
     one process that programs running under its uid cannot signal)."""
 
+    pid = None  # no process apart from the worker
+
     def __init__(self, uid: int | None, cgroup_procs: int | None, env: dict[str, str],
                  work: str, preload: Sequence[str]):
         prepare(env, preload)
         self.forker = Forker(uid, cgroup_procs, env, work, dedicated=False)
         freeze()
-        self.pid: int | None = None
 
     def launch(self, request: Request) -> Reply:
         return self.forker.launch(request)
+
+    def alive(self) -> bool:
+        return False
 
     def stop(self) -> None:
         """Nothing runs apart from the worker."""
 
 
 class ForkServer:
-    """The worker's end of a fork server (see the module docstring)."""
+    """The worker's end of a fork server (see the module docstring): started by ``python -B -P
+    launcher.py``, the interpreter the worker runs in with its ``site`` (the builtins ``exit``
+    and ``help``, ``.pth`` import hooks) and its import path, writing no bytecode."""
 
     def __init__(self, uid: int | None, cgroup_procs: int | None, env: dict[str, str],
                  work: str, preload: Sequence[str]):
         requests_r, self._requests = os.pipe()
         self._replies, replies_w = os.pipe()
-        server_env = dict(os.environ)  # the worker's (one BLAS thread), for the imports
-        fds = [requests_r, replies_w, 2] + ([cgroup_procs] if cgroup_procs is not None else [])
-        pid = os.fork()
-        if pid == 0:
-            try:
-                _install_fds(fds)
-                os.execve(sys.executable, [sys.executable, "-I", "-S", __file__], server_env)
-            finally:
-                os._exit(70)
-        os.close(requests_r)
-        os.close(replies_w)
-        self.pid: int | None = pid
-        self._pidfd = os.pidfd_open(pid)
-        config = {"uid": uid, "cgroup_procs": 3 if cgroup_procs is not None else None,
-                  "env": env, "work": work, "preload": list(preload), "path": sys.path}
+        self.pid: int | None = None
         try:
+            argv = [sys.executable, "-B", "-P", __file__]
+            server_env = dict(os.environ)  # the worker's (one BLAS thread), for the imports
+            fds = [requests_r, replies_w, 2] + ([cgroup_procs] if cgroup_procs is not None
+                                               else [])
+            self.pid = os.fork()
+            if self.pid == 0:
+                try:
+                    _install_fds(fds)
+                    os.execve(argv[0], argv, server_env)
+                except BaseException as exc:
+                    with contextlib.suppress(BaseException):
+                        os.write(2, f"cannot start the fork server: {exc!r}\n".encode())
+                finally:
+                    os._exit(70)
+            self._pidfd = os.pidfd_open(self.pid)
+            config = {"uid": uid, "cgroup_procs": 3 if cgroup_procs is not None else None,
+                      "env": env, "work": work, "preload": list(preload), "path": sys.path}
             write_message(self._requests, config)
             hello = read_message(self._replies, STARTUP_TIMEOUT_S)
         except OSError as exc:
             self.stop()
             raise LauncherError(f"the fork server did not start: {exc}") from exc
+        finally:
+            os.close(requests_r)
+            os.close(replies_w)
         if hello != "ready":
             self.stop()
             raise LauncherError(f"the fork server did not start: {hello}")
 
     def launch(self, request: Request) -> Reply:
-        """Run one program in the server; LauncherError (and the server stopped) when it dies
-        or stops answering."""
+        """Run one program in the server. OSError when the launch failed there (the server
+        lives on); LauncherError, and the server stopped, when it dies or stops answering."""
         try:
             write_message(self._requests, request)
-            return tuple(read_message(self._replies, request[3] + GRACE_S))  # type: ignore[return-value]
+            answer = read_message(self._replies, request[3] + GRACE_S)
         except OSError as exc:
             self.stop()
             raise LauncherError(f"the fork server failed: {exc}") from exc
+        if isinstance(answer, str):
+            raise OSError(answer)
+        return tuple(answer)  # type: ignore[return-value]
+
+    def alive(self) -> bool:
+        """Whether the server runs (its pidfd turns readable when it exits)."""
+        return self.pid is not None and not select.select([self._pidfd], [], [], 0)[0]
 
     def stop(self) -> None:
         if self.pid is None:
             return
-        with contextlib.suppress(ProcessLookupError, OSError):
+        with contextlib.suppress(AttributeError, ProcessLookupError, OSError):
             signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError):  # the sweep may have reaped it already
-            os.waitid(os.P_PIDFD, self._pidfd, os.WEXITED)
-        for fd in (self._requests, self._replies, self._pidfd):
+        with contextlib.suppress(AttributeError, ChildProcessError):
+            os.waitid(os.P_PIDFD, self._pidfd, os.WEXITED)  # the sweep may have reaped it
+        for fd in (self._requests, self._replies, getattr(self, "_pidfd", -1)):
             with contextlib.suppress(OSError):
                 os.close(fd)
         self.pid = None
@@ -433,7 +479,11 @@ def serve() -> None:
             request = read_message(requests)
         except LauncherError:  # the worker closed its end
             return
-        write_message(replies, forker.launch(request))
+        try:
+            reply = forker.launch(request)
+        except OSError as exc:  # this launch failed (no memory for a fork, ...): say why
+            reply = f"{type(exc).__name__}: {exc}"
+        write_message(replies, reply)
 
 
 if __name__ == "__main__":

@@ -112,13 +112,6 @@ class Worker:
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         set_dumpable(False)
         self.uid = self.isolation.uid
-        self.cgroup: MemoryCgroup | None = None
-        try:
-            owner = f"uid{self.uid}" if self.uid is not None else f"pid{host_pid}"
-            self.cgroup = MemoryCgroup.create(f"hybridmetric-{owner}")
-            self.isolation = replace(self.isolation, memory_cgroup=True)
-        except OSError as exc:
-            self.problems.append(f"memory cgroup: {exc}")
         self.root = tempfile.mkdtemp(prefix="hybridmetric-sandbox-")
         self._pch_error = ""
         self._pch_state: tuple | None = None  # isolation.tree_state of the header once built
@@ -129,7 +122,14 @@ class Worker:
         # sees is the worker's own, set once (a fork that need not rewrite it is ~0.2 ms faster).
         self.case = os.path.join(self.root, "case")
         self.env = program_env(os.path.join(self.case, "work"))
-        self.javac = JavacServer(self.root, self.uid)
+        self.javac = JavacServer(self.root, self.uid)  # started on the first Java program
+        self.cgroup: MemoryCgroup | None = None
+        try:
+            owner = f"uid{self.uid}" if self.uid is not None else f"pid{host_pid}"
+            self.cgroup = MemoryCgroup.create(f"hybridmetric-{owner}")
+            self.isolation = replace(self.isolation, memory_cgroup=True)
+        except OSError as exc:
+            self.problems.append(f"memory cgroup: {exc}")
         # As root, programs run under another uid and cannot touch a fork server of root's.
         start = ForkServer if self.uid is not None else InProcess
         try:
@@ -142,8 +142,8 @@ class Worker:
 
     def sweep(self) -> int:
         try:
-            spare = {self.launcher.pid, self.javac.pid if self.javac.alive() else None}
-            escaped = isolation.sweep(self.uid, spare=spare - {None})
+            spare = [server.pid for server in (self.launcher, self.javac) if server.alive()]
+            escaped = isolation.sweep(self.uid, spare=spare)
         except OSError as exc:  # processes outlived every kill round: none may meet the next
             self.retiring = str(exc)
             return 0
@@ -320,13 +320,13 @@ class Worker:
         rlimits: Rlimits = (memory_mb * 2**20, int(timeout_s) + 1, limits.file_mb * 2**20,
                             limits.open_files, limits.processes)
         try:
-            status, timed_out, report, token, stdout, stderr = self.launcher.launch(
+            status, timed_out, report, token, stdout, stderr, strays = self.launcher.launch(
                 (argv, source, rlimits, timeout_s))
         except LauncherError as exc:
             self.retiring = str(exc)
             self.sweep()  # the server is gone: what it started is the worker's to kill
             raise
-        escaped = self.sweep()
+        escaped = strays + self.sweep()
         oom = self.cgroup is not None and self.cgroup.oom_kills() > oom_before
         return Process(status, timed_out, report, token, stdout, stderr, escaped, oom)
 

@@ -132,8 +132,17 @@ def test_program_sees_clean_environment_and_private_dir(sandbox: Sandbox, run: R
 def test_program_imports_what_it_writes_beside_itself(sandbox: Sandbox, run: Run) -> None:
     """Its folder is first on the import path, even though the fork server started before any
     such folder existed (an import system that had looked for it then would skip it now)."""
-    source = ("open('helper_mod.py', 'w').write('VALUE = 41')\n"
-              "import helper_mod\nassert helper_mod.VALUE + 1 == 42\n")
+    source = ("import os\nopen('helper_mod.py', 'w').write('VALUE = 41')\n"
+              "import helper_mod\nassert helper_mod.VALUE + 1 == 42\n"
+              "assert not os.path.exists('__pycache__')  # no bytecode written\n")
+    assert run(sandbox, "python", source, LIMITS).outcome == PASSED
+
+
+def test_programs_have_the_interpreter_site_gives(sandbox: Sandbox, run: Run) -> None:
+    """The builtins ``site`` adds (``help``, ``exit``, ``quit``) are there: generated programs
+    call ``help(f)``, and MultiPL-E recorded those as passing."""
+    source = ("import sys\nassert callable(help) and callable(exit) and callable(quit)\n"
+              "assert sys.dont_write_bytecode\n")
     assert run(sandbox, "python", source, LIMITS).outcome == PASSED
 
 

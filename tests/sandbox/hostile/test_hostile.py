@@ -146,6 +146,30 @@ def test_escaped_grandchild_is_hunted(sandbox: Sandbox, run: Run, untouched: Che
     untouched(sandbox)
 
 
+CLONE_PARENT = f"""
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+pid = libc.syscall(56, 0x8000 | 17, 0, 0, 0, 0)  # clone(CLONE_PARENT | SIGCHLD), x86-64
+if pid == 0:  # a sibling of the program: a child of whatever forked it
+    time.sleep(60)
+    open("/tmp/{MARK}_sibling", "w").write("escaped")
+    os._exit(0)
+assert pid > 0, ctypes.get_errno()
+"""
+
+
+def test_a_sibling_made_with_clone_parent_is_hunted(sandbox: Sandbox, run: Run,
+                                                    untouched: Check) -> None:
+    """clone(CLONE_PARENT) makes the new process a child of the program's parent (the fork
+    server), not of the program: it is found and killed all the same."""
+    if os.uname().machine != "x86_64":
+        pytest.skip("the clone system call number in the program is x86-64's")
+    result = run(sandbox, "python", CLONE_PARENT)
+    assert result.outcome == PASSED, result
+    assert result.escaped >= 1
+    untouched(sandbox)
+
+
 def test_big_output_is_capped(sandbox: Sandbox, run: Run) -> None:
     result = run(sandbox, "python", "import sys\nsys.stderr.write('e' * 10**6)\nassert 0\n")
     assert result.outcome == FAILED
