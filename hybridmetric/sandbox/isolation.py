@@ -503,7 +503,8 @@ def sweep(uid: int | None, rounds: int = 200, spare: Collection[int] = ()) -> in
     that called ``setsid``: when its parent dies it is re-parented here. Call this after the
     program's own process has been reaped. When root, ``kill(-1)`` as the sandbox uid also stops
     processes forked while the tree is being walked. ``spare``: the worker's fork server and
-    compile server (other uids, and no program's ancestors once the program has been reaped).
+    compile server (other uids; once the server has reaped the program and killed what the
+    program made its children, no program's ancestors).
     """
     found: set[int] = set()
     me = os.getpid()

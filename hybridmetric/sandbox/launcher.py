@@ -6,7 +6,7 @@ working directory, rlimits and uid, then either runs Python source in the forked
 ``execve``\\ s a command. :meth:`Forker.launch` forks it, waits with a wall-clock limit, kills its
 group on timeout and returns what it left: exit status, report, output tails.
 
-As root the worker keeps a *fork server* (:class:`ForkServer`): a fresh ``python -I -S`` started
+As root the worker keeps a *fork server* (:class:`ForkServer`): a fresh interpreter started
 inside the worker's namespaces that imports only this file, the standard modules programs use
 most and the study's preloads, then forks every program. Its heap stays small (a fork copies
 fewer page tables, a child's exit frees fewer) and it does almost nothing between forks (each
@@ -64,12 +64,16 @@ Rlimits = tuple[int, int, int, int, int]
 #: (argv, or None for the Python source; the source; rlimits; wall-clock limit in seconds).
 Request = tuple[list[str] | None, str | None, Rlimits, float]
 #: (wait status, timed out, what came on fd 4, the token, stdout tail, stderr tail, processes
-#: the program left as the forking process's children, killed).
+#: the program left as the fork server's children, killed: always 0 in the worker itself).
 Reply = tuple[int, bool, bytes, bytes, str, str, int]
 
 
 class LauncherError(OSError):
     """The fork server failed (died, stopped answering, or could not start)."""
+
+
+class LaunchFailed(OSError):
+    """No child could be made for a program (no memory or descriptors left); nothing ran."""
 
 
 def check(result: int, what: str) -> None:
@@ -123,19 +127,19 @@ def write_message(fd: int, message: Any) -> None:
 
 
 def read_message(fd: int, timeout_s: float | None = None) -> Any:
-    """Receive one message; raise LauncherError at end of file or after ``timeout_s`` (for the
-    length and for the rest, each)."""
-    size = int.from_bytes(_read_exactly(fd, 8, timeout_s), "little")
-    return marshal.loads(_read_exactly(fd, size, timeout_s))
-
-
-def _read_exactly(fd: int, size: int, timeout_s: float | None) -> bytes:
-    chunks, left = [], size
+    """Receive one message; raise LauncherError at end of file or when the whole message has
+    not come within ``timeout_s``."""
     deadline = time.monotonic() + timeout_s if timeout_s is not None else None
+    size = int.from_bytes(_read_exactly(fd, 8, deadline), "little")
+    return marshal.loads(_read_exactly(fd, size, deadline))
+
+
+def _read_exactly(fd: int, size: int, deadline: float | None) -> bytes:
+    chunks, left = [], size
     while left:
         if deadline is not None and not select.select(
                 [fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
-            raise LauncherError(f"the fork server did not answer within {timeout_s:.0f} s")
+            raise LauncherError("the fork server did not answer in time")
         chunk = os.read(fd, min(left, 1 << 20))
         if not chunk:
             raise LauncherError("the fork server exited")
@@ -260,19 +264,34 @@ class Forker:
 
     def launch(self, request: Request) -> Reply:
         """Run one program to its end (or its time limit); see :data:`Request`, :data:`Reply`.
-        Processes the program left as this process's children (``clone(CLONE_PARENT)`` puts
-        them here, out of the worker's reach) are killed and counted as escaped."""
+        In the fork server, processes the program left as the server's children
+        (``clone(CLONE_PARENT)`` puts them there, out of the worker's reach) are killed and
+        counted as escaped; in the worker, its sweep finds them. LaunchFailed: no child was
+        made (the process is as it was)."""
         argv, source, limits, timeout_s = request
         token = os.urandom(16).hex().encode()
-        token_r, token_w = os.pipe()
-        os.write(token_w, token)
-        os.close(token_w)
-        report_r, report_w = os.pipe()
-        if self.uid is not None:  # so that /proc/self/fd/3 and 4 can be reopened (the JVM does)
-            os.fchown(token_r, self.uid, self.uid)
-            os.fchown(report_w, self.uid, self.uid)
-        out, err = os.memfd_create("stdout"), os.memfd_create("stderr")
-        pid = os.fork()
+        opened: list[int] = []
+        try:
+            token_r, token_w = os.pipe()
+            opened.append(token_r)
+            try:
+                os.write(token_w, token)
+            finally:
+                os.close(token_w)
+            report_r, report_w = os.pipe()
+            opened += [report_r, report_w]
+            if self.uid is not None:  # so that /proc/self/fd/3 and 4 can be reopened (the JVM)
+                os.fchown(token_r, self.uid, self.uid)
+                os.fchown(report_w, self.uid, self.uid)
+            out = os.memfd_create("stdout")
+            opened.append(out)
+            err = os.memfd_create("stderr")
+            opened.append(err)
+            pid = os.fork()
+        except OSError as exc:
+            for fd in opened:
+                os.close(fd)
+            raise LaunchFailed(exc.errno, f"no child could be made: {exc}") from exc
         if pid == 0:
             self._child(argv, source, limits, [self.devnull, out, err, token_r, report_w])
         for fd in (token_r, report_w):
@@ -328,7 +347,9 @@ class Forker:
 
 def _kill_children(rounds: int = 200) -> int:
     """Kill and reap every child of this (single-threaded) process; return how many there
-    were. One system call when there is none."""
+    were. One system call when there is none. Children that outlast every round (or a zombie
+    held by a tracer) make it raise: the server then exits, and its children pass to the
+    worker, whose sweep kills every process of the sandbox uid at once."""
     found: set[int] = set()
     for _ in range(rounds):
         try:
@@ -342,9 +363,8 @@ def _kill_children(rounds: int = 200) -> int:
         for child in alive:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child, signal.SIGKILL)
-        with contextlib.suppress(ChildProcessError):
-            os.waitpid(-1, 0)
-    raise OSError(f"children of the fork server survive {rounds} kill rounds")
+        time.sleep(0.001)
+    raise RuntimeError(f"children of the fork server survive {rounds} kill rounds")
 
 
 def prepare(env: dict[str, str], preload: Sequence[str]) -> None:
@@ -391,9 +411,10 @@ class ForkServer:
 
     def __init__(self, uid: int | None, cgroup_procs: int | None, env: dict[str, str],
                  work: str, preload: Sequence[str]):
+        self.pid: int | None = None
+        self._pidfd: int | None = None
         requests_r, self._requests = os.pipe()
         self._replies, replies_w = os.pipe()
-        self.pid: int | None = None
         try:
             argv = [sys.executable, "-B", "-P", __file__]
             server_env = dict(os.environ)  # the worker's (one BLAS thread), for the imports
@@ -425,8 +446,9 @@ class ForkServer:
             raise LauncherError(f"the fork server did not start: {hello}")
 
     def launch(self, request: Request) -> Reply:
-        """Run one program in the server. OSError when the launch failed there (the server
-        lives on); LauncherError, and the server stopped, when it dies or stops answering."""
+        """Run one program in the server. LaunchFailed when no child could be made there (the
+        server lives on); LauncherError, and the server stopped, when it dies or stops
+        answering."""
         try:
             write_message(self._requests, request)
             answer = read_message(self._replies, request[3] + GRACE_S)
@@ -434,7 +456,7 @@ class ForkServer:
             self.stop()
             raise LauncherError(f"the fork server failed: {exc}") from exc
         if isinstance(answer, str):
-            raise OSError(answer)
+            raise LaunchFailed(answer)
         return tuple(answer)  # type: ignore[return-value]
 
     def alive(self) -> bool:
@@ -442,16 +464,25 @@ class ForkServer:
         return self.pid is not None and not select.select([self._pidfd], [], [], 0)[0]
 
     def stop(self) -> None:
-        if self.pid is None:
-            return
-        with contextlib.suppress(AttributeError, ProcessLookupError, OSError):
-            signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
-        with contextlib.suppress(AttributeError, ChildProcessError):
-            os.waitid(os.P_PIDFD, self._pidfd, os.WEXITED)  # the sweep may have reaped it
-        for fd in (self._requests, self._replies, getattr(self, "_pidfd", -1)):
+        for fd in (self._requests, self._replies):
             with contextlib.suppress(OSError):
                 os.close(fd)
-        self.pid = None
+        if self.pid is None:
+            return
+        try:
+            if self._pidfd is None:  # started, but no pidfd could be opened
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            else:
+                with contextlib.suppress(ProcessLookupError):
+                    signal.pidfd_send_signal(self._pidfd, signal.SIGKILL)
+                os.waitid(os.P_PIDFD, self._pidfd, os.WEXITED)
+        except (ChildProcessError, ProcessLookupError):  # the sweep reaped it already
+            pass
+        finally:
+            if self._pidfd is not None:
+                os.close(self._pidfd)
+            self.pid = self._pidfd = None
 
 
 def serve() -> None:
@@ -481,8 +512,8 @@ def serve() -> None:
             return
         try:
             reply = forker.launch(request)
-        except OSError as exc:  # this launch failed (no memory for a fork, ...): say why
-            reply = f"{type(exc).__name__}: {exc}"
+        except LaunchFailed as exc:  # nothing ran: say why, and go on (anything else ends us)
+            reply = str(exc)
         write_message(replies, reply)
 
 

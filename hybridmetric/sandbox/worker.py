@@ -322,9 +322,10 @@ class Worker:
         try:
             status, timed_out, report, token, stdout, stderr, strays = self.launcher.launch(
                 (argv, source, rlimits, timeout_s))
-        except LauncherError as exc:
-            self.retiring = str(exc)
-            self.sweep()  # the server is gone: what it started is the worker's to kill
+        except OSError as exc:
+            if isinstance(exc, LauncherError):  # the server is gone, and with it what it knew
+                self.retiring = str(exc)
+            self.sweep()  # what it started is the worker's to kill
             raise
         escaped = strays + self.sweep()
         oom = self.cgroup is not None and self.cgroup.oom_kills() > oom_before
