@@ -12,9 +12,10 @@ most and the study's preloads, then forks every program. Its heap stays small (a
 fewer page tables, a child's exit frees fewer) and it does almost nothing between forks (each
 fork write-protects the forking process's pages, so every page it then writes costs a fault);
 the worker's own bookkeeping (requests, verdicts, sweeps) runs in a process that never forks a
-program. Programs run under another uid and cannot touch the server. Without root they would
-share its uid and could kill it, so the worker forks them itself (:class:`InProcess`), as the
-init of its PID namespace whose signals programs cannot send.
+program. Programs run under another uid and can neither signal, trace nor read the server (what
+they make its children with ``clone(CLONE_PARENT)`` it kills after each program). Without root
+they would share its uid and could kill it, so the worker forks them itself
+(:class:`InProcess`), as the init of its PID namespace whose signals programs cannot send.
 
 This module uses the standard library only: it is the fork server's whole program.
 """
