@@ -36,7 +36,7 @@ import shutil
 import signal
 import stat
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -390,51 +390,32 @@ def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
     the user's home directory, hidden from programs without root (see :func:`read_only_files`).
     """
     problems: list[str] = []
-    netns = seccomp = mountns = read_only = False
-    if not allow_network:
+
+    def wall(name: str, build: Callable[[], object]) -> bool:
+        """Whether ``build`` went up; when it raised OSError, why is added to ``problems``."""
         try:
-            if os.getuid() == 0:
-                unshare(CLONE_NEWNET)
-            else:
-                user_network_namespace()
-            netns = True
+            build()
         except OSError as exc:
-            problems.append(f"network namespace: {exc}")
-        try:
-            deny_sockets()
-            seccomp = True
-        except OSError as exc:
-            problems.append(f"seccomp: {exc}")
+            problems.append(f"{name}: {exc}")
+            return False
+        return True
+
+    def read_only_mounts() -> None:
+        if not pidns:  # else the PID namespace came with a mount namespace of its own
+            new_mount_namespace()
+        read_only_files(needed, home)
+
     root = os.getuid() == 0
+    blocked = not allow_network
+    netns = blocked and wall("network namespace", (lambda: unshare(CLONE_NEWNET)) if root
+                             else user_network_namespace)
+    seccomp = blocked and wall("seccomp", deny_sockets)
     may_unshare = root or netns  # without root, only a user namespace grants the capability
-    ipcns = False
-    if may_unshare:
-        try:
-            unshare(CLONE_NEWIPC)
-            ipcns = True
-        except OSError as exc:
-            problems.append(f"IPC namespace: {exc}")
-    if root:
-        try:
-            private_mounts(needed)
-            mountns = True
-        except OSError as exc:
-            problems.append(f"mount namespace: {exc}")
-    pidns = False
-    if may_unshare:
-        try:
-            pid_namespace(own_mounts=not mountns)
-            pidns = True
-        except OSError as exc:
-            problems.append(f"PID namespace: {exc}")
-    if not root and netns:
-        try:
-            if not pidns:  # else the PID namespace came with a mount namespace of its own
-                new_mount_namespace()
-            read_only_files(needed, home)
-            mountns = read_only = True
-        except OSError as exc:
-            problems.append(f"read-only file system: {exc}")
+    ipcns = may_unshare and wall("IPC namespace", lambda: unshare(CLONE_NEWIPC))
+    mountns = root and wall("mount namespace", lambda: private_mounts(needed))
+    pidns = may_unshare and wall("PID namespace", lambda: pid_namespace(own_mounts=not mountns))
+    read_only = not root and netns and wall("read-only file system", read_only_mounts)
+    mountns = mountns or read_only
     queues = False
     if ipcns:
         try:

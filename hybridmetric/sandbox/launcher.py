@@ -250,10 +250,18 @@ class Forker:
     each child does. (Each child joins the memory cgroup itself: a fork server inside it could
     be chosen by the OOM killer, and keeping it out of that choice takes CAP_SYS_RESOURCE, which
     containers often drop.)
+
+    Making one readies the calling process to fork programs: it imports what they will use
+    (``preload`` and the standard modules, under the caller's environment: one BLAS thread),
+    takes on the programs' environment, and freezes its heap once warm.
     """
 
     def __init__(self, uid: int | None, cgroup_procs: int | None, env: dict[str, str],
-                 work: str, dedicated: bool):
+                 work: str, preload: Sequence[str], dedicated: bool):
+        for module in (*STANDARD_MODULES, *preload):
+            importlib.import_module(module)
+        os.environ.clear()
+        os.environ.update(env)
         self.uid, self.cgroup_procs, self.env, self.work = uid, cgroup_procs, env, work
         self.dedicated = dedicated
         self.devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
@@ -262,6 +270,8 @@ class Forker:
         if dedicated:
             program_signals()
         _rehearse()
+        gc.collect()
+        gc.freeze()  # the collector never writes the pages the children share
 
     def launch(self, request: Request) -> Reply:
         """Run one program to its end (or its time limit); see :data:`Request`, :data:`Reply`.
@@ -368,21 +378,6 @@ def _kill_children(rounds: int = 200) -> int:
     raise RuntimeError(f"children of the fork server survive {rounds} kill rounds")
 
 
-def prepare(env: dict[str, str], preload: Sequence[str]) -> None:
-    """Ready this process to fork programs: import what they will use (under the caller's
-    environment: one BLAS thread), then give them their own environment."""
-    for module in (*STANDARD_MODULES, *preload):
-        importlib.import_module(module)
-    os.environ.clear()
-    os.environ.update(env)
-
-
-def freeze() -> None:
-    """Freeze the heap, so that the collector never writes the pages the children share."""
-    gc.collect()
-    gc.freeze()
-
-
 class InProcess:
     """The worker forks its programs itself (without root: as its PID namespace's init, the
     one process that programs running under its uid cannot signal)."""
@@ -391,9 +386,7 @@ class InProcess:
 
     def __init__(self, uid: int | None, cgroup_procs: int | None, env: dict[str, str],
                  work: str, preload: Sequence[str]):
-        prepare(env, preload)
-        self.forker = Forker(uid, cgroup_procs, env, work, dedicated=False)
-        freeze()
+        self.forker = Forker(uid, cgroup_procs, env, work, preload, dedicated=False)
 
     def launch(self, request: Request) -> Reply:
         return self.forker.launch(request)
@@ -498,10 +491,8 @@ def serve() -> None:
     config = read_message(requests)
     try:
         sys.path[:] = config["path"]
-        prepare(config["env"], config["preload"])
         forker = Forker(config["uid"], config["cgroup_procs"], config["env"], config["work"],
-                        dedicated=True)
-        freeze()
+                        config["preload"], dedicated=True)
     except BaseException as exc:
         write_message(replies, "".join(traceback.format_exception(exc)[-3:]))
         raise SystemExit(1) from exc
