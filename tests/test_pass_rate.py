@@ -41,9 +41,9 @@ def test_registered_and_columns() -> None:
 
 def test_settings_parse_from_command_line_strings() -> None:
     instance = PassRate(timeout_s="2.5", memory_mb="256", workers="1", allow_network="false",
-                        preload="json, re", cache="none")
+                        preload="json, re", cache="none", pin_cpus="false")
     assert instance.settings == {"timeout_s": 2.5, "memory_mb": 256, "workers": 1,
-                                 "allow_network": False, "preload": "json, re",
+                                 "pin_cpus": False, "allow_network": False, "preload": "json, re",
                                  "java_classpath": "/usr/share/java/javatuples.jar",
                                  "cache": None}
     with pytest.raises(ValueError, match="valid settings"):

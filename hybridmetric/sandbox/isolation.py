@@ -431,24 +431,33 @@ def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
                      read_only=read_only, ipc_namespace=ipcns, message_queues=queues), problems
 
 
+def _children(pid: int, task: int) -> list[int]:
+    """The children of one thread (zombies included), from ``/proc/PID/task/TID/children``."""
+    fd = os.open(f"/proc/{pid}/task/{task}/children", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = [os.read(fd, 1 << 16)]
+        while len(chunks[-1]) == 1 << 16:  # a short read is the end of a seq_file
+            chunks.append(os.read(fd, 1 << 16))
+    finally:
+        os.close(fd)
+    return [int(child) for child in b"".join(chunks).split()]
+
+
 def _descendants(root: int, spare: Collection[int] = ()) -> list[int]:
-    """Every live descendant of ``root`` but those in ``spare`` and their own descendants,
-    read from ``/proc/PID/task/TID/children``."""
+    """Every live descendant of ``root`` but those in ``spare`` and their own descendants."""
     found: list[int] = []
     stack = [root]
     while stack:
         pid = stack.pop()
         try:
-            tasks = os.listdir(f"/proc/{pid}/task")
+            tasks = [int(task) for task in os.listdir(f"/proc/{pid}/task")]
         except OSError:
             continue
         for task in tasks:
             try:
-                with open(f"/proc/{pid}/task/{task}/children", "rb") as handle:
-                    children = [int(c) for c in handle.read().split()]
+                children = [c for c in _children(pid, task) if c not in spare]
             except OSError:
                 continue
-            children = [c for c in children if c not in spare]
             found.extend(children)
             stack.extend(children)
     return found
@@ -487,8 +496,11 @@ def sweep(uid: int | None, rounds: int = 200, spare: Collection[int] = ()) -> in
     compile server (other uids; once the server has reaped the program and killed what the
     program made its children, no program's ancestors).
     """
-    found: set[int] = set()
     me = os.getpid()
+    with contextlib.suppress(OSError):  # the usual case, in one read: no child but ``spare``
+        if set(_children(me, me)) <= set(spare):  # (orphans go to the main thread, the only)
+            return 0
+    found: set[int] = set()
     for _ in range(rounds):
         if _reap():  # one system call when no child is left (as root the fork server stays)
             return len(found)
@@ -505,14 +517,56 @@ def sweep(uid: int | None, rounds: int = 200, spare: Collection[int] = ()) -> in
     raise OSError(f"processes of the sandbox survive {rounds} kill rounds")
 
 
+def _listing(path: str) -> tuple[int, int, int]:
+    """What changes when an entry is added to or removed from the directory ``path`` (on a file
+    system whose directory size counts entries), or the directory is replaced or opened up."""
+    status = os.lstat(path)
+    return status.st_ino, status.st_mode, status.st_size
+
+
+def _size_counts_entries(path: str) -> bool:
+    """Whether the size of the directory ``path`` changes with each entry made in it (tmpfs and
+    the mqueue file system count 20 bytes an entry): then an unchanged :func:`_listing` of a
+    directory left empty says that nothing was left in it, with one ``lstat`` instead of a
+    listing. Found by making and removing one entry."""
+    probe = os.path.join(path, f".hybridmetric-probe-{os.getpid()}")
+    before = _listing(path)
+    os.close(os.open(probe, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+    try:
+        return _listing(path) != before
+    finally:
+        os.unlink(probe)
+
+
+#: The listing of each private directory (and the message queues' one) as last emptied, for
+#: those whose size counts their entries; only an entry a program made changes it (no program
+#: may remove or replace the directories' own entries: they are root's in a sticky directory,
+#: mount points, or, without root, the worker's folder that :meth:`Worker._guard_root` checks).
+_EMPTIED: dict[str, tuple[int, int, int]] = {}
+
+
+def _emptied(path: str) -> bool:
+    """Whether ``path`` is as it was last emptied (one ``lstat``); False when not known."""
+    return path in _EMPTIED and _listing(path) == _EMPTIED[path]
+
+
+def _remember_emptied(path: str) -> None:
+    with contextlib.suppress(OSError):  # no probe: the directory is listed every time
+        if path in _EMPTIED or _size_counts_entries(path):
+            _EMPTIED[path] = _listing(path)
+
+
 def empty_private_dirs(keep: str) -> None:
     """Remove whatever a program left in the worker's private tmpfs mounts (but ``keep``);
     raise when something stays."""
     for path in COVERED:
+        if _emptied(path):
+            continue
         for name in os.listdir(path):
             full = os.path.join(path, name)
             if full != keep and full not in PRESERVED and full not in COVERED:
                 remove_tree(full)
+        _remember_emptied(path)
 
 
 def ipc_objects_exist() -> bool:
@@ -568,10 +622,13 @@ def remove_message_queues() -> int:
     """Remove the POSIX message queues of this IPC namespace (what programs left); return how
     many there were. Without root, the queues' root belongs to the user programs run as: one may
     have taken the write permission away, which the worker (its owner too) gives back first."""
+    if _emptied(MQUEUE_DIR):
+        return 0
     os.chmod(MQUEUE_DIR, 0o1777)
     names = os.listdir(MQUEUE_DIR)
     for name in names:
         os.unlink(os.path.join(MQUEUE_DIR, name))
+    _remember_emptied(MQUEUE_DIR)
     return len(names)
 
 

@@ -38,7 +38,9 @@ import signal
 import sys
 import time
 import traceback
+import warnings
 from collections.abc import Sequence
+from types import CodeType
 from typing import Any, NoReturn, TextIO
 
 PR_SET_PDEATHSIG = 1
@@ -52,6 +54,11 @@ STANDARD_MODULES = ("typing", "math", "random", "re", "collections", "itertools"
 _REHEARSALS = ("def check(candidate):\n    assert candidate(1) == 3\n\ncheck(lambda x: x + 1)\n",
                "def f(x):\n    return [x][x] + 1\n\nf(1)\n")
 _TAIL = 16384
+#: What ``compile`` raises for a program that is not valid Python (ValueError: NUL bytes).
+COMPILE_ERRORS = (SyntaxError, ValueError, UnicodeError)
+#: Python sources up to this size are compiled by the forking process before it forks (see
+#: :meth:`Forker.launch`); larger ones in the child, under the program's limits.
+PRECOMPILE_MAX = 1 << 16
 #: The file a Python program runs as, in its working directory (the worker writes it there).
 PROGRAM = "program.py"
 #: Seconds the worker waits for the fork server beyond a program's own time limit.
@@ -128,25 +135,29 @@ def write_message(fd: int, message: Any) -> None:
 
 
 def read_message(fd: int, timeout_s: float | None = None) -> Any:
-    """Receive one message; raise LauncherError at end of file or when the whole message has
-    not come within ``timeout_s``."""
+    """Receive one message (the only one in flight: the protocol is one request, one reply);
+    raise LauncherError at end of file or when the whole message has not come within
+    ``timeout_s``."""
     deadline = time.monotonic() + timeout_s if timeout_s is not None else None
-    size = int.from_bytes(_read_exactly(fd, 8, deadline), "little")
-    return marshal.loads(_read_exactly(fd, size, deadline))
+    data = b""
+    while len(data) < 8:
+        data += _read_some(fd, 1 << 16, deadline)  # the header and, usually, all the rest
+    size = int.from_bytes(data[:8], "little")
+    chunks, left = [data[8:]], size - (len(data) - 8)
+    while left > 0:
+        chunks.append(_read_some(fd, min(left, 1 << 20), deadline))
+        left -= len(chunks[-1])
+    return marshal.loads(b"".join(chunks))
 
 
-def _read_exactly(fd: int, size: int, deadline: float | None) -> bytes:
-    chunks, left = [], size
-    while left:
-        if deadline is not None and not select.select(
-                [fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
-            raise LauncherError("the fork server did not answer in time")
-        chunk = os.read(fd, min(left, 1 << 20))
-        if not chunk:
-            raise LauncherError("the fork server exited")
-        chunks.append(chunk)
-        left -= len(chunk)
-    return b"".join(chunks)
+def _read_some(fd: int, size: int, deadline: float | None) -> bytes:
+    if deadline is not None and not select.select(
+            [fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
+        raise LauncherError("the fork server did not answer in time")
+    chunk = os.read(fd, size)
+    if not chunk:
+        raise LauncherError("the fork server exited")
+    return chunk
 
 
 def _install_fds(fds: Sequence[int]) -> None:
@@ -170,6 +181,8 @@ def _program_streams() -> tuple[TextIO, TextIO, TextIO]:
 def _tail(fd: int) -> str:
     """The end of what a program wrote to the memory file ``fd``."""
     size = os.fstat(fd).st_size
+    if not size:
+        return ""
     return os.pread(fd, _TAIL, max(0, size - _TAIL)).decode("utf-8", "replace")
 
 
@@ -203,8 +216,9 @@ def _enter_python(path: str, streams: tuple[TextIO, TextIO, TextIO]) -> None:
     sys.argv = [path]
 
 
-def _python_main(source: str, path: str) -> NoReturn:
-    """Run ``source`` as ``__main__`` in this (child) process; emit the token after it returns."""
+def _python_main(source: str, path: str, code: CodeType | None) -> NoReturn:
+    """Run ``source`` (``code``: already compiled) as ``__main__`` in this (child) process; emit
+    the token after it returns."""
     write, read, leave = os.write, os.read, os._exit  # held before the program can patch them
     # Its folder first on the import path, from here: had the forking process looked it up
     # before the folder existed, the import system would remember it as a dead end.
@@ -217,8 +231,9 @@ def _python_main(source: str, path: str) -> NoReturn:
         leave(1)
 
     try:
-        code = compile(source, path, "exec", dont_inherit=True)
-    except (SyntaxError, ValueError, UnicodeError) as exc:  # ValueError: NUL bytes
+        if code is None:
+            code = compile(source, path, "exec", dont_inherit=True)
+    except COMPILE_ERRORS as exc:
         report(b"S", exc)
     except MemoryError as exc:
         report(b"M", exc)
@@ -281,6 +296,19 @@ class Forker:
         made (the process is as it was)."""
         argv, source, limits, timeout_s = request
         token = os.urandom(16).hex().encode()
+        code = None
+        if argv is None and source is not None and len(source) <= PRECOMPILE_MAX:
+            try:
+                with warnings.catch_warnings(record=True) as shown:  # (the filters as they are)
+                    code = compile(source, self.path, "exec", dont_inherit=True)
+                if shown:  # a SyntaxWarning: the child compiles again and writes it to stderr
+                    code = None
+            except COMPILE_ERRORS as exc:  # no child needed: the verdict is known
+                error = _error_text(exc, source, self.path)[-_TAIL:]
+                linecache.cache.pop(self.path, None)  # no later program may see these lines
+                return 1 << 8, False, b"S", token, "", error, 0  # as a child's exit(1)
+            except (MemoryError, RecursionError):  # the child tries again, under its limits
+                pass
         opened: list[int] = []
         try:
             token_r, token_w = os.pipe()
@@ -304,7 +332,7 @@ class Forker:
                 os.close(fd)
             raise LaunchFailed(exc.errno, f"no child could be made: {exc}") from exc
         if pid == 0:
-            self._child(argv, source, limits, [self.devnull, out, err, token_r, report_w])
+            self._child(argv, source, code, limits, [self.devnull, out, err, token_r, report_w])
         for fd in (token_r, report_w):
             os.close(fd)
         try:
@@ -330,8 +358,8 @@ class Forker:
             for fd in (report_r, out, err):
                 os.close(fd)
 
-    def _child(self, argv: list[str] | None, source: str | None, limits: Rlimits,
-               fds: list[int]) -> NoReturn:
+    def _child(self, argv: list[str] | None, source: str | None, code: CodeType | None,
+               limits: Rlimits, fds: list[int]) -> NoReturn:
         channel, write, leave = fds[-1], os.write, os._exit  # held before any program runs
         try:
             if self.cgroup_procs is not None:  # first: its descriptor is closed below
@@ -348,7 +376,7 @@ class Forker:
             if argv is None:
                 assert source is not None
                 _enter_python(self.path, self.streams)
-                _python_main(source, self.path)
+                _python_main(source, self.path, code)
             os.execve(argv[0], argv, self.env)
         except BaseException as exc:  # the sandbox failed before the program started
             with contextlib.suppress(BaseException):
@@ -410,7 +438,7 @@ class ForkServer:
         requests_r, self._requests = os.pipe()
         self._replies, replies_w = os.pipe()
         try:
-            argv = [sys.executable, "-B", "-P", __file__]
+            argv = [sys.executable, "-B", "-P", "-X", "no_debug_ranges", __file__]
             server_env = dict(os.environ)  # the worker's (one BLAS thread), for the imports
             fds = [requests_r, replies_w, 2] + ([cgroup_procs] if cgroup_procs is not None
                                                else [])

@@ -45,6 +45,8 @@ class PassRate(Scorer):
         "timeout_s": Setting(10.0, "wall-clock seconds per case (a row's tests.timeout_s wins)"),
         "memory_mb": Setting(1024, "memory (RLIMIT_DATA) per program, in MiB"),
         "workers": Setting(0, "sandbox worker processes; 0 = one per core"),
+        "pin_cpus": Setting(True, "keep each sandbox worker and its programs on one core (off "
+                                  "where other work keeps the cores busy)"),
         "allow_network": Setting(False, "run with no network block (only for trusted tests "
                                         "that need it)"),
         "preload": Setting("", "comma-separated modules the Python fork server imports once, "
@@ -82,7 +84,7 @@ class PassRate(Scorer):
             self._sandbox = Sandbox(workers=self.settings["workers"],
                                     allow_network=self.settings["allow_network"],
                                     preload=modules, cache=self.settings["cache"],
-                                    java_classpath=jars)
+                                    java_classpath=jars, pin_cpus=self.settings["pin_cpus"])
         return self._sandbox
 
     def signature_fields(self) -> dict[str, Any]:

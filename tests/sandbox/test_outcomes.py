@@ -25,6 +25,8 @@ from hybridmetric.sandbox import (
     Program,
     RunResult,
     Sandbox,
+    isolation,
+    launcher,
     pass_at_k,
     pool,
 )
@@ -153,6 +155,83 @@ def test_programs_fork_from_a_small_server_as_root(sandbox: Sandbox, run: Run) -
               "assert not {'json', 'dataclasses', 'hybridmetric.sandbox.worker'} & "
               "set(sys.modules), sorted(sys.modules)\n")
     assert run(sandbox, "python", source, LIMITS).outcome == PASSED
+
+
+def test_what_a_program_leaves_never_reaches_the_next(run: Run) -> None:
+    """Files in its folder (its own file swapped for a folder), and in /tmp, /var/tmp and
+    /dev/shm, are gone before the next program; so is what it made and removed itself. (The
+    worker checks the private folders with one lstat each: their size counts their entries.)"""
+    with Sandbox(workers=1) as box:  # one worker: the programs meet the same folders
+        if not box.isolation.mount_namespace or box.isolation.uid is None:
+            pytest.skip("private folders are the worker's as root")
+        listing = ("import os, sys\nprint(sorted(os.listdir('/tmp')), sorted(os.listdir("
+                   "'/var/tmp')), sorted(os.listdir('/dev/shm')), file=sys.stderr)\n"
+                   "assert False\n")
+        before = run(box, "python", listing, LIMITS).error.splitlines()[0]
+        litter = ("import os\nos.mkdir('sub')\nopen('sub/x', 'w').write('x')\n"
+                  "os.remove('program.py')\nos.mkdir('program.py')\n"
+                  "for top in ('/tmp', '/var/tmp', '/dev/shm'):\n"
+                  "    open(f'{top}/left', 'w').write('x')\n"
+                  "    open(f'{top}/gone', 'w').write('x')\n"
+                  "    os.remove(f'{top}/gone')\n")
+        assert run(box, "python", litter, LIMITS).outcome == PASSED
+        assert run(box, "python", listing + "# again\n", LIMITS).error.splitlines()[0] == before
+        clean = "import os\nassert os.listdir('.') == ['program.py'], os.listdir('.')\n"
+        assert run(box, "python", clean, LIMITS).outcome == PASSED
+
+
+def test_size_of_a_tmpfs_folder_counts_its_entries(tmp_path: Path) -> None:
+    """The private folders are tmpfs mounts, whose size grows with each entry: the probe says so
+    there. (On another file system it may say either; the worker then lists the folder.)"""
+    with open("/proc/self/mounts") as handle:
+        kinds = {fields[1]: fields[2] for fields in map(str.split, handle)}
+    if kinds.get("/dev/shm") != "tmpfs":
+        pytest.skip("no tmpfs at /dev/shm")
+    assert isolation._size_counts_entries("/dev/shm")
+    assert not [name for name in os.listdir("/dev/shm") if name.startswith(".hybridmetric-probe")]
+
+
+def test_compiled_before_the_fork_as_if_in_the_child(run: Run) -> None:
+    """Python programs are compiled by the fork server before it forks: a syntax error needs
+    no child, a compiler warning still reaches the program's stderr, what the server saw of a
+    broken program never reaches the next one's ``linecache``, and a program too large to
+    compile there is compiled in its child."""
+    with Sandbox(workers=1) as box:
+        broken = run(box, "python", "x = 1\ndef f(:\n    pass\n", LIMITS)
+        assert broken.outcome == SYNTAX_ERROR and "line 2" in broken.error, broken
+        source = ("import linecache\nassert linecache.getlines(__file__)[0] == "
+                  "'import linecache\\n', linecache.getlines(__file__)[:1]\n")
+        assert run(box, "python", source, LIMITS).outcome == PASSED
+        warned = run(box, "python", "x = 1\nassert x is 2\n", LIMITS)
+        assert warned.outcome == FAILED and "SyntaxWarning" in warned.error, warned
+        filler = "# filler\n" * (launcher.PRECOMPILE_MAX // 9 + 1)
+        assert run(box, "python", filler + "def f(:\n", LIMITS).outcome == SYNTAX_ERROR
+        assert run(box, "python", filler + "assert True\n", LIMITS).outcome == PASSED
+
+
+def test_tracebacks_carry_no_column_markers(sandbox: Sandbox, run: Run) -> None:
+    """Programs run with ``-X no_debug_ranges``: a traceback quotes each line without the
+    ``^^^``/``~~~`` markers, whose computation (parsing each quoted line again) cost a failing
+    program about 0.2 ms."""
+    result = run(sandbox, "python", "values = [1, 2]\nprint(values[0] + values[5])\n", LIMITS)
+    assert result.outcome == FAILED and "IndexError" in result.error
+    assert "    print(values[0] + values[5])" in result.error.splitlines()
+    assert not [line for line in result.error.splitlines()
+                if line.strip() and set(line.strip()) <= {"^", "~"}], result.error
+
+
+@pytest.mark.parametrize("pin", [True, False])
+def test_each_worker_keeps_its_programs_on_one_cpu(run: Run, pin: bool) -> None:
+    allowed = sorted(os.sched_getaffinity(0))
+    source = ("import os, time\ntime.sleep(0.02)\n"
+              "assert False, sorted(os.sched_getaffinity(0))\n")
+    with Sandbox(workers=2, pin_cpus=pin) as box:
+        results = box.run([Program("python", source + f"# {i}\n", LIMITS) for i in range(12)])
+    seen = {result.error.strip().splitlines()[-1] for result in results}
+    if pin:
+        assert seen == {f"AssertionError: [{cpu}]" for cpu in allowed[:2]}, seen
+    else:
+        assert seen == {f"AssertionError: {allowed}"}, seen
 
 
 def test_identical_programs_run_once_and_cache_persists(tmp_path: Path,
