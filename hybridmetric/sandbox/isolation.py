@@ -436,7 +436,7 @@ def _children(pid: int, task: int) -> list[int]:
     fd = os.open(f"/proc/{pid}/task/{task}/children", os.O_RDONLY | os.O_CLOEXEC)
     try:
         chunks = [os.read(fd, 1 << 16)]
-        while len(chunks[-1]) == 1 << 16:  # a short read is the end of a seq_file
+        while chunks[-1]:  # a seq_file gives about a page a read
             chunks.append(os.read(fd, 1 << 16))
     finally:
         os.close(fd)

@@ -48,17 +48,22 @@ PR_SET_DUMPABLE = 4
 #: Modules every fork server imports, because generated programs import them most (a module
 #: imported in a child costs that child its whole import).
 STANDARD_MODULES = ("typing", "math", "random", "re", "collections", "itertools", "functools",
-                    "string", "heapq", "bisect", "copy")
+                    "string", "heapq", "bisect", "copy",
+                    "unicodedata")  # also what compiling a "\\N{...}" literal imports
 #: Failing programs the fork server runs in itself before it forks any (see :func:`_rehearse`):
 #: an assertion that fails on a whole line, and an error inside an expression (a caret line).
 _REHEARSALS = ("def check(candidate):\n    assert candidate(1) == 3\n\ncheck(lambda x: x + 1)\n",
                "def f(x):\n    return [x][x] + 1\n\nf(1)\n")
 _TAIL = 16384
-#: What ``compile`` raises for a program that is not valid Python (ValueError: NUL bytes).
-COMPILE_ERRORS = (SyntaxError, ValueError, UnicodeError)
-#: Python sources up to this size are compiled by the forking process before it forks (see
-#: :meth:`Forker.launch`); larger ones in the child, under the program's limits.
-PRECOMPILE_MAX = 1 << 16
+#: What ``compile`` raises for a program that is not valid Python (ValueError: NUL bytes;
+#: RecursionError: an expression nested too deep to compile, deterministic at any depth).
+COMPILE_ERRORS = (SyntaxError, ValueError, UnicodeError, RecursionError)
+#: Python sources of up to this many characters are compiled by the forking process before it
+#: forks (see :meth:`Forker.launch`); larger ones in the child, under the program's limits. Only
+#: where compiling leaves nothing in the compiling process: from Python 3.12 the identifiers
+#: and strings a compile interns stay interned after its code is freed, so one program could
+#: learn what an earlier one was (``sys.intern(s) is s``) and the server would grow with each.
+PRECOMPILE_MAX = 1 << 16 if sys.version_info < (3, 12) else -1
 #: The file a Python program runs as, in its working directory (the worker writes it there).
 PROGRAM = "program.py"
 #: Seconds the worker waits for the fork server beyond a program's own time limit.
@@ -147,6 +152,8 @@ def read_message(fd: int, timeout_s: float | None = None) -> Any:
     while left > 0:
         chunks.append(_read_some(fd, min(left, 1 << 20), deadline))
         left -= len(chunks[-1])
+    if left < 0:
+        raise LauncherError("more than one message in flight")
     return marshal.loads(b"".join(chunks))
 
 
@@ -307,7 +314,7 @@ class Forker:
                 error = _error_text(exc, source, self.path)[-_TAIL:]
                 linecache.cache.pop(self.path, None)  # no later program may see these lines
                 return 1 << 8, False, b"S", token, "", error, 0  # as a child's exit(1)
-            except (MemoryError, RecursionError):  # the child tries again, under its limits
+            except MemoryError:  # the child tries again, under its limits
                 pass
         opened: list[int] = []
         try:

@@ -169,28 +169,29 @@ def _close_all(workers: list[_Worker]) -> None:
 
 
 class Sandbox:
-    """Runs untrusted programs in isolated workers, ``workers`` at a time (0: one per core).
+    """Runs untrusted programs in isolated workers, ``workers`` at a time (0: one per core this
+    process may use).
 
     ``preload`` lists modules every Python worker imports once (numpy, pandas, ...), so a
     program that imports them pays nothing. ``cache`` is a SQLite path for verdicts, or None.
     ``java_classpath``: jars Java programs compile and run against (a missing one is a
-    sandbox error when a Java program runs). ``pin_cpus``: each worker, its servers and its
-    programs stay on one of the CPUs this process may use (worker *i* on the *i*-th, round
-    robin): a program then has a core to itself for its whole time limit, and the hand-offs
-    between worker, fork server and program never cross cores (about 15% more programs per
-    second on 2 cores). Turn it off on a machine whose cores other work keeps busy, where a
-    pinned worker could not move away from it.
+    sandbox error when a Java program runs). ``pin_cpus``: each worker starts its servers and
+    programs on one of the CPUs this process may use (worker *i* on the *i*-th, round robin),
+    so the hand-offs between worker, fork server and program never cross cores (about 15% more
+    programs per second on 2 cores). A program may widen its own affinity (nothing stops it),
+    and the JVM's and node's helper threads share their program's core. Turn it off on a
+    machine whose cores other work keeps busy, where a pinned worker could not move away.
     """
 
     def __init__(self, *, workers: int = 0, allow_network: bool = False,
                  preload: Sequence[str] = (), cache: str | Path | None = None,
                  java_classpath: Sequence[str] = DEFAULT_JAVA_CLASSPATH, pin_cpus: bool = True):
-        count = workers or os.cpu_count() or 1
+        cpus = sorted(os.sched_getaffinity(0))  # the cores this process may use
+        count = workers or len(cpus)
         if count < 1:
             raise ValueError(f"workers must be at least 1 (or 0 for one per core), got {workers}")
         self.allow_network = allow_network
         self.java_classpath = list(java_classpath)
-        cpus = sorted(os.sched_getaffinity(0))
         self._workers = [_Worker(allow_network, preload, cpus[i % len(cpus)] if pin_cpus else None)
                          for i in range(count)]
         self._finalizer = weakref.finalize(self, _close_all, self._workers)

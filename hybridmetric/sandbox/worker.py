@@ -377,14 +377,14 @@ class Worker:
 
 def main() -> None:
     config = json.loads(sys.argv[1])
-    if config["cpu"] is not None:  # before anything starts: the servers and programs inherit it
-        os.sched_setaffinity(0, {config["cpu"]})
     requests = os.fdopen(os.dup(0), "r", encoding="utf-8")
     replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
     try:
+        if config["cpu"] is not None:  # first: the servers and programs inherit it
+            os.sched_setaffinity(0, {config["cpu"]})
         worker = Worker(config["uid"], config["allow_network"], config["preload"],
                         config["home"])
     except BaseException as exc:

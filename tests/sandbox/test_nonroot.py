@@ -98,6 +98,12 @@ programs = {
     "writes_files": ("python", f"open({data!r} + '/public.txt', 'w').write('changed')\n"),
     "writes_tmp": ("python", "open('/tmp/scratch', 'w').write('x')\n"),
     "tmp_is_empty": ("python", "import os\nassert os.listdir('/var/tmp') == []\n"),
+    # /tmp keeps its number of entries (its size, which the worker checks) when the worker's own
+    # folder moves into a new one: the worker, whose folder is gone, is replaced
+    "swaps_worker": ("python", "import glob, os\nos.mkdir('/tmp/evil')\n"
+                               "[root] = glob.glob('/tmp/hybridmetric-sandbox-*')\n"
+                               "os.rename(root, '/tmp/evil/root')\n"),
+    "after_swap": ("python", "import os\nassert not os.path.exists('/tmp/evil')\n"),
     # the precompiled header and the compile server are the user's files too: a program that
     # rewrites them must not reach the next program
     "cpp_stdcxx": ("cpp", stdcxx),
@@ -228,7 +234,8 @@ def _run_as_user(home: str, data: str) -> None:
         "sees": "passed", "javascript": "passed", "cpp": "passed",
         "java": "passed", "reads_home": "passed", "writes_home": "failed",
         "reads_files": "passed", "writes_files": "failed", "writes_tmp": "passed",
-        "tmp_is_empty": "passed", "cpp_stdcxx": "passed", "plants": "passed",
+        "tmp_is_empty": "passed", "swaps_worker": "passed", "after_swap": "passed",
+        "cpp_stdcxx": "passed", "plants": "passed",
         "cpp_after_plant": "passed", "java_after_plant": "passed", "locks": "passed",
         "after_locks": "passed", "fifo_output": "passed", "stashes": "passed",
         "finds_no_stash": "passed", "locks_worker": "passed",

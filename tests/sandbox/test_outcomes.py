@@ -163,7 +163,7 @@ def test_what_a_program_leaves_never_reaches_the_next(run: Run) -> None:
     worker checks the private folders with one lstat each: their size counts their entries.)"""
     with Sandbox(workers=1) as box:  # one worker: the programs meet the same folders
         if not box.isolation.mount_namespace or box.isolation.uid is None:
-            pytest.skip("private folders are the worker's as root")
+            pytest.skip("the private tmpfs folders are made as root")
         listing = ("import os, sys\nprint(sorted(os.listdir('/tmp')), sorted(os.listdir("
                    "'/var/tmp')), sorted(os.listdir('/dev/shm')), file=sys.stderr)\n"
                    "assert False\n")
@@ -192,13 +192,18 @@ def test_size_of_a_tmpfs_folder_counts_its_entries(tmp_path: Path) -> None:
 
 
 def test_compiled_before_the_fork_as_if_in_the_child(run: Run) -> None:
-    """Python programs are compiled by the fork server before it forks: a syntax error needs
-    no child, a compiler warning still reaches the program's stderr, what the server saw of a
-    broken program never reaches the next one's ``linecache``, and a program too large to
-    compile there is compiled in its child."""
+    """On Python 3.11 the fork server compiles a program before it forks: a syntax error needs
+    no child (the next program gets the next PID of the worker's namespace), a compiler warning
+    still reaches the program's stderr, what the server saw of a broken program never reaches
+    the next one's ``linecache``, and a program too large to compile there is compiled in its
+    child. An expression nested too deep to compile is a syntax error either way."""
+    pid = "import os\nassert False, os.getpid()\n"
     with Sandbox(workers=1) as box:
+        first = int(run(box, "python", pid, LIMITS).error.split()[-1])
         broken = run(box, "python", "x = 1\ndef f(:\n    pass\n", LIMITS)
         assert broken.outcome == SYNTAX_ERROR and "line 2" in broken.error, broken
+        then = int(run(box, "python", pid + "# again\n", LIMITS).error.split()[-1])
+        assert then == first + (1 if launcher.PRECOMPILE_MAX > 0 else 2)
         source = ("import linecache\nassert linecache.getlines(__file__)[0] == "
                   "'import linecache\\n', linecache.getlines(__file__)[:1]\n")
         assert run(box, "python", source, LIMITS).outcome == PASSED
@@ -207,6 +212,9 @@ def test_compiled_before_the_fork_as_if_in_the_child(run: Run) -> None:
         filler = "# filler\n" * (launcher.PRECOMPILE_MAX // 9 + 1)
         assert run(box, "python", filler + "def f(:\n", LIMITS).outcome == SYNTAX_ERROR
         assert run(box, "python", filler + "assert True\n", LIMITS).outcome == PASSED
+        for deep in ("x = " + "1+" * 20_000 + "1\n", filler + "x = " + "1+" * 20_000 + "1\n"):
+            nested = run(box, "python", deep, LIMITS)
+            assert nested.outcome == SYNTAX_ERROR and "RecursionError" in nested.error, nested
 
 
 def test_tracebacks_carry_no_column_markers(sandbox: Sandbox, run: Run) -> None:
