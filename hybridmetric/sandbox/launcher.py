@@ -4,7 +4,10 @@ A program runs in a forked child that takes its own session, its descriptors (st
 ``/dev/null``, stdout and stderr into memory files, the token on fd 3, the report on fd 4), its
 working directory, rlimits and uid, then either runs Python source in the forked interpreter or
 ``execve``\\ s a command. :meth:`Forker.launch` forks it, waits with a wall-clock limit, kills its
-group on timeout and returns what it left: exit status, report, output tails.
+group on timeout and returns what it left: exit status, report, output tails. A Python program
+is compiled before the fork where that leaves nothing behind (see :data:`PRECOMPILE_MAX`): the
+compiler's pages are then the forking process's own, not copied in every child, and a program
+that does not compile needs no child at all.
 
 As root the worker keeps a *fork server* (:class:`ForkServer`): a fresh interpreter started
 inside the worker's namespaces that imports only this file, the standard modules programs use
