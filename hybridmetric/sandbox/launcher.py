@@ -42,7 +42,7 @@ import sys
 import time
 import traceback
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import CodeType
 from typing import Any, NoReturn, TextIO
 
@@ -69,6 +69,10 @@ COMPILE_ERRORS = (SyntaxError, ValueError, UnicodeError, RecursionError)
 PRECOMPILE_MAX = 1 << 16 if sys.version_info < (3, 12) else -1
 #: The file a Python program runs as, in its working directory (the worker writes it there).
 PROGRAM = "program.py"
+#: Interpreter options of every process that forks Python programs (the worker, the fork
+#: server): tracebacks without column markers, whose computation (parsing each quoted line
+#: again) cost a failing program about 0.2 ms.
+INTERPRETER_OPTIONS = ("-X", "no_debug_ranges")
 #: Seconds the worker waits for the fork server beyond a program's own time limit.
 GRACE_S = 10.0
 STARTUP_TIMEOUT_S = 120.0
@@ -98,19 +102,22 @@ class LaunchFailed(OSError):
     """No child could be made for a program (no memory or descriptors left); nothing ran."""
 
 
-def check(result: int, what: str) -> None:
-    """Raise OSError (with errno) when a libc call returned nonzero."""
+def check(result: int, what: str, errno_of: Callable[[], int] = ctypes.get_errno) -> None:
+    """Raise OSError (with errno, from ``errno_of``) when a libc call returned nonzero."""
     if result != 0:
-        code = ctypes.get_errno()
+        code = errno_of()
         raise OSError(code, f"{what}: {os.strerror(code)}")
+
+
+def _plain_errno() -> int:
+    """errno as the C library left it (for calls through :data:`_prctl`)."""
+    return _errno_location()[0]
 
 
 def set_dumpable(dumpable: bool) -> None:
     """A process that is not dumpable cannot be traced, nor its ``/proc`` memory and file
     descriptors opened, by other processes of its uid."""
-    if _prctl(PR_SET_DUMPABLE, int(dumpable), 0, 0, 0) != 0:
-        code = _errno_location()[0]
-        raise OSError(code, f"prctl(DUMPABLE): {os.strerror(code)}")
+    check(_prctl(PR_SET_DUMPABLE, int(dumpable), 0, 0, 0), "prctl(DUMPABLE)", _plain_errno)
 
 
 def drop_privileges(uid: int | None) -> None:
@@ -206,11 +213,15 @@ def _tail(fd: int) -> str:
 
 def _error_text(exc: BaseException, source: str, path: str) -> str:
     """The traceback of a program's exception, without the harness's frame; its lines come
-    from the source the program ran (no file to read, and what ran even if it rewrote it)."""
+    from the source the program ran (no file to read, and what ran even if it rewrote it), and
+    leave ``linecache`` as they found it (in a forking process, a later program may look)."""
     lines = io.StringIO(source, newline=None).readlines()  # the compiler's line breaks only
     linecache.cache[path] = (len(source), None, lines, path)
     frames = exc.__traceback__.tb_next if exc.__traceback__ else None
-    return "".join(traceback.format_exception(type(exc), exc, frames))
+    try:
+        return "".join(traceback.format_exception(type(exc), exc, frames))
+    finally:
+        linecache.cache.pop(path, None)
 
 
 def _rehearse(times: int = 64) -> None:
@@ -224,7 +235,6 @@ def _rehearse(times: int = 64) -> None:
             exec(compile(source, path, "exec", dont_inherit=True), {"__name__": "__main__"})
         except Exception as exc:  # noqa: BLE001 - the point
             _error_text(exc, source, path)
-    linecache.cache.pop(path, None)
 
 
 def _enter_python(path: str, streams: tuple[TextIO, TextIO, TextIO]) -> None:
@@ -323,7 +333,6 @@ class Forker:
                     code = None
             except COMPILE_ERRORS as exc:  # no child needed: the verdict is known
                 error = _error_text(exc, source, self.path)[-_TAIL:]
-                linecache.cache.pop(self.path, None)  # no later program may see these lines
                 return 1 << 8, False, b"S", token, "", error, 0  # as a child's exit(1)
             except MemoryError:  # the child tries again, under its limits
                 pass
@@ -456,7 +465,7 @@ class ForkServer:
         requests_r, self._requests = os.pipe()
         self._replies, replies_w = os.pipe()
         try:
-            argv = [sys.executable, "-B", "-P", "-X", "no_debug_ranges", __file__]
+            argv = [sys.executable, "-B", "-P", *INTERPRETER_OPTIONS, __file__]
             server_env = dict(os.environ)  # the worker's (one BLAS thread), for the imports
             fds = [requests_r, replies_w, 2] + ([cgroup_procs] if cgroup_procs is not None
                                                else [])

@@ -25,6 +25,7 @@ from pathlib import Path
 from hybridmetric.sandbox.cache import ResultCache, cache_key
 from hybridmetric.sandbox.isolation import Isolation
 from hybridmetric.sandbox.languages import DEFAULT_JAVA_CLASSPATH, SEARCH_PATH, canonical
+from hybridmetric.sandbox.launcher import INTERPRETER_OPTIONS
 from hybridmetric.sandbox.limits import SANDBOX_ERROR, Limits, RunResult
 
 UID_BASE = 61000
@@ -78,7 +79,7 @@ class _Worker:
                "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
         self.process = subprocess.Popen(
-            [sys.executable, "-X", "no_debug_ranges", str(Path(__file__).with_name("_boot.py")),
+            [sys.executable, *INTERPRETER_OPTIONS, str(Path(__file__).with_name("_boot.py")),
              json.dumps(config)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env,
             text=True, encoding="utf-8", start_new_session=True,
