@@ -5,9 +5,10 @@ A program runs in a forked child that takes its own session, its descriptors (st
 working directory, rlimits and uid, then either runs Python source in the forked interpreter or
 ``execve``\\ s a command. :meth:`Forker.launch` forks it, waits with a wall-clock limit, kills its
 group on timeout and returns what it left: exit status, report, output tails. A Python program
-is compiled before the fork where that leaves nothing behind (see :data:`PRECOMPILE_MAX`): the
-compiler's pages are then the forking process's own, not copied in every child, and a program
-that does not compile needs no child at all.
+is compiled by the worker where that leaves nothing behind (:func:`precompile`), which sends the
+code: a program that does not compile needs no child at all, and the compiler's memory is
+neither copied into every child nor written in the forking process (each fork write-protects
+its pages: every page written after it costs a fault).
 
 As root the worker keeps a *fork server* (:class:`ForkServer`): a fresh interpreter started
 inside the worker's namespaces that imports only this file, the standard modules programs use
@@ -61,11 +62,11 @@ _TAIL = 16384
 #: What ``compile`` raises for a program that is not valid Python (ValueError: NUL bytes;
 #: RecursionError: an expression nested too deep to compile, deterministic at any depth).
 COMPILE_ERRORS = (SyntaxError, ValueError, UnicodeError, RecursionError)
-#: Python sources of up to this many characters are compiled by the forking process before it
-#: forks (see :meth:`Forker.launch`); larger ones in the child, under the program's limits. Only
-#: where compiling leaves nothing in the compiling process: from Python 3.12 the identifiers
-#: and strings a compile interns stay interned after its code is freed, so one program could
-#: learn what an earlier one was (``sys.intern(s) is s``) and the server would grow with each.
+#: Python sources of up to this many characters are compiled by the worker (:func:`precompile`)
+#: and their code loaded by the forking process; larger ones in the child, under the program's
+#: limits. Only where loading code leaves nothing in the forking process: from Python 3.12 the
+#: identifiers and strings it interns stay interned after the code is freed, so one program
+#: could learn what an earlier one was (``sys.intern(s) is s``) and the server would grow.
 PRECOMPILE_MAX = 1 << 16 if sys.version_info < (3, 12) else -1
 #: The file a Python program runs as, in its working directory (the worker writes it there).
 PROGRAM = "program.py"
@@ -87,8 +88,9 @@ _errno_location.restype = ctypes.POINTER(ctypes.c_int)
 
 #: (memory bytes, CPU seconds, file bytes, open files, processes): a child's rlimits.
 Rlimits = tuple[int, int, int, int, int]
-#: (argv, or None for the Python source; the source; rlimits; wall-clock limit in seconds).
-Request = tuple[list[str] | None, str | None, Rlimits, float]
+#: (argv, or None for the Python source; the source; its code from :func:`precompile`, or None
+#: for the child to compile; rlimits; wall-clock limit in seconds).
+Request = tuple[list[str] | None, str | None, bytes | None, Rlimits, float]
 #: (wait status, timed out, what came on fd 4, the token, stdout tail, stderr tail, processes
 #: the program left as the fork server's children, killed: always 0 in the worker itself).
 Reply = tuple[int, bool, bytes, bytes, str, str, int]
@@ -212,9 +214,16 @@ def _tail(fd: int) -> str:
 
 
 def _error_text(exc: BaseException, source: str, path: str) -> str:
-    """The traceback of a program's exception, without the harness's frame; its lines come
-    from the source the program ran (no file to read, and what ran even if it rewrote it), and
-    leave ``linecache`` as they found it (in a forking process, a later program may look)."""
+    """The traceback of a program's exception, without the harness's frame, as
+    ``traceback.format_exception`` writes it under ``-X no_debug_ranges``; the lines of
+    ``path`` come from the source the program ran (no file to read, and what ran even if it
+    rewrote it). Common exceptions take :func:`_plain_error_text`, which touches far fewer of
+    the objects a forked child shares with its parent (each page it writes is a page copied);
+    the rest (syntax errors, exception groups, notes, a ``sys.tracebacklimit``) take the
+    ``traceback`` module, with ``linecache`` left as it was found (a later program may look)."""
+    chain = _chain(exc)
+    if chain is not None:
+        return _plain_error_text(chain, source, path)
     lines = io.StringIO(source, newline=None).readlines()  # the compiler's line breaks only
     linecache.cache[path] = (len(source), None, lines, path)
     frames = exc.__traceback__.tb_next if exc.__traceback__ else None
@@ -222,6 +231,110 @@ def _error_text(exc: BaseException, source: str, path: str) -> str:
         return "".join(traceback.format_exception(type(exc), exc, frames))
     finally:
         linecache.cache.pop(path, None)
+
+
+#: What ``traceback`` writes between chained exceptions.
+_CAUSE = "\nThe above exception was the direct cause of the following exception:\n\n"
+_CONTEXT = "\nDuring handling of the above exception, another exception occurred:\n\n"
+
+
+def _chain(exc: BaseException) -> list[tuple[BaseException, str]] | None:
+    """``exc`` and the exceptions chained to it, as ``traceback`` follows them (a cause before
+    a context, each exception once), each with the text that introduces the next; None when
+    one needs the ``traceback`` module (see :func:`_error_text`)."""
+    if hasattr(sys, "tracebacklimit"):
+        return None
+    chain: list[tuple[BaseException, str]] = []
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None:
+        if (isinstance(current, SyntaxError | BaseExceptionGroup)
+                or getattr(current, "__notes__", None) is not None):
+            return None
+        seen.add(id(current))
+        cause, context = current.__cause__, current.__context__
+        if cause is not None and id(cause) not in seen:
+            chain.append((current, _CAUSE))
+            current = cause
+        elif (context is not None and id(context) not in seen
+              and not current.__suppress_context__):
+            chain.append((current, _CONTEXT))
+            current = context
+        else:
+            chain.append((current, ""))
+            current = None
+    return chain
+
+
+def _plain_error_text(chain: list[tuple[BaseException, str]], source: str, path: str) -> str:
+    """:func:`_error_text` for exceptions with no notes, groups or syntax errors."""
+    program: list[str] | None = None
+    out: list[str] = []
+    for exc, introduces in reversed(chain):
+        out.append(introduces)
+        tb = exc.__traceback__
+        if exc is chain[0][0] and tb is not None:
+            tb = tb.tb_next  # the harness's frame
+        if tb is not None:
+            out.append("Traceback (most recent call last):\n")
+            last, count = None, 0
+            while tb is not None:
+                code = tb.tb_frame.f_code
+                where = (code.co_filename, tb.tb_lineno, code.co_name)
+                if where != last:
+                    out += _repeated(count)
+                    last, count = where, 0
+                count += 1
+                if count <= _REPEATS_SHOWN:
+                    if where[0] == path:
+                        if program is None:
+                            program = io.StringIO(source, newline=None).readlines()
+                        line = program[where[1] - 1] if 0 < where[1] <= len(program) else ""
+                    else:
+                        line = linecache.getline(where[0], where[1])
+                    out.append(f'  File "{where[0]}", line {where[1]}, in {where[2]}\n')
+                    if line.strip():
+                        out.append(f"    {line.strip()}\n")
+                tb = tb.tb_next
+            out += _repeated(count)
+        kind = type(exc)
+        name, module = kind.__qualname__, kind.__module__
+        if module not in ("__main__", "builtins"):
+            name = f"{module if isinstance(module, str) else '<unknown>'}.{name}"
+        try:
+            text = str(exc)
+        except BaseException:  # noqa: BLE001 - as traceback says it
+            text = "<exception str() failed>"
+        out.append(f"{name}: {text}\n" if text else f"{name}\n")
+    return "".join(out)
+
+
+#: Identical consecutive frames ``traceback`` shows before it counts the rest.
+_REPEATS_SHOWN = 3
+
+
+def _repeated(count: int) -> list[str]:
+    more = count - _REPEATS_SHOWN
+    if more <= 0:
+        return []
+    return [f"  [Previous line repeated {more} more time{'s' if more > 1 else ''}]\n"]
+
+
+def precompile(source: str, path: str) -> bytes | str | None:
+    """Compile the Python program that will run as ``path`` as its child would: its code
+    (marshal) for :meth:`Forker.launch`; the error text when it does not compile (no child
+    needed); None when the child must compile it (larger than :data:`PRECOMPILE_MAX`; a
+    compiler warning, which must reach the program's stderr; no memory)."""
+    if len(source) > PRECOMPILE_MAX:
+        return None
+    try:
+        with warnings.catch_warnings(record=True) as shown:  # (the filters as they are)
+            code = compile(source, path, "exec", dont_inherit=True)
+    except COMPILE_ERRORS as exc:
+        return _error_text(exc, source, path)[-_TAIL:]
+    except MemoryError:
+        return None
+    return None if shown else marshal.dumps(code)
 
 
 def _rehearse(times: int = 64) -> None:
@@ -322,20 +435,9 @@ class Forker:
         (``clone(CLONE_PARENT)`` puts them there, out of the worker's reach) are killed and
         counted as escaped; in the worker, its sweep finds them. LaunchFailed: no child was
         made (the process is as it was)."""
-        argv, source, limits, timeout_s = request
+        argv, source, compiled, limits, timeout_s = request
         token = os.urandom(16).hex().encode()
-        code = None
-        if argv is None and source is not None and len(source) <= PRECOMPILE_MAX:
-            try:
-                with warnings.catch_warnings(record=True) as shown:  # (the filters as they are)
-                    code = compile(source, self.path, "exec", dont_inherit=True)
-                if shown:  # a SyntaxWarning: the child compiles again and writes it to stderr
-                    code = None
-            except COMPILE_ERRORS as exc:  # no child needed: the verdict is known
-                error = _error_text(exc, source, self.path)[-_TAIL:]
-                return 1 << 8, False, b"S", token, "", error, 0  # as a child's exit(1)
-            except MemoryError:  # the child tries again, under its limits
-                pass
+        code = marshal.loads(compiled) if compiled is not None else None
         opened: list[int] = []
         try:
             token_r, token_w = os.pipe()
@@ -500,7 +602,7 @@ class ForkServer:
         answering."""
         try:
             write_message(self._requests, request)
-            answer = read_message(self._replies, request[3] + GRACE_S)
+            answer = read_message(self._replies, request[-1] + GRACE_S)
         except OSError as exc:
             self.stop()
             raise LauncherError(f"the fork server failed: {exc}") from exc

@@ -30,6 +30,7 @@ from hybridmetric.sandbox.launcher import (
     InProcess,
     LauncherError,
     Rlimits,
+    precompile,
     set_dumpable,
 )
 from hybridmetric.sandbox.limits import (
@@ -222,8 +223,12 @@ class Worker:
         isolation.remove_tree(self.case)
 
     def _python(self, source: str, limits: Limits, work: str) -> RunResult:
-        self._write(os.path.join(work, PROGRAM), source, self.uid)
-        process = self._spawn(None, source, limits, limits.memory_mb, limits.timeout_s)
+        path = os.path.join(work, PROGRAM)
+        self._write(path, source, self.uid)
+        code = precompile(source, path)
+        if isinstance(code, str):  # it does not compile: no child needed
+            return RunResult(SYNTAX_ERROR, cap(code))
+        process = self._spawn(None, source, limits, limits.memory_mb, limits.timeout_s, code)
         return self._verdict("python", process, limits)
 
     def _built(self, language: str, source: str, limits: Limits, case: str, work: str,
@@ -330,14 +335,15 @@ class Worker:
             os.close(fd)
 
     def _spawn(self, argv: list[str] | None, source: str | None, limits: Limits,
-               memory_mb: int, timeout_s: float) -> Process:
-        """Run ``argv`` (or, when None, the Python ``source``) in an isolated child."""
+               memory_mb: int, timeout_s: float, code: bytes | None = None) -> Process:
+        """Run ``argv`` (or, when None, the Python ``source``, whose ``code`` is from
+        :func:`precompile`) in an isolated child."""
         oom_before = self.cgroup.prepare(memory_mb) if self.cgroup is not None else 0
         rlimits: Rlimits = (memory_mb * 2**20, int(timeout_s) + 1, limits.file_mb * 2**20,
                             limits.open_files, limits.processes)
         try:
             status, timed_out, report, token, stdout, stderr, strays = self.launcher.launch(
-                (argv, source, rlimits, timeout_s))
+                (argv, source, code, rlimits, timeout_s))
         except OSError as exc:
             if isinstance(exc, LauncherError):  # the server is gone, and with it what it knew
                 self.retiring = str(exc)

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import errno
+import json
 import os
 import resource
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from hybridmetric.sandbox.launcher import ForkServer, LauncherError, LaunchFailed, set_dumpable
+from hybridmetric.sandbox.launcher import (
+    ForkServer,
+    LauncherError,
+    LaunchFailed,
+    precompile,
+    set_dumpable,
+)
 
 LIMITS = (2**30, 5, 2**26, 64, 512)  # memory, CPU seconds, file size, open files, processes
 
@@ -25,7 +34,7 @@ def test_a_launch_that_fails_leaves_the_server_running(tmp_path: Path) -> None:
     if os.getuid() != 0:
         pytest.skip("the server is not dumpable: only root may list its descriptors")
     server = ForkServer(None, None, {"PATH": os.defpath}, str(tmp_path), [])
-    request = (None, "print('hello')\nassert 1 + 1 == 2\n", LIMITS, 5.0)
+    request = (None, "print('hello')\nassert 1 + 1 == 2\n", None, LIMITS, 5.0)
     try:
         reply = server.launch(request)
         assert _passed(reply) and reply[4] == "hello\n", reply
@@ -50,7 +59,7 @@ def test_a_server_that_dies_is_reported_and_stopped(tmp_path: Path) -> None:
     assert server.pid is not None
     os.kill(server.pid, 9)
     with pytest.raises(LauncherError, match="fork server failed"):
-        server.launch((None, "pass\n", LIMITS, 5.0))
+        server.launch((None, "pass\n", None, LIMITS, 5.0))
     assert server.pid is None and not server.alive()
 
 
@@ -65,3 +74,68 @@ def test_a_failing_prctl_still_says_why() -> None:
     with pytest.raises(OSError) as failure:
         set_dumpable(5)  # type: ignore[arg-type]  # no such mode: EINVAL, nothing changes
     assert failure.value.errno == errno.EINVAL
+
+
+#: Failing programs whose error text must read as ``traceback.format_exception`` writes it.
+TRACEBACKS = {
+    "plain": "def f(x):\n    return [x][x] + 1\n\nf(1)\n",
+    "assertion": "def check(c):\n    assert c(1) == 3, 'no ' * 2\n\ncheck(lambda x: x + 1)\n",
+    "cause": "try:\n    1/0\nexcept Exception as e:\n    raise ValueError('v') from e\n",
+    "context": "try:\n    {}['k']\nexcept KeyError:\n    int('x')\n",
+    "suppressed": "try:\n    1/0\nexcept Exception:\n    raise ValueError('v') from None\n",
+    "two_chained": ("def f():\n    raise KeyError('a')\ntry:\n    f()\nexcept KeyError as e:\n"
+                    "    try:\n        raise TypeError('b') from e\n    except TypeError:\n"
+                    "        raise IndexError('c')\n"),
+    "cycle": ("try:\n    try:\n        1/0\n    except Exception:\n        raise ValueError()\n"
+              "except ValueError as v:\n    v.__context__.__context__ = v\n    raise v\n"),
+    "recursion": "def f(n):\n    if n == 50: raise RecursionError(n)\n    return f(n + 1)\nf(0)\n",
+    "mutual_recursion": ("def a(n):\n    if n == 30: raise RecursionError(n)\n    return b(n)\n"
+                         "def b(n):\n    return a(n + 1)\na(0)\n"),
+    "four_repeats": "def f(n):\n    if n == 0: raise KeyError(n)\n    return f(n - 1)\nf(4)\n",
+    "in_the_stdlib": "import json\njson.loads('{')\n",
+    "class_of_a_module": "import json\nraise json.JSONDecodeError('m', 'doc', 0)\n",
+    "nested_class": "class A:\n    class E(Exception): pass\nraise A.E('x')\n",
+    "str_fails": "class E(Exception):\n    def __str__(self): raise RuntimeError\nraise E()\n",
+    "empty_message": "raise ValueError('')\n",
+    "carriage_returns": "x = 1\r\ny = 2\rraise ValueError(x)\r\n",
+    "form_feed": "x = 1\x0c\nraise ValueError(x)  \n",
+    "other_file": "exec(compile('raise ValueError(2)', '<made>', 'exec'))\n",
+    "surrogates": "raise ValueError('\\u00e9\\udcff')\n",
+    "notes": "e = ValueError('n')\ne.add_note('a note')\nraise e\n",
+    "syntax_error_at_run_time": "eval('1 +')\n",
+    "group": "raise ExceptionGroup('g', [ValueError(1), TypeError(2)])\n",
+}
+
+_REFERENCE = """
+import io, json, linecache, sys, traceback
+source, path = json.load(sys.stdin)
+linecache.cache[path] = (len(source), None, io.StringIO(source, newline=None).readlines(), path)
+try:
+    exec(compile(source, path, "exec", dont_inherit=True), {"__name__": "__main__"})
+except BaseException as exc:
+    text = traceback.format_exception(type(exc), exc, exc.__traceback__.tb_next)
+    print(json.dumps("".join(text)))
+"""
+
+
+@pytest.mark.parametrize("name", sorted(TRACEBACKS))
+def test_error_text_is_the_traceback_module_s(tmp_path: Path, name: str) -> None:
+    """Most exceptions are formatted without the ``traceback`` module (it costs a forked child
+    ~75 copied pages); the text must be the one it writes, run by a fresh interpreter."""
+    source = TRACEBACKS[name]
+    path = str(tmp_path / "program.py")
+    done = subprocess.run([sys.executable, "-X", "no_debug_ranges", "-c", _REFERENCE],
+                          input=json.dumps([source, path]), capture_output=True, text=True,
+                          check=True, cwd=tmp_path)
+    expected = json.loads(done.stdout).encode("utf-8", "replace").decode()  # as a child writes
+    assert "Traceback (most recent call last):" in expected
+    assert 'File "<string>", line 6' not in expected  # the reference's own exec line
+    server = ForkServer(None, None, {"PATH": os.defpath}, str(tmp_path), [])
+    try:
+        code = precompile(source, path)
+        assert not isinstance(code, str)
+        reply = server.launch((None, source, code, LIMITS, 20.0))
+    finally:
+        server.stop()
+    assert reply[2] == b"E"
+    assert reply[5] == expected
