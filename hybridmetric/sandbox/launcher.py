@@ -52,8 +52,7 @@ PR_SET_DUMPABLE = 4
 #: Modules every fork server imports, because generated programs import them most (a module
 #: imported in a child costs that child its whole import).
 STANDARD_MODULES = ("typing", "math", "random", "re", "collections", "itertools", "functools",
-                    "string", "heapq", "bisect", "copy",
-                    "unicodedata")  # also what compiling a "\\N{...}" literal imports
+                    "string", "heapq", "bisect", "copy")
 #: Failing programs the fork server runs in itself before it forks any (see :func:`_rehearse`):
 #: an assertion that fails on a whole line, and an error inside an expression (a caret line).
 _REHEARSALS = ("def check(candidate):\n    assert candidate(1) == 3\n\ncheck(lambda x: x + 1)\n",
@@ -160,8 +159,8 @@ def write_message(fd: int, message: Any) -> None:
 
 
 def read_message(fd: int, timeout_s: float | None = None) -> Any:
-    """Receive one message (the only one in flight: the protocol is one request, one reply);
-    raise LauncherError at end of file or when the whole message has not come within
+    """Receive one message (the only one in flight: each protocol here is one request, one
+    reply); raise LauncherError at end of file or when the whole message has not come within
     ``timeout_s``."""
     deadline = time.monotonic() + timeout_s if timeout_s is not None else None
     data = b""
@@ -180,10 +179,10 @@ def read_message(fd: int, timeout_s: float | None = None) -> Any:
 def _read_some(fd: int, size: int, deadline: float | None) -> bytes:
     if deadline is not None and not select.select(
             [fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
-        raise LauncherError("the fork server did not answer in time")
+        raise LauncherError("no answer came in time")
     chunk = os.read(fd, size)
     if not chunk:
-        raise LauncherError("the fork server exited")
+        raise LauncherError("the other end closed the pipe")
     return chunk
 
 
@@ -357,17 +356,20 @@ def _enter_python(path: str, streams: tuple[TextIO, TextIO, TextIO]) -> None:
     sys.argv = [path]
 
 
-def _python_main(source: str, path: str, code: CodeType | None) -> NoReturn:
-    """Run ``source`` (``code``: already compiled) as ``__main__`` in this (child) process; emit
-    the token after it returns."""
+def _python_main(source: str, path: str, folder: str, code: CodeType | None) -> NoReturn:
+    """Run ``source`` (``code``: already compiled) as ``__main__`` at ``path`` in ``folder`` in
+    this (child) process; emit the token after it returns. (Every object this touches is a page
+    the child copies, so it does little, with no helper such as ``contextlib.suppress``.)"""
     write, read, leave = os.write, os.read, os._exit  # held before the program can patch them
     # Its folder first on the import path, from here: had the forking process looked it up
     # before the folder existed, the import system would remember it as a dead end.
-    sys.path.insert(0, os.path.dirname(path))
+    sys.path.insert(0, folder)
 
     def report(code: bytes, exc: BaseException) -> NoReturn:
-        with contextlib.suppress(BaseException):
+        try:  # noqa: SIM105 - see the docstring
             write(2, _error_text(exc, source, path).encode("utf-8", "replace"))
+        except BaseException:  # noqa: BLE001 - the verdict still goes out
+            pass
         write(4, code)
         leave(1)
 
@@ -389,8 +391,10 @@ def _python_main(source: str, path: str, code: CodeType | None) -> NoReturn:
     except BaseException as exc:
         report(b"E", exc)
     for stream in (sys.stdout, sys.stderr):
-        with contextlib.suppress(BaseException):
+        try:  # noqa: SIM105 - see the docstring
             stream.flush()
+        except BaseException:  # noqa: BLE001 - a stream the program broke
+            pass
     token = read(3, 64)
     write(4, b"T" + token)
     leave(0)
@@ -423,8 +427,9 @@ class Forker:
         self.devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         self.path = os.path.join(work, PROGRAM)
         self.streams = _program_streams()  # made once: a fork need not build them
-        if dedicated:
+        if dedicated:  # what every child would set, once (this process writes to neither)
             program_signals()
+            _enter_python(self.path, self.streams)
         _rehearse()
         gc.collect()
         gc.freeze()  # the collector never writes the pages the children share
@@ -504,8 +509,9 @@ class Forker:
             set_dumpable(True)  # the forking process is not
             if argv is None:
                 assert source is not None
-                _enter_python(self.path, self.streams)
-                _python_main(source, self.path, code)
+                if not self.dedicated:
+                    _enter_python(self.path, self.streams)
+                _python_main(source, self.path, self.work, code)
             os.execve(argv[0], argv, self.env)
         except BaseException as exc:  # the sandbox failed before the program started
             with contextlib.suppress(BaseException):

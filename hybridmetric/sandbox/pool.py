@@ -25,7 +25,7 @@ from pathlib import Path
 from hybridmetric.sandbox.cache import ResultCache, cache_key
 from hybridmetric.sandbox.isolation import Isolation
 from hybridmetric.sandbox.languages import DEFAULT_JAVA_CLASSPATH, SEARCH_PATH, canonical
-from hybridmetric.sandbox.launcher import INTERPRETER_OPTIONS
+from hybridmetric.sandbox.launcher import INTERPRETER_OPTIONS, read_message, write_message
 from hybridmetric.sandbox.limits import SANDBOX_ERROR, Limits, RunResult
 
 UID_BASE = 61000
@@ -57,7 +57,9 @@ def _claim_uid() -> tuple[int, socket.socket]:
 
 
 class _Worker:
-    """One worker process and the pipe protocol to it."""
+    """One worker process and the pipe protocol to it: the config as JSON on its command line,
+    then one message (``marshal``, length first; see ``launcher.write_message``) per request
+    on its stdin and per reply on its stdout."""
 
     def __init__(self, allow_network: bool, preload: Sequence[str], cpu: int | None):
         self.allow_network, self.preload, self.cpu = allow_network, list(preload), cpu
@@ -65,7 +67,7 @@ class _Worker:
         self._claim: socket.socket | None = None
         if os.getuid() == 0:
             self.uid, self._claim = _claim_uid()
-        self.process: subprocess.Popen[str] | None = None
+        self.process: subprocess.Popen[bytes] | None = None
         self.retired = False  # it asked to be replaced before its next program
         self.isolation: Isolation | None = None
         self.problems: list[str] = []
@@ -82,16 +84,16 @@ class _Worker:
             [sys.executable, *INTERPRETER_OPTIONS, str(Path(__file__).with_name("_boot.py")),
              json.dumps(config)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env,
-            text=True, encoding="utf-8", start_new_session=True,
+            start_new_session=True,
             cwd="/",  # not the caller's: its compile server's /proc/PID/cwd would show it
         )
 
     def handshake(self) -> None:
         assert self.process is not None and self.process.stdout is not None
-        line = self.process.stdout.readline()
-        if not line:
-            raise RuntimeError(f"sandbox worker failed to start:\n{self.log_tail()}")
-        hello = json.loads(line)
+        try:
+            hello = read_message(self.process.stdout.fileno())
+        except OSError:
+            raise RuntimeError(f"sandbox worker failed to start:\n{self.log_tail()}") from None
         if "error" in hello:
             raise RuntimeError(f"sandbox worker failed to start: {hello['error']}\n"
                                "(check the `preload` modules are installed)")
@@ -122,13 +124,11 @@ class _Worker:
         request = {"language": program.language, "source": program.source,
                    "limits": program.limits.as_dict(), "java_classpath": list(java_classpath)}
         try:
-            self.process.stdin.write(json.dumps(request) + "\n")
-            self.process.stdin.flush()
-            line = self.process.stdout.readline()
-        except (BrokenPipeError, OSError):
-            line = ""
-        if line:
-            answer = json.loads(line)
+            write_message(self.process.stdin.fileno(), request)
+            answer = read_message(self.process.stdout.fileno())
+        except OSError:  # a broken pipe, or the end of its stdout
+            answer = None
+        if answer is not None:
             # it could not clear what this program left: a fresh one takes over next time
             self.retired = bool(answer.pop("retire", ""))
             return RunResult(**answer)

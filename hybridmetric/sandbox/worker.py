@@ -2,11 +2,11 @@
 
 Started by :class:`hybridmetric.sandbox.pool.Sandbox` with a clean environment, it isolates itself
 once (network and mount namespaces, seccomp, subreaper; see ``isolation.py``), starts its fork
-server (``launcher.py``: a warm Python that imports the modules a study needs), then answers one
-JSON request per line on stdin with one JSON result per line on stdout. For each program it makes
-the private working directory, compiles what needs compiling, has the program launched in a
-forked child (own session, rlimits, the worker's unprivileged uid; a Python program costs a fork,
-not an interpreter start), then sweeps what the program left and gives the verdict.
+server (``launcher.py``: a warm Python that imports the modules a study needs), then answers each
+request on stdin with one result on stdout (``marshal`` messages; see ``pool._Worker``). For each
+program it makes the private working directory, compiles what needs compiling, has the program
+launched in a forked child (own session, rlimits, the worker's unprivileged uid; a Python program
+costs a fork, not an interpreter start), then sweeps what the program left and gives the verdict.
 """
 
 from __future__ import annotations
@@ -31,7 +31,9 @@ from hybridmetric.sandbox.launcher import (
     LauncherError,
     Rlimits,
     precompile,
+    read_message,
     set_dumpable,
+    write_message,
 )
 from hybridmetric.sandbox.limits import (
     CRASH,
@@ -383,8 +385,7 @@ class Worker:
 
 def main() -> None:
     config = json.loads(sys.argv[1])
-    requests = os.fdopen(os.dup(0), "r", encoding="utf-8")
-    replies = os.fdopen(os.dup(1), "w", encoding="utf-8")
+    requests, replies = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)
     os.dup2(null, 1)
@@ -394,22 +395,21 @@ def main() -> None:
         worker = Worker(config["uid"], config["allow_network"], config["preload"],
                         config["home"])
     except BaseException as exc:
-        replies.write(json.dumps({"error": f"{type(exc).__name__}: {exc}"}) + "\n")
-        replies.flush()
+        write_message(replies, {"error": f"{type(exc).__name__}: {exc}"})
         raise SystemExit(1) from exc
-    hello = {"isolation": worker.isolation.as_dict(), "problems": worker.problems}
-    replies.write(json.dumps(hello) + "\n")
-    replies.flush()
+    write_message(replies, {"isolation": worker.isolation.as_dict(), "problems": worker.problems})
     try:
-        for line in requests:
-            request = json.loads(line)
+        while True:
+            try:
+                request = read_message(requests)
+            except LauncherError:  # the end of stdin: the pool is done with this worker
+                break
             result = worker.run(request["language"], request["source"],
                                 Limits(**request["limits"]), request["java_classpath"])
             reply = result.as_dict()
             if worker.retiring:
                 reply["retire"] = worker.retiring
-            replies.write(json.dumps(reply) + "\n")
-            replies.flush()
+            write_message(replies, reply)
             if worker.retiring:
                 break
     finally:

@@ -192,11 +192,12 @@ def test_size_of_a_tmpfs_folder_counts_its_entries(tmp_path: Path) -> None:
 
 
 def test_compiled_before_the_fork_as_if_in_the_child(run: Run) -> None:
-    """On Python 3.11 the fork server compiles a program before it forks: a syntax error needs
-    no child (the next program gets the next PID of the worker's namespace), a compiler warning
-    still reaches the program's stderr, what the server saw of a broken program never reaches
-    the next one's ``linecache``, and a program too large to compile there is compiled in its
-    child. An expression nested too deep to compile is a syntax error either way."""
+    """On Python 3.11 the worker compiles a program and the fork server loads its code before
+    it forks: a syntax error needs no child (the next program gets the next PID of the worker's
+    namespace), a compiler warning still reaches the program's stderr, what the worker saw of a
+    broken program never reaches the next one's ``linecache``, and a program too large to
+    compile there is compiled in its child. An expression nested too deep to compile is a
+    syntax error either way."""
     pid = "import os\nassert False, os.getpid()\n"
     with Sandbox(workers=1) as box:
         first = int(run(box, "python", pid, LIMITS).error.split()[-1])
@@ -215,6 +216,17 @@ def test_compiled_before_the_fork_as_if_in_the_child(run: Run) -> None:
         for deep in ("x = " + "1+" * 20_000 + "1\n", filler + "x = " + "1+" * 20_000 + "1\n"):
             nested = run(box, "python", deep, LIMITS)
             assert nested.outcome == SYNTAX_ERROR and "RecursionError" in nested.error, nested
+
+
+def test_what_a_program_compiles_never_shows_in_the_next(sandbox: Sandbox, run: Run) -> None:
+    """Compiling a ``\\N{...}`` literal imports ``unicodedata``; programs are compiled where no
+    later program can see that (the worker, or their own child)."""
+    probe = "import sys\nassert False, ('unicodedata' in sys.modules, len(sys.modules))\n"
+    before = run(sandbox, "python", probe, LIMITS).error.splitlines()[-1]
+    assert "(False, " in before, before
+    named = run(sandbox, "python", "assert '\\N{BULLET}' == '\\u2022'\n", LIMITS)
+    assert named.outcome == PASSED, named
+    assert run(sandbox, "python", probe + "# again\n", LIMITS).error.splitlines()[-1] == before
 
 
 def test_tracebacks_carry_no_column_markers(sandbox: Sandbox, run: Run) -> None:
