@@ -33,6 +33,7 @@ import fcntl
 import gc
 import importlib
 import io
+import itertools
 import linecache
 import marshal
 import os
@@ -44,7 +45,7 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable, Sequence
-from types import CodeType
+from types import CodeType, TracebackType
 from typing import Any, NoReturn, TextIO
 
 PR_SET_PDEATHSIG = 1
@@ -59,7 +60,8 @@ _REHEARSALS = ("def check(candidate):\n    assert candidate(1) == 3\n\ncheck(lam
                "def f(x):\n    return [x][x] + 1\n\nf(1)\n")
 _TAIL = 16384
 #: What ``compile`` raises for a program that is not valid Python (ValueError: NUL bytes;
-#: RecursionError: an expression nested too deep to compile, deterministic at any depth).
+#: RecursionError: an expression nested too deep to compile, how deep depending a little on the
+#: depth of the calling stack: :func:`precompile` leaves those to the child).
 COMPILE_ERRORS = (SyntaxError, ValueError, UnicodeError, RecursionError)
 #: Python sources of up to this many characters are compiled by the worker (:func:`precompile`)
 #: and their code loaded by the forking process; larger ones in the child, under the program's
@@ -214,15 +216,13 @@ def _tail(fd: int) -> str:
 
 def _error_text(exc: BaseException, source: str, path: str) -> str:
     """The traceback of a program's exception, without the harness's frame, as
-    ``traceback.format_exception`` writes it under ``-X no_debug_ranges``; the lines of
-    ``path`` come from the source the program ran (no file to read, and what ran even if it
-    rewrote it). Common exceptions take :func:`_plain_error_text`, which touches far fewer of
-    the objects a forked child shares with its parent (each page it writes is a page copied);
-    the rest (syntax errors, exception groups, notes, a ``sys.tracebacklimit``) take the
+    ``traceback.format_exception`` writes it (under ``-X no_debug_ranges``: no column markers);
+    the lines of ``path`` come from the source the program ran (no file to read, and what ran
+    even if it rewrote it). Most exceptions take :func:`_plain_error_text`; the rest take the
     ``traceback`` module, with ``linecache`` left as it was found (a later program may look)."""
-    chain = _chain(exc)
-    if chain is not None:
-        return _plain_error_text(chain, source, path)
+    plain = _plain_error_text(exc, source, path)
+    if plain is not None:
+        return plain
     lines = io.StringIO(source, newline=None).readlines()  # the compiler's line breaks only
     linecache.cache[path] = (len(source), None, lines, path)
     frames = exc.__traceback__.tb_next if exc.__traceback__ else None
@@ -235,81 +235,118 @@ def _error_text(exc: BaseException, source: str, path: str) -> str:
 #: What ``traceback`` writes between chained exceptions.
 _CAUSE = "\nThe above exception was the direct cause of the following exception:\n\n"
 _CONTEXT = "\nDuring handling of the above exception, another exception occurred:\n\n"
+#: Identical consecutive frames ``traceback`` shows before it counts the rest.
+_REPEATS_SHOWN = 3
 
 
-def _chain(exc: BaseException) -> list[tuple[BaseException, str]] | None:
-    """``exc`` and the exceptions chained to it, as ``traceback`` follows them (a cause before
-    a context, each exception once), each with the text that introduces the next; None when
-    one needs the ``traceback`` module (see :func:`_error_text`)."""
+def _plain_error_text(exc: BaseException, source: str, path: str) -> str | None:
+    """What ``traceback.format_exception`` writes for ``exc`` (less the harness's frame), by
+    its steps in its order (so a program's ``__str__`` and the like run as they would there),
+    touching far fewer of the objects a forked child shares with its parent (each page it
+    writes is a page copied); None when the ``traceback`` module is needed: a syntax error, an
+    exception group or notes in the chain, or a ``sys.tracebacklimit``."""
     if hasattr(sys, "tracebacklimit"):
         return None
-    chain: list[tuple[BaseException, str]] = []
+    program: list[str] = []  # the source's lines, split when first needed
+    found: list[tuple[BaseException, list[str], str, str]] = []  # exception, stack, str, intro
     seen: set[int] = set()
     current: BaseException | None = exc
-    while current is not None:
-        if (isinstance(current, SyntaxError | BaseExceptionGroup)
-                or getattr(current, "__notes__", None) is not None):
-            return None
+    tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
+    while current is not None:  # as TracebackException(..., compact=True) takes it in
         seen.add(id(current))
+        stack = _stack_text(tb, source, path, program)
+        text = _safe_str(current)
+        if (getattr(current, "__notes__", None) is not None
+                or isinstance(current, SyntaxError | BaseExceptionGroup)):
+            return None
+        suppress = current.__suppress_context__
         cause, context = current.__cause__, current.__context__
         if cause is not None and id(cause) not in seen:
-            chain.append((current, _CAUSE))
+            found.append((current, stack, text, _CAUSE))
             current = cause
-        elif (context is not None and id(context) not in seen
-              and not current.__suppress_context__):
-            chain.append((current, _CONTEXT))
+        elif context is not None and not suppress and id(context) not in seen:
+            found.append((current, stack, text, _CONTEXT))
             current = context
         else:
-            chain.append((current, ""))
+            found.append((current, stack, text, ""))
             current = None
-    return chain
-
-
-def _plain_error_text(chain: list[tuple[BaseException, str]], source: str, path: str) -> str:
-    """:func:`_error_text` for exceptions with no notes, groups or syntax errors."""
-    program: list[str] | None = None
+        tb = current.__traceback__ if current is not None else None
     out: list[str] = []
-    for exc, introduces in reversed(chain):
+    for current, stack, text, introduces in reversed(found):  # as its format() writes it
         out.append(introduces)
-        tb = exc.__traceback__
-        if exc is chain[0][0] and tb is not None:
-            tb = tb.tb_next  # the harness's frame
-        if tb is not None:
+        if stack:
             out.append("Traceback (most recent call last):\n")
-            last, count = None, 0
-            while tb is not None:
-                code = tb.tb_frame.f_code
-                where = (code.co_filename, tb.tb_lineno, code.co_name)
-                if where != last:
-                    out += _repeated(count)
-                    last, count = where, 0
-                count += 1
-                if count <= _REPEATS_SHOWN:
-                    if where[0] == path:
-                        if program is None:
-                            program = io.StringIO(source, newline=None).readlines()
-                        line = program[where[1] - 1] if 0 < where[1] <= len(program) else ""
-                    else:
-                        line = linecache.getline(where[0], where[1])
-                    out.append(f'  File "{where[0]}", line {where[1]}, in {where[2]}\n')
-                    if line.strip():
-                        out.append(f"    {line.strip()}\n")
-                tb = tb.tb_next
-            out += _repeated(count)
-        kind = type(exc)
-        name, module = kind.__qualname__, kind.__module__
-        if module not in ("__main__", "builtins"):
-            name = f"{module if isinstance(module, str) else '<unknown>'}.{name}"
-        try:
-            text = str(exc)
-        except BaseException:  # noqa: BLE001 - as traceback says it
-            text = "<exception str() failed>"
-        out.append(f"{name}: {text}\n" if text else f"{name}\n")
+            out += stack
+        kind = type(current)
+        stype, smod = kind.__qualname__, kind.__module__
+        if smod not in ("__main__", "builtins"):
+            if not isinstance(smod, str):
+                smod = "<unknown>"
+            stype = smod + "." + stype
+        valuestr = _safe_str(text)
+        out.append("%s: %s\n" % (stype, valuestr) if valuestr else "%s\n" % stype)  # noqa: UP031
     return "".join(out)
 
 
-#: Identical consecutive frames ``traceback`` shows before it counts the rest.
-_REPEATS_SHOWN = 3
+def _safe_repr(exc: SystemExit) -> str:
+    """``repr`` of a ``SystemExit``'s code, which is the program's own object."""
+    try:
+        return repr(exc.code)
+    except BaseException:  # noqa: BLE001 - its repr failed: still an exit
+        return "<unprintable>"
+
+
+def _safe_str(value: object) -> str:
+    try:
+        return str(value)
+    except BaseException:  # noqa: BLE001 - as traceback says it
+        return "<exception str() failed>"
+
+
+def _stack_text(tb: TracebackType | None, source: str, path: str,
+                program: list[str]) -> list[str]:
+    """``StackSummary.extract(...).format()`` for the frames from ``tb`` on: line numbers
+    from the code's positions, ``linecache`` asked for other files' lines after
+    ``lazycache`` and ``checkcache``; ``path``'s lines from ``source`` (split into
+    ``program`` once)."""
+    frames: list[tuple[str, int | None, str]] = []
+    files: set[str] = set()
+    while tb is not None:
+        frame = tb.tb_frame
+        code = frame.f_code
+        lineno = (next(itertools.islice(code.co_positions(), tb.tb_lasti // 2, None))[0]
+                  if tb.tb_lasti >= 0 else None)
+        frames.append((code.co_filename, tb.tb_lineno if lineno is None else lineno,
+                       code.co_name))
+        if code.co_filename != path:
+            files.add(code.co_filename)
+            linecache.lazycache(code.co_filename, frame.f_globals)
+        tb = tb.tb_next
+    for name in files:
+        linecache.checkcache(name)
+    out: list[str] = []
+    last, count = None, 0
+    for where in frames:
+        filename, lineno, name = where
+        if where != last:
+            out += _repeated(count)
+            last, count = where, 0
+        count += 1
+        if count > _REPEATS_SHOWN:
+            continue
+        if lineno is None:
+            line = ""
+        elif filename == path:
+            if not program:
+                program += io.StringIO(source, newline=None).readlines()
+            line = program[lineno - 1] if 1 <= lineno <= len(program) else ""
+        else:
+            line = linecache.getline(filename, lineno)
+        row = '  File "{}", line {}, in {}\n'.format(filename, lineno, name)  # noqa: UP032
+        if line.strip():
+            row += "    {}\n".format(line.strip())  # noqa: UP032
+        out.append(row)
+    return out + _repeated(count)
 
 
 def _repeated(count: int) -> list[str]:
@@ -320,20 +357,27 @@ def _repeated(count: int) -> list[str]:
 
 
 def precompile(source: str, path: str) -> bytes | str | None:
-    """Compile the Python program that will run as ``path`` as its child would: its code
-    (marshal) for :meth:`Forker.launch`; the error text when it does not compile (no child
-    needed); None when the child must compile it (larger than :data:`PRECOMPILE_MAX`; a
-    compiler warning, which must reach the program's stderr; no memory)."""
+    """Compile the Python program that will run as ``path`` as its child would (the caller
+    checks that the warning filters are the child's: see ``ForkServer.compiles_here``): its
+    code (marshal) for :meth:`Forker.launch`; the error text of a syntax error (no child
+    needed); None when the child must compile it: larger than :data:`PRECOMPILE_MAX`, a
+    compiler warning (which must reach the program's stderr), nested too deep to compile (how
+    deep may depend on the stack), no memory, or code too deeply nested to marshal."""
     if len(source) > PRECOMPILE_MAX:
         return None
     try:
         with warnings.catch_warnings(record=True) as shown:  # (the filters as they are)
             code = compile(source, path, "exec", dont_inherit=True)
-    except COMPILE_ERRORS as exc:
-        return _error_text(exc, source, path)[-_TAIL:]
-    except MemoryError:
+    except (RecursionError, MemoryError):
         return None
-    return None if shown else marshal.dumps(code)
+    except COMPILE_ERRORS as exc:  # (after a warning, the child shows both)
+        return None if shown else _error_text(exc, source, path)[-_TAIL:]
+    if shown:
+        return None
+    try:
+        return marshal.dumps(code)
+    except ValueError:  # code nested too deeply to marshal (~1000 nested lambdas)
+        return None
 
 
 def _rehearse(times: int = 64) -> None:
@@ -385,7 +429,8 @@ def _python_main(source: str, path: str, folder: str, code: CodeType | None) -> 
     try:
         exec(code, namespace)
     except SystemExit as exc:
-        report(b"X", RuntimeError(f"the program called exit({exc.code!r}) before its tests ended"))
+        report(b"X", RuntimeError(f"the program called exit({_safe_repr(exc)}) before its tests "
+                                  "ended"))
     except MemoryError as exc:
         report(b"M", exc)
     except BaseException as exc:
@@ -442,7 +487,10 @@ class Forker:
         made (the process is as it was)."""
         argv, source, compiled, limits, timeout_s = request
         token = os.urandom(16).hex().encode()
-        code = marshal.loads(compiled) if compiled is not None else None
+        try:
+            code = marshal.loads(compiled) if compiled is not None else None
+        except (ValueError, EOFError, TypeError, MemoryError):  # the child compiles instead
+            code = None
         opened: list[int] = []
         try:
             token_r, token_w = os.pipe()
@@ -546,6 +594,7 @@ class InProcess:
     one process that programs running under its uid cannot signal)."""
 
     pid = None  # no process apart from the worker
+    compiles_here = True  # the worker is where programs fork from
 
     def __init__(self, uid: int | None, cgroup_procs: int | None, env: dict[str, str],
                  work: str, preload: Sequence[str]):
@@ -564,7 +613,11 @@ class InProcess:
 class ForkServer:
     """The worker's end of a fork server (see the module docstring): started by ``python -B -P
     launcher.py``, the interpreter the worker runs in with its ``site`` (the builtins ``exit``
-    and ``help``, ``.pth`` import hooks) and its import path, writing no bytecode."""
+    and ``help``, ``.pth`` import hooks) and its import path, writing no bytecode.
+
+    ``compiles_here``: whether a program compiled in the worker (:func:`precompile`) compiles
+    as it would in the server's child: the server's warning filters, once its preloads are
+    imported (one may change them), are the worker's."""
 
     def __init__(self, uid: int | None, cgroup_procs: int | None, env: dict[str, str],
                  work: str, preload: Sequence[str]):
@@ -598,9 +651,10 @@ class ForkServer:
         finally:
             os.close(requests_r)
             os.close(replies_w)
-        if hello != "ready":
+        if not (isinstance(hello, tuple) and hello[0] == "ready"):
             self.stop()
             raise LauncherError(f"the fork server did not start: {hello}")
+        self.compiles_here = hello[1] == repr(warnings.filters)
 
     def launch(self, request: Request) -> Reply:
         """Run one program in the server. LaunchFailed when no child could be made there (the
@@ -659,7 +713,7 @@ def serve() -> None:
     except BaseException as exc:
         write_message(replies, "".join(traceback.format_exception(exc)[-3:]))
         raise SystemExit(1) from exc
-    write_message(replies, "ready")
+    write_message(replies, ("ready", repr(warnings.filters)))
     while True:
         try:
             request = read_message(requests)

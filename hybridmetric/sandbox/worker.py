@@ -227,7 +227,7 @@ class Worker:
     def _python(self, source: str, limits: Limits, work: str) -> RunResult:
         path = os.path.join(work, PROGRAM)
         self._write(path, source, self.uid)
-        code = precompile(source, path)
+        code = precompile(source, path) if self.launcher.compiles_here else None
         if isinstance(code, str):  # it does not compile: no child needed
             return RunResult(SYNTAX_ERROR, cap(code))
         process = self._spawn(None, source, limits, limits.memory_mb, limits.timeout_s, code)

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from hybridmetric.sandbox import launcher
 from hybridmetric.sandbox.launcher import (
     ForkServer,
     LauncherError,
@@ -63,6 +64,31 @@ def test_a_server_that_dies_is_reported_and_stopped(tmp_path: Path) -> None:
     assert server.pid is None and not server.alive()
 
 
+def test_a_preload_that_changes_warning_filters_keeps_compiling_in_the_child(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The worker compiles a program only where it compiles as in the server's child: with a
+    preload that turns warnings into errors, it must not (a DeprecationWarning at compile time
+    is then a syntax error)."""
+    (tmp_path / "strict_preload.py").write_text("import warnings\nwarnings.simplefilter('error')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))  # the server gets the caller's import path
+    strict = ForkServer(None, None, {"PATH": os.defpath}, str(tmp_path), ["strict_preload"])
+    try:
+        assert not strict.compiles_here
+        reply = strict.launch((None, "x = '\\d'\n", None, LIMITS, 20.0))
+        assert reply[2] == b"S" and "invalid escape sequence" in reply[5], reply
+    finally:
+        strict.stop()
+    # from a process with the interpreter's own filters, as a worker has them (pytest's and
+    # hybridmetric's imports change them; the worker imports neither)
+    plain = (f"import os, sys\nsys.path.insert(0, {str(Path(launcher.__file__).parent)!r})\n"
+             "from launcher import ForkServer\n"
+             f"server = ForkServer(None, None, {{'PATH': os.defpath}}, {str(tmp_path)!r}, [])\n"
+             "print(server.compiles_here)\nserver.stop()\n")
+    done = subprocess.run([sys.executable, "-X", "no_debug_ranges", "-c", plain],
+                          capture_output=True, text=True, check=True)
+    assert done.stdout == "True\n", done
+
+
 def test_a_preload_that_does_not_import_stops_the_start(tmp_path: Path) -> None:
     with pytest.raises(LauncherError, match="(?s)did not start.*no_such_module_xyz"):
         ForkServer(None, None, {"PATH": os.defpath}, str(tmp_path), ["no_such_module_xyz"])
@@ -104,6 +130,33 @@ TRACEBACKS = {
     "notes": "e = ValueError('n')\ne.add_note('a note')\nraise e\n",
     "syntax_error_at_run_time": "eval('1 +')\n",
     "group": "raise ExceptionGroup('g', [ValueError(1), TypeError(2)])\n",
+    # programs that probe how the text is made (found by a review)
+    "str_subclass_message": ("class S(str):\n    def __format__(self, spec): return 'format'\n"
+                             "    def __str__(self): return 'str'\n"
+                             "class E(Exception):\n    def __str__(self): return S('orig')\n"
+                             "raise E()\n"),
+    "str_subclass_qualname": ("class S(str):\n    def __format__(self, spec): return 'F'\n"
+                              "    def __str__(self): return 'S'\n"
+                              "class E(Exception): pass\nE.__qualname__ = S('E')\n"
+                              "raise E('m')\n"),
+    "made_traceback": ("import sys, types\n"
+                       "tb = types.TracebackType(None, sys._getframe(), 0, 99)\n"
+                       "raise ValueError('made').with_traceback(tb)\n"),
+    "from_a_zip": ("import os, sys, zipfile\nwith zipfile.ZipFile('z.zip', 'w') as z:\n"
+                   "    z.writestr('zmod.py', 'def f():\\n    raise KeyError(1)\\n')\n"
+                   "sys.path.insert(0, os.path.abspath('z.zip'))\nimport zmod\nzmod.f()\n"),
+    "rewritten_module": ("import importlib, os, sys, traceback\nsys.path.insert(0, os.getcwd())\n"
+                         "open('helper.py', 'w').write('def f():\\n    raise ValueError(1)\\n')\n"
+                         "import helper\ntry:\n    helper.f()\nexcept ValueError:\n"
+                         "    traceback.format_exc()\n"
+                         "open('helper.py', 'w').write('def f():\\n    raise KeyError(2)\\n')\n"
+                         "importlib.reload(helper)\nhelper.f()\n"),
+    "str_sets_a_cause": ("class E(Exception):\n    def __str__(self):\n"
+                         "        self.__cause__ = KeyError('cause')\n        return 'e'\n"
+                         "raise E()\n"),
+    "str_adds_a_note": ("class E(Exception):\n    def __str__(self):\n"
+                        "        if not hasattr(self, '__notes__'):\n"
+                        "            self.add_note('a note')\n        return 'e'\nraise E()\n"),
 }
 
 _REFERENCE = """
@@ -124,7 +177,7 @@ def test_error_text_is_the_traceback_module_s(tmp_path: Path, name: str) -> None
     ~75 copied pages); the text must be the one it writes, run by a fresh interpreter."""
     source = TRACEBACKS[name]
     path = str(tmp_path / "program.py")
-    done = subprocess.run([sys.executable, "-X", "no_debug_ranges", "-c", _REFERENCE],
+    done = subprocess.run([sys.executable, "-B", "-X", "no_debug_ranges", "-c", _REFERENCE],
                           input=json.dumps([source, path]), capture_output=True, text=True,
                           check=True, cwd=tmp_path)
     expected = json.loads(done.stdout).encode("utf-8", "replace").decode()  # as a child writes

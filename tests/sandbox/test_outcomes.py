@@ -216,6 +216,11 @@ def test_compiled_before_the_fork_as_if_in_the_child(run: Run) -> None:
         for deep in ("x = " + "1+" * 20_000 + "1\n", filler + "x = " + "1+" * 20_000 + "1\n"):
             nested = run(box, "python", deep, LIMITS)
             assert nested.outcome == SYNTAX_ERROR and "RecursionError" in nested.error, nested
+        both = run(box, "python", "x = 1\nassert x is 2\nbreak\n", LIMITS)  # warning, then error
+        assert both.outcome == SYNTAX_ERROR and "SyntaxWarning" in both.error, both
+        assert "'break' outside loop" in both.error, both
+        lambdas = "f = " + "lambda: " * 1000 + "0\nassert f\n"  # compiles; too deep to marshal
+        assert run(box, "python", lambdas, LIMITS).outcome == PASSED
 
 
 def test_what_a_program_compiles_never_shows_in_the_next(sandbox: Sandbox, run: Run) -> None:
