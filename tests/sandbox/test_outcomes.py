@@ -99,6 +99,13 @@ def test_failure_keeps_capped_error_text(sandbox: Sandbox, run: Run) -> None:
     assert "ValueError: boom" in result.error and len(result.error) < 2500
 
 
+def test_an_exit_whose_code_cannot_be_shown_is_a_failure(sandbox: Sandbox, run: Run) -> None:
+    """The exit code is the program's object: its failing ``repr`` is the program's fault."""
+    source = "class C:\n    def __repr__(self):\n        raise ValueError\nraise SystemExit(C())\n"
+    result = run(sandbox, "python", source, LIMITS)
+    assert result.outcome == FAILED and "exit(<unprintable>)" in result.error, result
+
+
 @pytest.mark.parametrize("break_", ["\\x0c", "\\x1c", "\\u2028"])
 def test_traceback_quotes_the_lines_that_ran(sandbox: Sandbox, run: Run, break_: str) -> None:
     """Traceback lines come from the source that ran, split where the compiler splits it (a form
