@@ -27,6 +27,7 @@ This module uses the standard library only: it is the fork server's whole progra
 from __future__ import annotations
 
 import builtins
+import collections.abc
 import contextlib
 import ctypes
 import fcntl
@@ -218,8 +219,9 @@ def _error_text(exc: BaseException, source: str, path: str) -> str:
     """The traceback of a program's exception, without the harness's frame, as
     ``traceback.format_exception`` writes it (under ``-X no_debug_ranges``: no column markers);
     the lines of ``path`` come from the source the program ran (no file to read, and what ran
-    even if it rewrote it). Most exceptions take :func:`_plain_error_text`; the rest take the
-    ``traceback`` module, with ``linecache`` left as it was found (a later program may look)."""
+    even if it rewrote it). Most exceptions take :func:`_plain_error_text`; syntax errors and
+    exception groups take the ``traceback`` module, with ``linecache`` left as it was found (a
+    later program may look)."""
     plain = _plain_error_text(exc, source, path)
     if plain is not None:
         return plain
@@ -241,38 +243,39 @@ _REPEATS_SHOWN = 3
 
 def _plain_error_text(exc: BaseException, source: str, path: str) -> str | None:
     """What ``traceback.format_exception`` writes for ``exc`` (less the harness's frame), by
-    its steps in its order (so a program's ``__str__`` and the like run as they would there),
-    touching far fewer of the objects a forked child shares with its parent (each page it
-    writes is a page copied); None when the ``traceback`` module is needed: a syntax error, an
-    exception group or notes in the chain, or a ``sys.tracebacklimit``."""
-    if hasattr(sys, "tracebacklimit"):
+    its steps in its order (so a program's ``__str__``, ``__bool__`` and the like run as, and as
+    often as, they would there), touching far fewer of the objects a forked child shares with
+    its parent (each page it writes is a page copied); None when the ``traceback`` module is
+    needed: a syntax error or an exception group among the chained exceptions (looked for
+    before any of the program's code runs), or a ``sys.tracebacklimit``."""
+    if hasattr(sys, "tracebacklimit") or _needs_traceback(exc):
         return None
     program: list[str] = []  # the source's lines, split when first needed
-    found: list[tuple[BaseException, list[str], str, str]] = []  # exception, stack, str, intro
+    found: list[tuple[BaseException, list[str], str, object, str]] = []
     seen: set[int] = set()
     current: BaseException | None = exc
     tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
     while current is not None:  # as TracebackException(..., compact=True) takes it in
         seen.add(id(current))
         stack = _stack_text(tb, source, path, program)
-        text = _safe_str(current)
-        if (getattr(current, "__notes__", None) is not None
-                or isinstance(current, SyntaxError | BaseExceptionGroup)):
+        text = _safe_str(current, "exception")
+        notes = getattr(current, "__notes__", None)
+        if isinstance(current, SyntaxError):  # (possible only if the program's code made it so)
             return None
-        suppress = current.__suppress_context__
-        cause, context = current.__cause__, current.__context__
-        if cause is not None and id(cause) not in seen:
-            found.append((current, stack, text, _CAUSE))
-            current = cause
-        elif context is not None and not suppress and id(context) not in seen:
-            found.append((current, stack, text, _CONTEXT))
-            current = context
-        else:
-            found.append((current, stack, text, ""))
-            current = None
+        following, introduces = None, ""
+        if current and current.__cause__ is not None and id(current.__cause__) not in seen:
+            following, introduces = current.__cause__, _CAUSE
+        context_wanted = following is None and not current.__suppress_context__
+        if (current and current.__context__ is not None and context_wanted
+                and id(current.__context__) not in seen):
+            following, introduces = current.__context__, _CONTEXT
+        if current and isinstance(current, BaseExceptionGroup):
+            return None
+        found.append((current, stack, text, notes, introduces))
+        current = following
         tb = current.__traceback__ if current is not None else None
     out: list[str] = []
-    for current, stack, text, introduces in reversed(found):  # as its format() writes it
+    for current, stack, text, notes, introduces in reversed(found):  # as its format() writes
         out.append(introduces)
         if stack:
             out.append("Traceback (most recent call last):\n")
@@ -283,9 +286,33 @@ def _plain_error_text(exc: BaseException, source: str, path: str) -> str | None:
             if not isinstance(smod, str):
                 smod = "<unknown>"
             stype = smod + "." + stype
-        valuestr = _safe_str(text)
+        valuestr = _safe_str(text, "exception")
         out.append("%s: %s\n" % (stype, valuestr) if valuestr else "%s\n" % stype)  # noqa: UP031
+        if notes is None:  # (most often: no need to ask the ABC, whose caches it would write)
+            continue
+        if isinstance(notes, collections.abc.Sequence):
+            for note in notes:
+                out += [line + "\n" for line in _safe_str(note, "note").split("\n")]
+        else:
+            out.append(_safe_str(notes, "__notes__", repr))
     return "".join(out)
+
+
+def _needs_traceback(exc: BaseException) -> bool:
+    """Whether a syntax error or an exception group is among the exceptions chained to
+    ``exc`` (any cause or context, shown or not: the ``traceback`` module writes the same text
+    anyway)."""
+    seen: set[int] = set()
+    waiting: list[BaseException | None] = [exc]
+    while waiting:
+        current = waiting.pop()
+        if current is None or id(current) in seen:
+            continue
+        if isinstance(current, SyntaxError | BaseExceptionGroup):
+            return True
+        seen.add(id(current))
+        waiting += (current.__cause__, current.__context__)
+    return False
 
 
 def _safe_repr(exc: SystemExit) -> str:
@@ -296,11 +323,11 @@ def _safe_repr(exc: SystemExit) -> str:
         return "<unprintable>"
 
 
-def _safe_str(value: object) -> str:
+def _safe_str(value: object, what: str, show: Callable[[object], str] = str) -> str:
     try:
-        return str(value)
+        return show(value)
     except BaseException:  # noqa: BLE001 - as traceback says it
-        return "<exception str() failed>"
+        return f"<{what} {show.__name__}() failed>"
 
 
 def _stack_text(tb: TracebackType | None, source: str, path: str,
@@ -594,7 +621,9 @@ class InProcess:
     one process that programs running under its uid cannot signal)."""
 
     pid = None  # no process apart from the worker
-    compiles_here = True  # the worker is where programs fork from
+    #: Programs compile in their child: compiling in the worker would change the process every
+    #: later program is forked from (a ``\\N{...}`` literal imports ``unicodedata``).
+    compiles_here = False
 
     def __init__(self, uid: int | None, cgroup_procs: int | None, env: dict[str, str],
                  work: str, preload: Sequence[str]):

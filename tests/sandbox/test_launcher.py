@@ -154,6 +154,26 @@ TRACEBACKS = {
     "str_sets_a_cause": ("class E(Exception):\n    def __str__(self):\n"
                          "        self.__cause__ = KeyError('cause')\n        return 'e'\n"
                          "raise E()\n"),
+    "str_counts_its_calls": ("n = 0\nclass E(Exception):\n    def __str__(self):\n"
+                             "        global n\n        n += 1\n        return str(n)\n"
+                             "e = E()\ne.add_note('note')\nraise e\n"),
+    "false_with_a_context": ("class E(Exception):\n    def __len__(self): return 0\n"
+                             "try:\n    1/0\nexcept ZeroDivisionError:\n    raise E('x')\n"),
+    "false_with_a_cause": ("class E(Exception):\n    def __bool__(self): return False\n"
+                           "raise E('x') from KeyError(1)\n"),
+    "bool_counts_its_calls": ("n = 0\nclass E(Exception):\n    def __bool__(self):\n"
+                              "        global n\n        n += 1\n        return True\n"
+                              "    def __str__(self): return str(n)\n"
+                              "e = E()\ntry:\n    raise KeyError(1)\nexcept KeyError:\n"
+                              "    try:\n        raise e\n    except E:\n"
+                              "        raise ValueError('after')\n"),
+    "notes_with_lines": ("e = ValueError('n')\ne.add_note('one\\ntwo')\ne.add_note('three')\n"
+                         "raise e\n"),
+    "notes_not_a_sequence": "e = ValueError('n')\ne.__notes__ = 42\nraise e\n",
+    "note_str_fails": ("class N:\n    def __str__(self): raise KeyError\n"
+                       "e = ValueError('n')\ne.__notes__ = [N()]\nraise e\n"),
+    "syntax_error_as_context": ("try:\n    compile('1 +', 'made', 'exec')\nexcept SyntaxError:\n"
+                                "    raise KeyError(1)\n"),
     "str_adds_a_note": ("class E(Exception):\n    def __str__(self):\n"
                         "        if not hasattr(self, '__notes__'):\n"
                         "            self.add_note('a note')\n        return 'e'\nraise E()\n"),

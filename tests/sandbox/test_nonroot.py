@@ -63,6 +63,7 @@ for top in ('/tmp/locked', 'stays'):
 '''
 queue = ("import ctypes, os\nq = ctypes.CDLL(None).mq_open(b'/hybridmetric-left-%d', %s, 0o600, "
          "None)\n")
+probe = "import sys\nassert False, ('unicodedata' in sys.modules, len(sys.modules))\n"
 stdcxx = "#include <bits/stdc++.h>\nint main() { std::vector<int> v{1}; assert(v.size() == 1); }\n"
 programs = {
     "passes": ("python", "assert sorted([3, 1, 2]) == [1, 2, 3]\n"),
@@ -127,6 +128,10 @@ programs = {
                                "for root in glob.glob('/tmp/hybridmetric-sandbox-*'):\n"
                                "    os.chmod(root, 0)\n"),
     "after_lock": ("python", "assert sum([1, 2]) == 3\n"),
+    # the worker forks programs itself: what one compiles must not change it for the next
+    "modules_before": ("python", probe),
+    "named_character": ("python", "assert '\\N{BULLET}' == '\\u2022'\n"),
+    "modules_after": ("python", probe + "# again\n"),
 }
 with Sandbox(workers=1) as box:
     isolation = box.isolation.as_dict()
@@ -239,7 +244,11 @@ def _run_as_user(home: str, data: str) -> None:
         "cpp_after_plant": "passed", "java_after_plant": "passed", "locks": "passed",
         "after_locks": "passed", "fifo_output": "passed", "stashes": "passed",
         "finds_no_stash": "passed", "locks_worker": "passed",
-        "after_lock": "passed"}, seen["errors"]
+        "after_lock": "passed", "modules_before": "failed", "named_character": "passed",
+        "modules_after": "failed"}, seen["errors"]
+    modules = [seen["errors"][name].splitlines()[-1] for name in ("modules_before",
+                                                                  "modules_after")]
+    assert modules[0] == modules[1] and "AssertionError: (False, " in modules[0], modules
     assert seen["queues"] == {"outcomes": ["passed", "passed"], "replaced": False}
     for name in ("writes_home", "writes_files"):
         assert "Read-only file system" in seen["errors"][name], seen["errors"][name]
