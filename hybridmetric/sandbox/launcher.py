@@ -225,13 +225,18 @@ def _error_text(exc: BaseException, source: str, path: str) -> str:
     plain = _plain_error_text(exc, source, path)
     if plain is not None:
         return plain
-    lines = io.StringIO(source, newline=None).readlines()  # the compiler's line breaks only
-    linecache.cache[path] = (len(source), None, lines, path)
+    linecache.cache[path] = (len(source), None, _lines(source), path)
     frames = exc.__traceback__.tb_next if exc.__traceback__ else None
     try:
         return "".join(traceback.format_exception(type(exc), exc, frames))
     finally:
         linecache.cache.pop(path, None)
+
+
+def _lines(source: str) -> list[str]:
+    """The lines of ``source`` as the compiler splits them (no form feed or Unicode line
+    separator breaks a line), ends kept, as ``linecache`` holds them."""
+    return io.StringIO(source, newline=None).readlines()
 
 
 #: What ``traceback`` writes between chained exceptions.
@@ -365,7 +370,7 @@ def _stack_text(tb: TracebackType | None, source: str, path: str,
             line = ""
         elif filename == path:
             if not program:
-                program += io.StringIO(source, newline=None).readlines()
+                program += _lines(source)
             line = program[lineno - 1] if 1 <= lineno <= len(program) else ""
         else:
             line = linecache.getline(filename, lineno)
