@@ -6,7 +6,8 @@ Per worker (a long-lived process that owns one sandbox uid):
   namespace that maps only the user's own uid): only a loopback that is down, so nothing,
   including a listener on the host's 127.0.0.1 or an abstract Unix socket, can be reached;
 - a seccomp filter that refuses every socket family but ``AF_UNIX`` (the fallback where namespaces
-  are not allowed, and a second wall where they are);
+  are not allowed, and a second wall where they are) and the kernel keyring calls (a uid's
+  keyring outlives its processes: one program could leave data there for the next);
 - a mount namespace with private tmpfs mounts on ``/tmp``, ``/var/tmp``, ``/dev/shm`` (the
   world-writable places) and ``/run`` (where the host's Unix sockets live: a socket file can be
   connected to on a read-only mount, and seccomp lets AF_UNIX through), emptied after every
@@ -64,6 +65,7 @@ PR_SET_NO_NEW_PRIVS = 38
 PR_SET_CHILD_SUBREAPER = 36
 AF_UNIX = 1
 SCMP_ACT_ALLOW = 0x7FFF0000
+SCMP_ACT_ERRNO = 0x00050000  # | the errno
 SCMP_CMP_NE = 1
 PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run")
 #: Where a worker mounts its IPC namespace's POSIX message queues (a private directory).
@@ -91,6 +93,7 @@ class Isolation:
     read_only: bool = False  # without root: files read-only but the private dirs, home hidden
     ipc_namespace: bool = False  # System V IPC, POSIX queues: none of the host's; SysV not kept
     message_queues: bool = False  # POSIX message queues cleared after each program
+    no_keyrings: bool = False  # seccomp denies the kernel keyring calls (they outlive programs)
 
     @property
     def network_blocked(self) -> bool:
@@ -102,7 +105,8 @@ class Isolation:
         named = (("netns", self.network_namespace), ("seccomp", self.seccomp),
                  ("mountns", self.mount_namespace), ("uid", self.uid is not None),
                  ("memcg", self.memory_cgroup), ("pidns", self.pid_namespace),
-                 ("rofs", self.read_only), ("ipcns", self.ipc_namespace))
+                 ("rofs", self.read_only), ("ipcns", self.ipc_namespace),
+                 ("nokeys", self.no_keyrings))
         return "+".join(name for name, on in named if on) or "none"
 
     def as_dict(self) -> dict[str, object]:
@@ -269,8 +273,14 @@ class _ArgCmp(ctypes.Structure):
                 ("datum_a", ctypes.c_uint64), ("datum_b", ctypes.c_uint64)]
 
 
-def deny_sockets() -> None:
-    """Load a seccomp filter (libseccomp) that makes ``socket()`` fail unless it is AF_UNIX."""
+#: System calls of the kernel's key store, which keeps what a uid puts there after its processes
+#: end (the user keyring): one program could leave data there for the next.
+KEYRING_CALLS = (b"add_key", b"request_key", b"keyctl")
+
+
+def load_filter(deny_sockets: bool) -> None:
+    """Load a seccomp filter (libseccomp) that makes the keyring calls fail (EPERM) and, with
+    ``deny_sockets``, ``socket()`` unless it is AF_UNIX (EACCES)."""
     try:
         lib = ctypes.CDLL(SECCOMP_LIBRARY, use_errno=True)
     except OSError as exc:
@@ -286,11 +296,16 @@ def deny_sockets() -> None:
     if not ctx:
         raise OSError(errno.EINVAL, "seccomp_init failed")
     try:
-        deny = 0x00050000 | errno.EACCES  # SCMP_ACT_ERRNO(EACCES)
-        number = lib.seccomp_syscall_resolve_name(b"socket")
-        only_unix = _ArgCmp(0, SCMP_CMP_NE, AF_UNIX, 0)
-        if lib.seccomp_rule_add_array(ctx, deny, number, 1, ctypes.byref(only_unix)) != 0:
-            raise OSError(errno.EINVAL, "seccomp_rule_add_array(socket) failed")
+        for name in KEYRING_CALLS:
+            if lib.seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO | errno.EPERM,
+                                          lib.seccomp_syscall_resolve_name(name), 0, None) != 0:
+                raise OSError(errno.EINVAL, f"seccomp_rule_add_array({name.decode()}) failed")
+        if deny_sockets:
+            number = lib.seccomp_syscall_resolve_name(b"socket")
+            only_unix = _ArgCmp(0, SCMP_CMP_NE, AF_UNIX, 0)
+            if lib.seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO | errno.EACCES, number, 1,
+                                          ctypes.byref(only_unix)) != 0:
+                raise OSError(errno.EINVAL, "seccomp_rule_add_array(socket) failed")
         if os.getuid() != 0:
             _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
         if lib.seccomp_load(ctx) != 0:
@@ -409,7 +424,8 @@ def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
     blocked = not allow_network
     netns = blocked and wall("network namespace", (lambda: unshare(CLONE_NEWNET)) if root
                              else user_network_namespace)
-    seccomp = blocked and wall("seccomp", deny_sockets)
+    filtered = wall("seccomp", lambda: load_filter(deny_sockets=blocked))
+    seccomp = blocked and filtered
     may_unshare = root or netns  # without root, only a user namespace grants the capability
     ipcns = may_unshare and wall("IPC namespace", lambda: unshare(CLONE_NEWIPC))
     mountns = root and wall("mount namespace", lambda: private_mounts(needed))
@@ -428,7 +444,8 @@ def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
         drop_capabilities()
     _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
     return Isolation(netns, seccomp, mountns, uid if root else None, pid_namespace=pidns,
-                     read_only=read_only, ipc_namespace=ipcns, message_queues=queues), problems
+                     read_only=read_only, ipc_namespace=ipcns, message_queues=queues,
+                     no_keyrings=filtered), problems
 
 
 def _children(pid: int, task: int) -> list[int]:

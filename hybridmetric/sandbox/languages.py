@@ -3,10 +3,12 @@
 A program passes only if a per-run secret token reaches the sandbox on fd 4 after the test code
 has finished. The token is not in the source, the environment or the arguments: the program
 reads it from fd 3 once its tests are done, in code the sandbox appends (JavaScript), in a
-``main`` the sandbox wraps around the test's ``main`` (C++), or in a wrapper class that calls the
-test's ``main`` (Java). Python runs inside the fork server, whose harness does the same after
-``exec`` returns (see ``worker.py``). ``exit(0)``, ``process.exit(0)``, ``System.exit(0)`` or a
-crash before the end therefore never emit it.
+function the linker puts between the C runtime and the test's ``main`` (C++: ``--wrap=main``;
+``main`` keeps its own meaning, falling off its end returns 0, and a nonzero status is a
+failure), or in a wrapper class that calls the test's ``main`` (Java). Python runs inside the
+fork server, whose harness does the same after ``exec`` returns (see ``launcher.py``).
+``exit(0)``, ``process.exit(0)``, ``System.exit(0)`` or a crash before the end therefore never
+emit it.
 
 A program written to attack this harness on purpose (reading fd 3 itself and writing the token to
 fd 4 early) can still fake a pass: code cannot hide a secret from the process it runs in. That is
@@ -27,14 +29,15 @@ DEFAULT_JAVA_CLASSPATH = ("/usr/share/java/javatuples.jar",)
 #: Extra RLIMIT_DATA for managed runtimes on top of their heap limit (JIT, metaspace, threads).
 RUNTIME_OVERHEAD_MB = {"javascript": 512, "java": 1024}
 
-#: -O0 as MultiPL-E; it also keeps a test ``main`` without ``return`` well defined once renamed.
+#: -O0 as MultiPL-E.
 CXX_FLAGS = ["-std=c++17", "-O0", "-w"]
 PCH_NAME = "hybridmetric_stdcxx.h"
 _STDCXX = re.compile(r"#\s*include\s*<bits/stdc\+\+\.h>")
 
 _JS_EPILOGUE = """
 ;(function () {
-  const fs = require("fs");
+  // a CommonJS program has require; an ES module (import syntax) only the builtin getter
+  const fs = typeof require === "function" ? require("fs") : process.getBuiltinModule("fs");
   const buffer = Buffer.alloc(64);
   const n = fs.readSync(3, buffer, 0, 64, null);
   fs.writeSync(4, "T");
@@ -42,18 +45,12 @@ _JS_EPILOGUE = """
 })();
 """
 
-_CPP_PROLOGUE = "#define main __hybridmetric_user_main\n"
 _CPP_EPILOGUE = """
-#undef main
 #include <unistd.h>
-template <typename R> static R __hybridmetric_call(R (*f)()) { return f(); }
-template <typename R> static R __hybridmetric_call(R (*f)(int, char **)) {
-  char name[] = "program";
-  char *argv[] = {name, nullptr};
-  return f(1, argv);
-}
-int main() {
-  __hybridmetric_call(__hybridmetric_user_main);
+extern "C" int __real_main(int, char **, char **);
+extern "C" int __wrap_main(int argc, char **argv, char **envp) {
+  int status = __real_main(argc, argv, envp);
+  if (status != 0) return status;
   char token[64];
   ssize_t n = read(3, token, sizeof token);
   if (n > 0 && write(4, "T", 1) == 1 && write(4, token, (size_t)n) == n) return 0;
@@ -77,8 +74,11 @@ public class HybridmetricMain {
 """
 
 _JAVA_CLASS = re.compile(r"\b(?:class|interface|enum|record)\s+([A-Za-z_$][\w$]*)")
-_JAVA_PUBLIC = re.compile(r"\bpublic\s+(?:final\s+|abstract\s+)*class\s+([A-Za-z_$][\w$]*)")
-_JAVA_MAIN = re.compile(r"\bpublic\s+static\s+void\s+main\s*\(")
+_JAVA_PUBLIC = re.compile(r"\bpublic\s+(?:(?:final|abstract|sealed|non-sealed|strictfp)\s+)*"
+                          r"(?:class|interface|enum|record)\s+([A-Za-z_$][\w$]*)")
+#: A method ``main`` with its modifiers (in any order; ``public`` and ``static`` are checked).
+_JAVA_MAIN = re.compile(r"\b((?:(?:public|static|final|synchronized|strictfp)\s+)+)"
+                        r"void\s+main\s*\(")
 #: Comments, text blocks, string and char literals: where "class X" is not a declaration.
 _JAVA_NOT_CODE = re.compile(r'//[^\n]*|/\*.*?\*/|"""(?:\\.|[^\\])*?"""|"(?:\\.|[^"\\\n])*"'
                             r"|'(?:\\.|[^'\\\n])*'", re.DOTALL)
@@ -122,16 +122,32 @@ def java_code(source: str) -> str:
     return _JAVA_NOT_CODE.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), source)
 
 
-def java_main_class(source: str) -> str:
-    """The class that declares ``public static void main`` (the last class opened before it)."""
+def java_public_type(source: str) -> str | None:
+    """The top-level public class (interface, enum, record), which names the file."""
     code = java_code(source)
-    main = _JAVA_MAIN.search(code)
-    if main is None:
+    for match in _JAVA_PUBLIC.finditer(code):
+        if code.count("{", 0, match.start()) == code.count("}", 0, match.start()):
+            return match.group(1)
+    return None
+
+
+def java_main_class(source: str) -> str:
+    """The class whose ``public static void main`` runs: the public class's, when it has one;
+    else the last one in the file (the tests come after the code they test). A method's class is
+    the last class opened before it."""
+    code = java_code(source)
+    owners = []
+    for main in _JAVA_MAIN.finditer(code):
+        if not {"public", "static"} <= set(main.group(1).split()):
+            continue
+        classes = [m for m in _JAVA_CLASS.finditer(code) if m.start() < main.start()]
+        if not classes:
+            raise ValueError("no class declares the Java main method")
+        owners.append(classes[-1].group(1))
+    if not owners:
         raise ValueError("no 'public static void main(' in the Java program")
-    classes = [m for m in _JAVA_CLASS.finditer(code) if m.start() < main.start()]
-    if not classes:
-        raise ValueError("no class declares the Java main method")
-    return classes[-1].group(1)
+    public = java_public_type(source)
+    return public if public in owners else owners[-1]
 
 
 def uses_stdcxx(source: str) -> bool:
@@ -164,14 +180,14 @@ def build(language: str, source: str, memory_mb: int, pch: str | None = None,
         return Build({"program.js": source + _JS_EPILOGUE}, None,
                      [tool("node"), f"--max-old-space-size={memory_mb}", "program.js"])
     if language == "cpp":
-        return Build({"program.cpp": _CPP_PROLOGUE + source + _CPP_EPILOGUE},
-                     [tool("g++"), *CXX_FLAGS, "-pipe",
+        return Build({"program.cpp": source + _CPP_EPILOGUE},
+                     [tool("g++"), *CXX_FLAGS, "-pipe", "-Wl,--wrap=main",
                       *(["-I", pch, "-include", PCH_NAME, "-Winvalid-pch"] if pch else []),
                       "-o", "program", "program.cpp"],
                      ["./program"])
     if language == "java":
-        public = _JAVA_PUBLIC.search(java_code(source))
-        name = f"{public.group(1)}.java" if public else "Program.java"
+        public = java_public_type(source)
+        name = f"{public}.java" if public else "Program.java"
         main = java_main_class(source)
         files = {name: source, "HybridmetricMain.java": _JAVA_WRAPPER % main}
         flags = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",

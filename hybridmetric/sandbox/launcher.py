@@ -46,7 +46,7 @@ import time
 import traceback
 import warnings
 from collections.abc import Callable, Sequence
-from types import CodeType, TracebackType
+from types import CodeType, ModuleType, TracebackType
 from typing import Any, NoReturn, TextIO
 
 PR_SET_PDEATHSIG = 1
@@ -456,8 +456,12 @@ def _python_main(source: str, path: str, folder: str, code: CodeType | None) -> 
         report(b"S", exc)
     except MemoryError as exc:
         report(b"M", exc)
-    namespace: dict[str, Any] = {"__name__": "__main__", "__file__": path,
-                                 "__builtins__": builtins}
+    # A module of its own, as ``python path`` gives: pickle, unittest, doctest and typing look
+    # the program up as ``sys.modules["__main__"]``.
+    main = ModuleType("__main__")
+    namespace = main.__dict__
+    namespace.update(__file__=path, __builtins__=builtins, __cached__=None)
+    sys.modules["__main__"] = main
     try:
         exec(code, namespace)
     except SystemExit as exc:
@@ -467,13 +471,15 @@ def _python_main(source: str, path: str, folder: str, code: CodeType | None) -> 
         report(b"M", exc)
     except BaseException as exc:
         report(b"E", exc)
-    for stream in (sys.stdout, sys.stderr):
+    for name in ("stdout", "stderr"):
         try:  # noqa: SIM105 - see the docstring
-            stream.flush()
-        except BaseException:  # noqa: BLE001 - a stream the program broke
+            getattr(sys, name).flush()
+        except BaseException:  # noqa: BLE001 - a stream the program broke or removed
             pass
-    token = read(3, 64)
-    write(4, b"T" + token)
+    try:
+        write(4, b"T" + read(3, 64))
+    except OSError:  # the program closed fd 3 or 4: no token, a failure
+        leave(1)
     leave(0)
 
 
@@ -553,14 +559,15 @@ class Forker:
             pidfd = os.pidfd_open(pid)
             try:
                 timed_out = not select.select([pidfd], [], [], timeout_s)[0]
+                if timed_out:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.killpg(pid, signal.SIGKILL)
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
+                    select.select([pidfd], [], [])  # (SIGKILL: it ends)
             finally:
                 os.close(pidfd)
-            if timed_out:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(pid, signal.SIGKILL)
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-            status = os.waitpid(pid, 0)[1]
+            status = _reap(pid)
             escaped = _kill_children() if self.dedicated else 0  # the worker sweeps its own
             os.set_blocking(report_r, False)  # an escaped grandchild may still hold fd 4
             try:
@@ -574,13 +581,14 @@ class Forker:
 
     def _child(self, argv: list[str] | None, source: str | None, code: CodeType | None,
                limits: Rlimits, fds: list[int]) -> NoReturn:
-        channel, write, leave = fds[-1], os.write, os._exit  # held before any program runs
+        channel, write, read, leave = fds[-1], os.write, os.read, os._exit  # before any program
+        token = fds[3]
         try:
             if self.cgroup_procs is not None:  # first: its descriptor is closed below
                 os.write(self.cgroup_procs, b"0")  # "0": the writer itself
             os.setsid()
             _install_fds(fds)
-            channel = 4
+            channel, token = 4, 3
             os.chdir(self.work)
             if not self.dedicated:
                 program_signals()  # exec then turns SIGINT's handler back to the default
@@ -594,9 +602,35 @@ class Forker:
                 _python_main(source, self.path, self.work, code)
             os.execve(argv[0], argv, self.env)
         except BaseException as exc:  # the sandbox failed before the program started
-            with contextlib.suppress(BaseException):
-                write(channel, b"B" + repr(exc).encode()[:1000])
+            with contextlib.suppress(BaseException):  # (with the token: no program can say so)
+                write(channel, b"B" + read(token, 64) + repr(exc).encode()[:1000])
             leave(70)
+
+
+def _reap(pid: int, rounds: int = 1000) -> int:
+    """The wait status of the program's process ``pid``, which has ended. A process of the
+    program that traces it holds it as a zombie only the tracer can reap: the tracer is killed
+    (each round), after which the zombie is this process's to reap."""
+    for _ in range(rounds):
+        reaped, status = os.waitpid(pid, os.WNOHANG)
+        if reaped:
+            return status
+        _kill_tracer(pid)
+        time.sleep(0.001)
+    raise RuntimeError(f"the program's process {pid} ended but cannot be reaped")
+
+
+def _kill_tracer(pid: int) -> None:
+    """Kill the process that traces ``pid`` (``TracerPid`` in its status), if one does."""
+    try:
+        with open(f"/proc/{pid}/status", "rb") as handle:
+            status = handle.read()
+    except OSError:  # reaped meanwhile
+        return
+    tracer = int(status.split(b"TracerPid:", 1)[1].split(None, 1)[0])
+    if tracer:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(tracer, signal.SIGKILL)
 
 
 def _kill_children(rounds: int = 200) -> int:
@@ -617,6 +651,7 @@ def _kill_children(rounds: int = 200) -> int:
         for child in alive:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child, signal.SIGKILL)
+            _kill_tracer(child)
         time.sleep(0.001)
     raise RuntimeError(f"children of the fork server survive {rounds} kill rounds")
 

@@ -98,6 +98,16 @@ class Process:
         return self.exit_code == 0 and b"T" + self.token in self.report
 
 
+def _signal_name(number: int) -> str:
+    """``SIGSEGV``, ``SIGRTMIN+6``: the name of a signal (real-time ones have no enum member)."""
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        if signal.SIGRTMIN < number < signal.SIGRTMAX:
+            return f"SIGRTMIN+{number - signal.SIGRTMIN}"
+        return f"signal {number}"
+
+
 def _identity(path: str) -> tuple[int, int, int]:
     """Inode, mode and owner: what changes when a folder is replaced or locked."""
     status = os.lstat(path)
@@ -225,6 +235,7 @@ class Worker:
         isolation.remove_tree(self.case)
 
     def _python(self, source: str, limits: Limits, work: str) -> RunResult:
+        source = source.removeprefix("\ufeff")  # a byte order mark, as ``python path`` skips it
         path = os.path.join(work, PROGRAM)
         self._write(path, source, self.uid)
         code = precompile(source, path) if self.launcher.compiles_here else None
@@ -365,17 +376,22 @@ class Worker:
         if process.completed:
             return result(PASSED, "")
         kind = process.report[:1]
-        if kind == b"B":
-            return result(SANDBOX_ERROR, process.report[1:].decode("utf-8", "replace"))
+        failure = b"B" + process.token  # the sandbox's, before the program ran: with the token
+        if process.report.startswith(failure):
+            return result(SANDBOX_ERROR,
+                          process.report[len(failure):].decode("utf-8", "replace"))
         if kind == b"S":
             return result(SYNTAX_ERROR, stderr)
-        if kind == b"M" or process.oom or any(sign in stderr for sign in _MEMORY_SIGNS):
+        # Python's harness reports a MemoryError itself (b"M"); other runtimes only say so on
+        # stderr (a Python program's own text there is no sign: an assertion may quote it)
+        if (kind == b"M" or process.oom
+                or (language != "python" and any(sign in stderr for sign in _MEMORY_SIGNS))):
             return result(MEMORY, stderr)
         number = process.signal
         if number is not None:
             if language == "cpp" and number == signal.SIGABRT and _CXX_ASSERT in stderr:
                 return result(FAILED, stderr)
-            return result(CRASH, f"killed by {signal.Signals(number).name}\n{stderr}")
+            return result(CRASH, f"killed by {_signal_name(number)}\n{stderr}")
         if language == "javascript" and "SyntaxError" in stderr and "wrapSafe" in stderr:
             return result(SYNTAX_ERROR, stderr)
         if process.exit_code == 0:

@@ -229,7 +229,7 @@ def _run_as_user(home: str, data: str) -> None:
     walls = {k: v for k, v in seen["isolation"].items() if k != "memory_cgroup"}  # host-dependent
     assert walls == {"network_namespace": True, "seccomp": True, "mount_namespace": True,
                      "uid": None, "pid_namespace": True, "read_only": True,
-                     "ipc_namespace": True, "message_queues": True}
+                     "ipc_namespace": True, "message_queues": True, "no_keyrings": True}
     assert seen["outcomes"] == {
         "passes": "passed", "fails": "failed", "exit_early": "failed", "loops": "timeout",
         "memory": "memory", "fork_bomb": seen["outcomes"]["fork_bomb"], "escapes": "passed",

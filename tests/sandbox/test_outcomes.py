@@ -326,6 +326,56 @@ def test_cache_key_depends_on_program_limits_language_network() -> None:
     assert base not in others and len(others) == 4
 
 
+def test_a_python_program_is_its_own_main_module(sandbox: Sandbox, run: Run) -> None:
+    """As under ``python program.py``: pickle, unittest and typing find the program as
+    ``sys.modules["__main__"]`` (with a dict for a namespace they found the fork server)."""
+    module = ("import pickle, sys, typing\nclass Node:\n    nxt: 'Node'\n"
+              "assert sys.modules['__main__'].Node is Node and __doc__ is None\n"
+              "assert pickle.loads(pickle.dumps(Node())).__class__ is Node\n"
+              "assert typing.get_type_hints(Node) == {'nxt': Node}\n")
+    assert run(sandbox, "python", module).outcome == PASSED
+    failing_unittest = ("import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n"
+                        "        self.assertEqual(1, 2)\n"
+                        "assert unittest.main(exit=False).result.wasSuccessful()\n")
+    assert run(sandbox, "python", failing_unittest).outcome == FAILED
+
+
+def test_what_python_itself_accepts_runs(sandbox: Sandbox, run: Run) -> None:
+    assert run(sandbox, "python", "\ufeffassert 1 == 1\n").outcome == PASSED  # a byte order mark
+    # a failing assertion that quotes "MemoryError" is a failure, not memory
+    quoted = "def f():\n    return 'MemoryError'\nassert f() == 'ok', f()\n"
+    assert run(sandbox, "python", quoted).outcome == FAILED
+
+
+def test_a_cpp_main_keeps_its_meaning(sandbox: Sandbox, run: Run) -> None:
+    """``main``'s status counts, falling off its end is 0, and every signature g++ takes works."""
+    cases = {"int f(int x) { return x + 1; }\nint main() { if (f(2) != 4) return 1; }\n": FAILED,
+             "int main() { return 3; }\n": FAILED,
+             "int main() { int x = 1; x++; }\n": PASSED,
+             "int main(int c, char **v, char **e) { return c == 1 && v[1] == nullptr ? 0 : 1; }\n":
+                 PASSED,
+             "int main(int c, const char *v[]) { return 0; }\n": PASSED,
+             "#include <cstdlib>\nint main() { std::exit(0); return 1; }\n": FAILED}
+    for source, outcome in cases.items():
+        assert run(sandbox, "cpp", source).outcome == outcome, source
+
+
+def test_javascript_es_modules_run(sandbox: Sandbox, run: Run) -> None:
+    module = "import assert from 'node:assert';\nassert.strictEqual(1 + 1, {});\n"
+    assert run(sandbox, "javascript", module.format(2)).outcome == PASSED
+    assert run(sandbox, "javascript", module.format(3)).outcome == FAILED
+
+
+def test_java_runs_the_tests_main(sandbox: Sandbox, run: Run) -> None:
+    helper_first = ("class Helper { public static void main(String[] a) { } }\n"
+                    "class Problem { public static void main(String[] a) { assert 1 == 2; } }\n")
+    assert run(sandbox, "java", helper_first).outcome == FAILED
+    for source in ("class Problem { static public void main(String[] a) { } }\n",
+                   "public enum Problem { A; public static void main(String[] a) { } }\n",
+                   "public record Problem(int x) { public static void main(String[] a) { } }\n"):
+        assert run(sandbox, "java", source).outcome == PASSED, source
+
+
 def test_java_main_class_is_found() -> None:
     source = "import java.util.*;\nclass Helper {}\nclass Problem {\n  public static void main("
     assert java_main_class(source) == "Problem"
@@ -336,6 +386,14 @@ def test_java_main_class_is_found() -> None:
               "  /* class Block */ static String s = \"class Str {\";\n"
               "  static char c = '\\'';\n  public static void main(String[] a) {}\n}\n")
     assert java_main_class(tricky) == "Problem"
+    # the public class's main, else the last one; modifiers in any order; instance mains skipped
+    two = "class Tests { public static void main(String[] a) {} }\n"
+    public = "public class A { public static void main(String[] a) {} }\n"
+    assert java_main_class(public + two) == "A"
+    assert java_main_class("class A { public static void main(String[] a) {} }\n" + two) == "Tests"
+    assert java_main_class("class A { static public void main(String[] a) {} }") == "A"
+    with pytest.raises(ValueError, match="main"):
+        java_main_class("class A { public void main(String[] a) {} }")
 
 
 def test_unknown_language_is_an_error(sandbox: Sandbox) -> None:

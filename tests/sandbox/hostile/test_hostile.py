@@ -48,6 +48,33 @@ assert True
 
 SLOW = Limits(timeout_s=20.0, memory_mb=512)  # for bombs that take seconds to go off
 
+#: A child of the program traces it (PTRACE_SEIZE): once the program ends, only the tracer can
+#: reap it, so a harness that waits for it blocks until the tracer ends.
+TRACED_BY_ITS_CHILD = """
+import ctypes, os, time
+libc = ctypes.CDLL(None, use_errno=True)
+me = os.getpid()
+if os.fork() == 0:
+    libc.ptrace(0x4206, me, None, None)
+    time.sleep(60)
+    os._exit(0)
+time.sleep(0.5)
+assert 1 == 1
+"""
+
+#: add_key(2) into the user keyring, which outlives the program's processes: the next program
+#: of the same uid could read it. The sandbox refuses the call (EPERM).
+KEYRING = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+added = libc.syscall(248, b"user", b"hm_hostile_key", b"left for the next program", 25, -4)
+error = ctypes.get_errno()
+if added > 0:  # the wall is down: leave nothing behind (KEYCTL_INVALIDATE), then fail
+    libc.syscall(250, 21, ctypes.c_long(added), 0, 0, 0)
+assert added < 0 and error == 1, (added, error)
+"""
+
 # (id, language, source, allowed outcomes[, limits])
 HOSTILE: list[tuple[Any, ...]] = [
     ("fork_bomb", "python", "import os\nwhile True:\n    os.fork()\n", {FAILED, TIMEOUT}),
@@ -122,6 +149,16 @@ HOSTILE: list[tuple[Any, ...]] = [
      {MEMORY}, SLOW),
     ("js_buffer_bomb", "javascript", "const a = [];\nwhile (true) a.push(Buffer.alloc(1 << 28));\n",
      {MEMORY}),
+    ("real_time_signal", "python", "import os\nos.kill(os.getpid(), 40)\n", {CRASH}),
+    ("cpp_real_time_signal", "cpp", "#include <csignal>\nint main() { raise(SIGRTMIN + 3); }\n",
+     {CRASH}),
+    ("traced_by_its_child", "python", TRACED_BY_ITS_CHILD, {PASSED}, Limits(timeout_s=3.0)),
+    ("closes_the_token_fd", "python", "import os\nos.close(3)\nassert True\n", {FAILED}),
+    ("forges_a_sandbox_error", "python", "import os\nos.write(4, b'B no')\nos._exit(70)\n",
+     {FAILED}),
+    ("removes_sys_stdout", "python", "import sys\ndel sys.stdout, sys.stderr\nassert True\n",
+     {PASSED}),
+    ("keyring", "python", KEYRING, {PASSED}),
     ("js_exit_before_asserts", "javascript",
      "process.exit(0);\nrequire('assert').strictEqual(1, 2);\n", {FAILED}),
     ("java_exit_before_asserts", "java",
