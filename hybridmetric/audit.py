@@ -66,6 +66,7 @@ resamples gave a defined value; ``None`` stands for an undefined statistic)::
               "n": int, "n_tasks": int,
               "mean": Estimate,          # mean target
               "useful_share": Estimate,  # share with target >= settings.useful_threshold
+                                         # (default: the middle of the scale)
               "distribution": [{"grade": int, "n": int, "share": Estimate}, ...]},
                                          # grade = round-half-up of the target
           "difference": {"mean": Estimate, "useful_share": Estimate}},  # pass - fail, paired
@@ -132,7 +133,8 @@ def _column(frame: pd.DataFrame, name: str) -> np.ndarray:
     missing = np.flatnonzero(~np.isfinite(values))
     if missing.size:
         raise ValueError(f"column '{name}' has {missing.size} missing or infinite value(s), first "
-                         f"at row {int(missing[0])}; filter those rows before the audit")
+                         f"at row {int(missing[0])}; filter those rows before the audit, or "
+                         "leave them out of it (--missing drop-rows)")
     return values
 
 
@@ -403,7 +405,7 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
           focus: str | None = None,
           comparisons: Sequence[tuple[str, str]] = DEFAULT_COMPARISONS,
           confidence: float = 0.95, alpha: float = 0.05, tie_threshold: float = 0.0,
-          missing: str = "refuse", useful_threshold: float = 2.0,
+          missing: str = "refuse", useful_threshold: float | None = None,
           scale: tuple[float, float] | None = None) -> dict[str, Any]:
     """Audit metric-human agreement on a scored table; see the module docstring for the result.
 
@@ -417,9 +419,9 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
 
     On the same rows, ``by_system`` summarises each system and, with a ``score.pass`` column,
     ``pass_value`` compares the ratings of passing and failing code: ``useful_threshold`` is the
-    lowest useful rating (2: "somewhat helpful, ... still useful" on the CoNaLa 0-4 scale) and
-    ``scale`` the study's rating range, whose integers are the grade bins (default: the observed
-    range of the rounded ratings).
+    lowest useful rating (default: the middle of the scale, e.g. 2, "somewhat helpful, ... still
+    useful", on the CoNaLa 0-4 scale; 0.5 on 0/1 labels) and ``scale`` the study's rating range,
+    whose integers are the grade bins (default: the observed range of the rounded ratings).
     """
     if metrics is None:
         metrics = [c for c in frame.columns if str(c).startswith(SCORE_PREFIX)]
@@ -438,6 +440,16 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
         n_dropped = int((~complete).sum())
         frame = frame[complete].reset_index(drop=True)
     data = _Data(frame, metrics, target)
+    if np.unique(data.human).size < 2:
+        raise ValueError(f"'{target}' takes one value on every row" + (
+            f" ({data.human[0]:g})" if data.human.size else "") + ": no agreement with it can "
+            "be measured")
+    if useful_threshold is None:  # the middle of the scale (given, else observed)
+        observed = data.human[~np.isnan(data.human)]
+        if scale is not None:
+            useful_threshold = (scale[0] + scale[1]) / 2
+        elif observed.size:
+            useful_threshold = (float(observed.min()) + float(observed.max())) / 2
     counts = stats.group_bootstrap_counts(data.task_labels.size, n_resamples, seed)
     skipped: list[str] = []
     agreement: dict[str, dict[str, Any]] = {"item": {}, "within_task": {}}

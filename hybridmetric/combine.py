@@ -48,7 +48,8 @@ per-generation ``target`` (by default the mean rating).
     weights      {feature: {value, ci: [lo, hi], per_unit, per_unit_ci}}
     weights_units  value/ci: output units (rating points; log-odds for ordinal) per training SD of
                  the feature; per_unit: the same per 1.0 of the raw score. CIs: 95% percentile
-                 bootstrap over tasks (bootstrap.n resamples)
+                 bootstrap over tasks (bootstrap.n resamples, less bootstrap.skipped on which
+                 the model cannot be fitted: mixed, a feature constant in the resample)
     intercept    the output at the training mean of every feature (null for ordinal)
     ordinal      {levels, cutpoints} (ordinal only): P(grade <= levels[k]) = logistic(cutpoints[k]
                  - sum_j weight_j * z_j); output = expected grade
@@ -62,7 +63,8 @@ per-generation ``target`` (by default the mean rating).
                  undefined (folds where it is undefined)}},
                  comparison: {metric: "kendall", best_feature, best_feature_kendall,
                  hybrid_kendall, gain (mean of per-fold hybrid - best), gain_sd, wins (folds
-                 where the hybrid is higher), n_folds, beats_best_feature (gain > 0)}}
+                 where the hybrid is higher), n_folds, beats_best_feature (gain > 0)}, all
+                 over the folds where both taus are defined (null where none is)}
                  dibia_combined also names its {pass, edit_sim} columns; it is
                  {"skipped": reason} when a PASS or EDIT-SIM column is absent or incomplete
     training     {sha256, n_rows, n_tasks, n_dropped_rows, n_rater_rows}; the hash is
@@ -118,6 +120,11 @@ VERSIONED_PACKAGES = ("numpy", "pandas", "scipy", "scikit-learn", "statsmodels")
 
 class CardMismatchError(ValueError):
     """A card applied to scores it was not fitted for (other scorer signatures or columns)."""
+
+
+class DegenerateFitError(ValueError):
+    """The model cannot be fitted on these rows (a singular design: constant or collinear
+    features)."""
 
 
 # --------------------------------------------------------------------------- baselines and metrics
@@ -309,8 +316,14 @@ class HybridMetric(RegressorMixin, BaseEstimator):
             warnings.simplefilter("ignore")
             # Tried in turn, each from where the last stopped. Not L-BFGS: when the rater
             # variance sits on its boundary (0) it can report convergence at a wrong intercept.
-            result = sm.MixedLM(y, sm.add_constant(Z, has_constant="add"), groups=raters).fit(
-                reml=True, method=["bfgs", "powell", "nm"])
+            try:
+                result = sm.MixedLM(y, sm.add_constant(Z, has_constant="add"),
+                                    groups=raters).fit(reml=True, method=["bfgs", "powell", "nm"])
+            except np.linalg.LinAlgError as error:
+                raise DegenerateFitError(
+                    f"the mixed model cannot be fitted on these rows ({error}): a feature is "
+                    "constant or the features are collinear; leave some out (--features) or "
+                    "use --model nonneg") from None
         if not result.converged:
             raise RuntimeError("the mixed model did not converge; use model='nonneg'")
         fixed = np.asarray(result.fe_params, dtype=float)
@@ -516,10 +529,13 @@ def _training_rows(
                                                        else []))
     if gaps and missing == "refuse":
         complete = [c for c in columns if c not in gaps]
+        features_hint = (f"fit on features every row has (--features "
+                         f"{','.join(complete) or '...'}), or " if set(gaps) & set(columns)
+                         else "")
         raise ValueError(_missing_message(
             frame, gaps,
-            f"fit on features every row has (--features {','.join(complete) or '...'}), "
-            "or pass missing='drop-rows' (--missing drop-rows) to fit on complete rows only"))
+            f"{features_hint}pass missing='drop-rows' (--missing drop-rows) to fit on complete "
+            "rows only"))
     keep = np.ones(len(frame), dtype=bool)
     for rows in gaps.values():
         keep[rows] = False
@@ -592,6 +608,13 @@ def fit_card(
         scale = (float(design.y_train.min()), float(design.y_train.max()))
     else:
         scale_source, scale = "given", (float(scale[0]), float(scale[1]))
+        outside = (design.y_train < scale[0]) | (design.y_train > scale[1])
+        if outside.any():
+            raise ValueError(
+                f"{int(outside.sum())} rating(s) of '{target}' lie outside the scale "
+                f"{scale[0]:g}-{scale[1]:g}, e.g. {design.y_train[outside][0]:g} (task "
+                f"{design.tasks_train[outside][0]!r}); fix the ratings or the scale (--scale, or "
+                "[rating] min and max in study.toml)")
 
     def estimator() -> HybridMetric:
         return HybridMetric(model=model, alpha=alpha, calibration=calibration, bounds=scale)
@@ -613,7 +636,7 @@ def fit_card(
 
     raters_kw = {"raters": design.raters} if design.raters is not None else {}
     full = estimator().fit(design.X_train, design.y_train, **raters_kw)
-    boot = _bootstrap_weights(design, estimator, n_boot, seed)
+    boot, boot_skipped = _bootstrap_weights(design, estimator, n_boot, seed)
 
     cv = {"folds": folds, "repeats": repeats, "grouped_by": "task_id",
           "n_folds_run": folds * repeats,
@@ -658,7 +681,8 @@ def fit_card(
             f"(per_unit, per_unit_ci); {int(CI_LEVEL * 100)}% percentile bootstrap over tasks"),
         "intercept": None if model == "ordinal" else float(full.intercept_),
         "calibration": calibration_block, "cv": cv, "training": training,
-        "bootstrap": {"n": n_boot, "level": CI_LEVEL}, "seed": seed, "versions": versions,
+        "bootstrap": {"n": n_boot, "level": CI_LEVEL, "skipped": boot_skipped}, "seed": seed,
+        "versions": versions,
     }
     if model == "ordinal":
         card["ordinal"] = {"levels": full.levels_.tolist(), "cutpoints": full.cutpoints_.tolist()}
@@ -675,36 +699,56 @@ def fit_card(
 
 
 def _bootstrap_weights(design: _Design, estimator: Callable[[], HybridMetric], n_boot: int,
-                       seed: int) -> list[list[float]] | None:
-    """Percentile CIs of the per-unit weights over task resamples (None when n_boot is 0)."""
+                       seed: int) -> tuple[list[list[float]] | None, int]:
+    """Percentile CIs of the per-unit weights over task resamples (None when n_boot is 0), and
+    how many resamples were left out because the model cannot be fitted on them (a feature
+    constant in the resample: the mixed model's design is then singular)."""
     if n_boot == 0:
-        return None
+        return None, 0
     tasks = np.unique(design.tasks_train)
     rows_of = {t: np.flatnonzero(design.tasks_train == t) for t in tasks}
     rng = np.random.default_rng([seed, 1])
-    samples = []
+    samples, skipped = [], 0
     for _ in range(n_boot):
         rows = np.concatenate([rows_of[t] for t in rng.choice(tasks, size=len(tasks))])
         kw = {"raters": design.raters[rows]} if design.raters is not None else {}
-        fitted = estimator().fit(design.X_train[rows], design.y_train[rows], **kw)
+        try:
+            fitted = estimator().fit(design.X_train[rows], design.y_train[rows], **kw)
+        except DegenerateFitError:
+            skipped += 1
+            continue
         samples.append(fitted.coef_ / fitted.scale_)
-    return _percentile_ci(np.asarray(samples))
+    if skipped * 2 > n_boot:
+        raise DegenerateFitError(f"the model cannot be fitted on {skipped} of {n_boot} task "
+                                 "resamples of the weights' bootstrap (a feature constant in "
+                                 "them); leave such features out (--features) or use --model "
+                                 "nonneg")
+    return _percentile_ci(np.asarray(samples)), skipped
 
 
 def _comparison(per_fold: dict[str, dict[str, list[float]]],
                 columns: list[str]) -> dict[str, Any]:
-    """The hybrid against the single feature with the best mean held-out Kendall tau."""
-    means = {c: np.nanmean(per_fold[c]["kendall"]) for c in columns}
-    best = max(columns, key=lambda c: (means[c], c))
-    hybrid = np.asarray(per_fold["hybrid"]["kendall"])
-    gain = hybrid - np.asarray(per_fold[best]["kendall"])
+    """The hybrid against the single feature with the best mean held-out Kendall tau, both over
+    the folds where both are defined (a fold whose ratings or predictions are constant has no
+    tau); the statistics are None where no such fold exists."""
+    taus = {c: np.asarray(per_fold[c]["kendall"], dtype=float) for c in ["hybrid", *columns]}
+    defined = [c for c in columns if not np.isnan(taus[c]).all()]
+    best = max(defined, key=lambda c: (np.nanmean(taus[c]), c)) if defined else None
+    both = (~np.isnan(taus["hybrid"]) & ~np.isnan(taus[best]) if best is not None
+            else np.zeros(len(taus["hybrid"]), dtype=bool))
+    hybrid = taus["hybrid"][both]
+    feature = taus[best][both] if best is not None else hybrid
+    gain = hybrid - feature
+
+    def mean(values: np.ndarray) -> float | None:
+        return float(values.mean()) if len(values) else None
+
     return {"metric": "kendall", "best_feature": best,
-            "best_feature_kendall": float(means[best]),
-            "hybrid_kendall": float(np.nanmean(hybrid)),
-            "gain": float(np.nanmean(gain)),
-            "gain_sd": float(np.nanstd(gain, ddof=1)) if len(gain) > 1 else None,
+            "best_feature_kendall": mean(feature), "hybrid_kendall": mean(hybrid),
+            "gain": mean(gain),
+            "gain_sd": float(gain.std(ddof=1)) if len(gain) > 1 else None,
             "wins": int(np.sum(gain > 0)), "n_folds": int(len(gain)),
-            "beats_best_feature": bool(np.nanmean(gain) > 0)}
+            "beats_best_feature": bool(len(gain) and gain.mean() > 0)}
 
 
 def _signature_diff(card: str, scores: str) -> list[str]:
@@ -852,11 +896,18 @@ class MetricCard:
             lines.append(row("dibia_combined", cv["dibia_combined"], None))
         c = cv["comparison"]
         verdict = "beats" if c["beats_best_feature"] else "does not beat"
-        lines.append(
-            f"the hybrid {verdict} the best single feature ({c['best_feature']}, Kendall tau "
-            f"{c['best_feature_kendall']:.3f}) on held-out tasks: {c['hybrid_kendall']:.3f}, "
-            f"difference {c['gain']:+.3f} (sd {c['gain_sd'] or 0:.3f} over folds; hybrid higher "
-            f"in {c['wins']} of {c['n_folds']} folds)")
+        if c["gain"] is None:
+            lines.append("the hybrid cannot be compared with any single feature: no held-out "
+                         "fold gives both a Kendall tau (constant ratings or predictions in "
+                         "every fold; more tasks, or fewer folds, give some)")
+        else:
+            lines.append(
+                f"the hybrid {verdict} the best single feature ({c['best_feature']}, Kendall "
+                f"tau {c['best_feature_kendall']:.3f}) on held-out tasks: "
+                f"{c['hybrid_kendall']:.3f}, difference {c['gain']:+.3f} (sd "
+                f"{'n/a' if c['gain_sd'] is None else format(c['gain_sd'], '.3f')} over the "
+                f"{c['n_folds']} folds where both are defined; "
+                f"hybrid higher in {c['wins']})")
         lines.append(f"signature: {d['signature']}")
         return "\n".join(lines)
 
@@ -868,6 +919,7 @@ __all__ = [
     "CARD_FORMAT",
     "COLUMN_OWNERS",
     "CardMismatchError",
+    "DegenerateFitError",
     "HYBRID_COLUMN",
     "HybridMetric",
     "MetricCard",

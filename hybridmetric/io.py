@@ -1,8 +1,11 @@
 """Reading and writing generation tables (JSON Lines, CSV, Parquet) and study folders.
 
 Container columns (``references``, ``tests``, ``ratings``) are JSON text inside CSV and Parquet
-files, so every format round-trips the same records. Writes are atomic: a file is written beside its
-target and renamed over it, so a crash never leaves a half-written output.
+files, so every format round-trips the same records. Other columns are kept as given; in CSV a
+list or object in one is written as JSON text (and read back as that text). Files are UTF-8 (a
+byte order mark is skipped); other bytes are an error that names the line. Writes are atomic: a
+file is written beside its target and renamed over it, so a crash never leaves a half-written
+output.
 """
 
 from __future__ import annotations
@@ -37,23 +40,36 @@ def file_format(path: str | os.PathLike) -> str:
     return FORMATS[suffix]
 
 
+def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
+    """The numbered lines of a UTF-8 file (a leading byte order mark skipped); bytes that are
+    not UTF-8 raise a RecordError naming the line."""
+    with path.open("rb") as handle:
+        for number, data in enumerate(handle, start=1):
+            try:
+                text = data.decode("utf-8-sig" if number == 1 else "utf-8")
+            except UnicodeDecodeError as error:
+                raise RecordError(str(path), f"line {number}", None,
+                                  f"not UTF-8 text (byte 0x{data[error.start]:02x} at column "
+                                  f"{error.start + 1}); save the file as UTF-8") from None
+            yield number, text
+
+
 def _read_jsonl(path: Path) -> tuple[pd.DataFrame, Location]:
     rows: list[dict[str, Any]] = []
     lines: list[int] = []
-    with path.open(encoding="utf-8") as handle:
-        for number, text in enumerate(handle, start=1):
-            if not text.strip():
-                continue
-            try:
-                row = json.loads(text)
-            except json.JSONDecodeError as error:
-                raise RecordError(str(path), f"line {number}", None,
-                                  f"not valid JSON ({error.msg} at column {error.colno})") from None
-            if not isinstance(row, dict):
-                raise RecordError(str(path), f"line {number}", None,
-                                  f"expected a JSON object, got {type(row).__name__}")
-            rows.append(row)
-            lines.append(number)
+    for number, text in _text_lines(path):
+        if not text.strip():
+            continue
+        try:
+            row = json.loads(text)
+        except json.JSONDecodeError as error:
+            raise RecordError(str(path), f"line {number}", None,
+                              f"not valid JSON ({error.msg} at column {error.colno})") from None
+        if not isinstance(row, dict):
+            raise RecordError(str(path), f"line {number}", None,
+                              f"expected a JSON object, got {type(row).__name__}")
+        rows.append(row)
+        lines.append(number)
     return pd.DataFrame(rows), Location(str(path), "line", lines)
 
 
@@ -106,8 +122,11 @@ def read_generations(source: str | os.PathLike | pd.DataFrame) -> pd.DataFrame:
     if kind == "jsonl":
         frame, where = _read_jsonl(path)
     elif kind == "csv":
+        for _ in _text_lines(path):  # (not UTF-8: the line is named)
+            pass
         # Every cell is read as text; the header is row 1, as a spreadsheet shows it.
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False).astype(object)
+        frame = pd.read_csv(path, dtype=str, keep_default_na=False,
+                            encoding="utf-8-sig").astype(object)
         where = Location(str(path), "row", range(2, len(frame) + 2))
         frame = _from_csv_text(frame, where)
     else:
@@ -119,11 +138,17 @@ def read_generations(source: str | os.PathLike | pd.DataFrame) -> pd.DataFrame:
 
 
 def plain(value: Any) -> Any:
-    """JSON-ready value: NaN becomes null, numpy scalars and arrays become Python ones."""
+    """JSON-ready value: NaN becomes null, numpy scalars and arrays become Python ones, at any
+    depth of lists and objects (Parquet gives nested values as arrays)."""
     if isinstance(value, float) and math.isnan(value):
         return None
+    if isinstance(value, dict):
+        return {key: plain(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(item) for item in value]
     if hasattr(value, "tolist"):
-        return value.tolist()
+        converted = value.tolist()
+        return plain(converted) if isinstance(converted, list) else converted
     return value
 
 
@@ -159,9 +184,13 @@ def write_generations(frame: pd.DataFrame, path: str | os.PathLike) -> Path:
                     handle.write(json.dumps(record, ensure_ascii=False) + "\n")
         else:
             flat = frame.copy()
-            for column in filter(is_container, flat.columns):
-                flat[column] = [None if v is None else json.dumps(plain(v), ensure_ascii=False)
-                                for v in flat[column]]
+            for column in flat.columns:
+                nested = any(isinstance(v, dict | list | tuple) or hasattr(v, "shape")
+                             for v in flat[column])
+                if is_container(column) or (kind == "csv" and nested):
+                    flat[column] = [None if v is None else json.dumps(plain(v),
+                                                                      ensure_ascii=False)
+                                    for v in flat[column]]
             if kind == "csv":
                 flat.to_csv(temporary, index=False)
             else:
@@ -196,6 +225,12 @@ class Study:
         if "min" in scale and "max" in scale:
             return float(scale["min"]), float(scale["max"])
         return None
+
+    @property
+    def useful(self) -> float | None:
+        """The lowest rating that means useful code (``[rating] useful``), if the study says."""
+        value = self.meta.get("rating", {}).get("useful")
+        return None if value is None else float(value)
 
 
 def read_study(folder: str | os.PathLike) -> Study:

@@ -303,3 +303,21 @@ def test_pass_value_on_the_audited_rows_and_bad_pass_columns():
         _pass_audit(odd)
     with pytest.raises(ValueError, match="outside the scale"):
         audit(frame, metrics=["score.x"], n_resamples=50, n_permutations=20, scale=(1, 4))
+
+
+def test_the_useful_threshold_defaults_to_the_middle_of_the_scale():
+    frame = _pass_frame()
+    assert _pass_audit(frame)["settings"]["useful_threshold"] == 2.0  # 0-4
+    scaled = frame.assign(rating=frame["rating"] * 25)  # the same grades on 0-100
+    result = audit(scaled, metrics=["score.x"], seed=5, n_resamples=50, n_permutations=20,
+                   scale=(0, 100))
+    assert result["settings"]["useful_threshold"] == 50.0
+    assert result["pass_value"]["fail"]["useful_share"]["value"] == pytest.approx(4 / 6)
+    observed = audit(frame, metrics=["score.x"], seed=5, n_resamples=50, n_permutations=20)
+    assert observed["settings"]["useful_threshold"] == pytest.approx((0.0 + 4.0) / 2)
+
+
+def test_a_constant_rating_is_refused_with_its_reason():
+    frame = _pass_frame().assign(rating=3.0)
+    with pytest.raises(ValueError, match="'rating' takes one value on every row"):
+        audit(frame, metrics=["score.x"], n_resamples=20, n_permutations=20)

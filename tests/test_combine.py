@@ -19,6 +19,7 @@ from sklearn.utils.estimator_checks import check_estimator
 from hybridmetric.combine import (
     CARD_FORMAT,
     CardMismatchError,
+    DegenerateFitError,
     HybridMetric,
     MetricCard,
     dibia_columns,
@@ -30,6 +31,7 @@ from hybridmetric.combine import (
     read_scores,
     scorer_of,
 )
+from hybridmetric.combine import _comparison as comparison
 from hybridmetric.io import write_generations
 
 SIGNATURES = {"chrf": "scorer:chrf|v:1|nrefs:best", "edit_sim": "scorer:edit_sim|v:1|level:char",
@@ -460,3 +462,46 @@ def test_out_of_fold_predictions_never_see_their_task():
         train[columns].to_numpy(), train["rating"].to_numpy())
     expected = model.predict(kept[columns].to_numpy()[test])
     np.testing.assert_allclose(held_out[kept.index[test]], expected)
+
+
+def test_the_comparison_pairs_folds_where_both_taus_are_defined():
+    nan = float("nan")
+    per_fold = {"hybrid": {"kendall": [nan, 0.5, 0.2, 0.3]},
+                "a": {"kendall": [0.1, nan, 0.4, 0.2]},  # mean 0.233: the best feature
+                "b": {"kendall": [nan, nan, nan, nan]}}
+    c = comparison(per_fold, ["a", "b"])
+    assert c["best_feature"] == "a" and c["n_folds"] == 2  # folds 2 and 3
+    assert c["hybrid_kendall"] == pytest.approx(0.25)
+    assert c["best_feature_kendall"] == pytest.approx(0.3)
+    assert c["gain"] == pytest.approx(-0.05) and c["wins"] == 1
+    assert c["gain_sd"] == pytest.approx(np.std([-0.2, 0.1], ddof=1))
+    undefined = comparison({"hybrid": {"kendall": [nan, nan]}, "a": {"kendall": [0.3, nan]}},
+                           ["a"])
+    assert undefined["gain"] is None and undefined["n_folds"] == 0
+    assert not undefined["beats_best_feature"]
+    json.dumps(undefined, allow_nan=False)
+
+
+def test_a_card_saves_when_no_fold_has_a_tau(tmp_path):
+    frame = study_frame(n_tasks=4, per_task=2)
+    frame["rating"] = np.repeat([1.0, 2.0, 3.0, 4.0], 2)  # constant within each held-out task
+    card = quick_card(frame, folds=4, repeats=1, n_boot=0)
+    assert card.data["cv"]["comparison"]["gain"] is None
+    assert "cannot be compared" in card.summary()
+    assert MetricCard.load(card.save(tmp_path / "card.json")).data["cv"]["comparison"] == \
+        card.data["cv"]["comparison"]
+
+
+def test_ratings_outside_the_given_scale_are_refused():
+    frame = study_frame()
+    frame.loc[5, "rating"] = 4.5
+    with pytest.raises(ValueError, match=r"1 rating\(s\) of 'rating' lie outside the scale 0-4, "
+                                         r"e.g. 4.5 \(task 't1'\)"):
+        quick_card(frame)
+
+
+def test_a_singular_mixed_model_says_what_to_do():
+    frame = study_frame(n_tasks=20)
+    frame["score.noise"] = frame["score.chrf"] * 2  # collinear
+    with pytest.raises(DegenerateFitError, match="constant or the features are collinear"):
+        quick_card(frame, model="mixed", n_boot=0)

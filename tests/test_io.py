@@ -156,3 +156,27 @@ def test_conala_odex_build_script_reproduces_committed_file(shared_data, tmp_pat
     notes = frame["exec_note"].value_counts()
     assert notes["network-test"] == 30 and notes["tests-broken"] == 90
     assert frame["tests"].isna().sum() == 120
+
+
+def test_bytes_that_are_not_utf8_name_the_line(tmp_path):
+    path = tmp_path / "g.jsonl"
+    good = json.dumps({"task_id": "t1", "candidate": "x"}).encode()
+    path.write_bytes(b"\xef\xbb\xbf" + good + b"\n" + good.replace(b'"x"', b'"caf\xe9"') + b"\n")
+    with pytest.raises(RecordError, match=r"g\.jsonl: line 2: not UTF-8 text \(byte 0xe9"):
+        read_generations(path)
+    path.write_bytes(b"\xef\xbb\xbf" + good + b"\n")  # a byte order mark is skipped
+    assert read_generations(path)["candidate"].tolist() == ["x"]
+    csv = tmp_path / "g.csv"
+    csv.write_bytes(b"task_id,candidate\nt1,x\nt2,caf\xe9\n")
+    with pytest.raises(RecordError, match=r"g\.csv: line 3: not UTF-8"):
+        read_generations(csv)
+
+
+def test_nested_values_in_other_columns_are_kept(tmp_path):
+    frame = read_generations(write_jsonl(tmp_path / "g.jsonl", ROWS))
+    frame["extra"] = [{"nested": [1, 2]}, None]
+    again = read_generations(write_generations(frame, tmp_path / "g.parquet"))
+    out = write_generations(again, tmp_path / "back.jsonl")  # Parquet gives numpy arrays
+    assert json.loads(out.read_text().splitlines()[0])["extra"] == {"nested": [1, 2]}
+    csv = write_generations(frame, tmp_path / "g.csv")  # JSON text, not a Python repr
+    assert read_generations(csv)["extra"].tolist()[0] == '{"nested": [1, 2]}'

@@ -369,3 +369,11 @@ def test_pass_vs_fail_and_by_system_absent(tmp_path: Path) -> None:
     text = write_report(results, frame, tmp_path)["markdown"].read_text()
     assert "Passing vs failing code" not in text and "## By system" not in text
     assert "No comparison of passing and failing code: the table has no" in text
+
+
+def test_forest_plot_draws_estimates_outside_or_at_the_edge_of_their_interval() -> None:
+    from hybridmetric.report.plots import forest_plot
+
+    agreement = {"item": {"score.a": {"pearson": {"value": 0.9999999999999999, "ci": [1.0, 1.0]},
+                                      "kendall": {"value": 0.1, "ci": [0.15, 0.4]}}}}
+    assert forest_plot(agreement, ["pearson", "kendall"]).startswith(b"\x89PNG")

@@ -54,3 +54,22 @@ def test_run_writes_scores_card_and_report_deterministically(small_study, tmp_pa
     assert main(["run", str(small_study), "-o", str(second), *FAST]) == 0
     assert (second / "report" / "results.json").read_bytes() == (
         first / "report" / "results.json").read_bytes()
+
+
+def test_a_study_outside_its_scale_or_without_its_target_is_refused_before_scoring(
+        small_study, tmp_path, capsys):
+    frame = read_study(small_study).generations
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    shutil.copy(small_study / "study.toml", broken / "study.toml")
+    frame.loc[3, "rating"] = 9.0  # the study says 0-4
+    write_generations(frame, broken / "generations.jsonl")
+    out = tmp_path / "out"
+    assert main(["run", str(broken), "-o", str(out), *FAST]) == 2
+    error = capsys.readouterr().err
+    assert "1 value(s) of 'rating' lie outside the study's scale 0-4" in error
+    assert f"row 3 (task {frame.loc[3, 'task_id']!r}): 9" in error
+    assert not out.exists()  # nothing was scored
+    write_generations(frame.drop(columns=["rating"]), broken / "generations.jsonl")
+    assert main(["run", str(broken), "-o", str(out), *FAST]) == 2
+    assert "the study has no 'rating' column" in capsys.readouterr().err

@@ -32,6 +32,9 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of resamples and permutations")
     parser.add_argument("--scale", help="the rating scale MIN,MAX (grade bins of the pass/fail "
                                         "comparison; default: observed range)")
+    parser.add_argument("--useful", type=float, help="the lowest rating of useful code, for the "
+                                                     "pass/fail comparison (default: the middle "
+                                                     "of the scale)")
     parser.add_argument("--missing", default="refuse", choices=("refuse", "drop-rows"),
                         help="what to do with rows missing a metric or the rating")
     add_audit_options(parser)
@@ -51,7 +54,8 @@ def run(args: argparse.Namespace) -> int:
     metrics = [m.strip() for m in args.metrics.split(",")] if args.metrics else None
     results = audit(frame, metrics=metrics, target=args.target, seed=args.seed,
                     n_resamples=args.resamples, n_permutations=args.permutations,
-                    focus=args.focus, scale=parse_scale(args.scale), missing=args.missing)
+                    focus=args.focus, scale=parse_scale(args.scale), missing=args.missing,
+                    useful_threshold=args.useful)
     paths = write_report(results, frame, args.output, card=card.data if card else None)
     for kind, path in paths.items():
         print(f"{kind}: {path}")

@@ -14,6 +14,9 @@ import argparse
 import sys
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
+
 from hybridmetric.audit import audit
 from hybridmetric.cli.audit import add_audit_options
 from hybridmetric.cli.fit import add_fit_options, fit_options
@@ -21,7 +24,7 @@ from hybridmetric.cli.options import add_scorer_options, build_scorers
 from hybridmetric.combine import HYBRID_COLUMN, dibia_columns, dibia_combined, fit_card
 from hybridmetric.io import read_study
 from hybridmetric.report import write_report
-from hybridmetric.scoring import score
+from hybridmetric.scoring import journal_path, score
 
 SIMILARITY = "edit_sim,chrf,bleu,rouge_l,codebleu,exact_match"
 #: CodeBERTScore twice: on the code alone, and with the intent encoded as context.
@@ -56,6 +59,27 @@ def default_scorers(has_tests: bool, has_context: bool) -> tuple[str, list[str]]
     return ",".join(entries), list(settings)
 
 
+def _check_target(frame: pd.DataFrame, target: str, scale: tuple[float, float] | None) -> None:
+    """Refuse, before any scoring, a study whose target column is absent or leaves its scale."""
+    if target not in frame.columns:
+        raise ValueError(f"the study has no '{target}' column to fit and audit against (its "
+                         f"columns: {', '.join(map(str, frame.columns))}); choose one with "
+                         "--target")
+    values = pd.to_numeric(frame[target], errors="coerce")
+    if values.nunique() < 2:
+        raise ValueError(f"'{target}' takes fewer than two values in the study: no hybrid can be "
+                         "fitted to it, nor agreement with it measured")
+    if scale is None:
+        return
+    outside = (values < scale[0]) | (values > scale[1])
+    if outside.any():
+        row = int(np.flatnonzero(outside.to_numpy())[0])
+        raise ValueError(f"{int(outside.sum())} value(s) of '{target}' lie outside the study's "
+                         f"scale {scale[0]:g}-{scale[1]:g} (study.toml [rating] min and max), "
+                         f"e.g. row {row} (task {frame['task_id'].iloc[row]!r}): "
+                         f"{values.iloc[row]:g}")
+
+
 def run(args: argparse.Namespace) -> int:
     study = read_study(args.study)
     frame = study.generations
@@ -64,11 +88,17 @@ def run(args: argparse.Namespace) -> int:
         has_context = "context" in frame.columns and frame["context"].notna().any()
         args.scorers, defaults = default_scorers(has_tests, has_context)
         args.settings = defaults + args.settings
+    _check_target(frame, args.target, study.scale)
     out = Path(args.output)
     scorers = build_scorers(args)
     print(f"[1/3] scoring {len(frame)} rows of {study.name} with {args.scorers}", file=sys.stderr)
     try:
         table = score(study.path, scorers, out / "scores.jsonl", resume=args.resume)
+    except KeyboardInterrupt:
+        print(f"hybridmetric: interrupted; finished rows are kept in "
+              f"{journal_path(out / 'scores.jsonl')}; rerun with --resume to continue",
+              file=sys.stderr)
+        return 130
     finally:
         for scorer in scorers:
             scorer.close()
@@ -92,7 +122,8 @@ def run(args: argparse.Namespace) -> int:
     table[HYBRID_COLUMN] = card.out_of_fold
     print("[3/3] auditing agreement with the ratings", file=sys.stderr)
     results = audit(table, target=args.target, seed=args.seed, n_resamples=args.resamples,
-                    n_permutations=args.permutations, missing="drop-rows", scale=study.scale)
+                    n_permutations=args.permutations, missing="drop-rows", scale=study.scale,
+                    useful_threshold=study.useful)
     paths = write_report(results, table, out / "report", card=card.data)
     print(f"scores: {out / 'scores.jsonl'}\ncard: {out / 'card.json'}\n"
           f"report: {paths['html']}")

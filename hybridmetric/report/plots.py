@@ -70,9 +70,10 @@ def forest_plot(agreement: Mapping[str, Mapping[str, Mapping[str, Any]]],
                 point = _interval(agreement[level].get(metric, {}).get(stat))
                 if point is None:
                     continue
-                value, lo, hi = point
-                axis.errorbar(value, row + offset, xerr=[[value - lo], [hi - value]], fmt="o",
-                              color=colour[stat], markersize=4, capsize=2, linewidth=1.2)
+                value, lo, hi = point  # (a percentile interval need not hold its estimate)
+                axis.plot([lo, hi], [row + offset] * 2, "|-", color=colour[stat],
+                          markersize=5, linewidth=1.2)
+                axis.plot(value, row + offset, "o", color=colour[stat], markersize=4)
         for stat, estimate in (ceiling or {}).get(level, {}).items():
             point = _interval(estimate)
             if point is None or stat not in colour:
