@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from hybridmetric.schema import Location, RecordError, is_container, validate
@@ -185,7 +186,7 @@ def write_generations(frame: pd.DataFrame, path: str | os.PathLike) -> Path:
         else:
             flat = frame.copy()
             for column in flat.columns:
-                nested = any(isinstance(v, dict | list | tuple) or hasattr(v, "shape")
+                nested = any(isinstance(v, dict | list | tuple | np.ndarray)
                              for v in flat[column])
                 if is_container(column) or (kind == "csv" and nested):
                     flat[column] = [None if v is None else json.dumps(plain(v),
