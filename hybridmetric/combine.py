@@ -560,8 +560,17 @@ def _cross_validate(
     for repeat, _, test in grouped_folds(design.tasks, folds, repeats, seed):
         train = ~np.isin(design.tasks_train, design.tasks[test])
         kw = {"raters": design.raters[train]} if design.raters is not None else {}
-        predicted = estimator().fit(design.X_train[train], design.y_train[train],
-                                    **kw).predict(design.X[test])
+        try:
+            fitted = estimator().fit(design.X_train[train], design.y_train[train], **kw)
+        except DegenerateFitError as error:
+            constant = [j for j in range(design.X_train.shape[1])
+                        if np.ptp(design.X_train[train, j]) == 0]
+            raise DegenerateFitError(
+                f"{error} (in a cross-validation fold holding out tasks "
+                f"{sorted(map(str, np.unique(design.tasks[test])))[:5]}, feature number(s) "
+                f"{[j + 1 for j in constant]} are constant on the training rows; fewer "
+                "--folds keeps more tasks in each fold's training rows)") from None
+        predicted = fitted.predict(design.X[test])
         if repeat == 0:
             out_of_fold[test] = predicted
         candidates = {"hybrid": predicted, **{n: v[test] for n, v in baselines.items()}}
@@ -728,11 +737,13 @@ def _bootstrap_weights(design: _Design, estimator: Callable[[], HybridMetric], n
 
 def _comparison(per_fold: dict[str, dict[str, list[float]]],
                 columns: list[str]) -> dict[str, Any]:
-    """The hybrid against the single feature with the best mean held-out Kendall tau, both over
-    the folds where both are defined (a fold whose ratings or predictions are constant has no
-    tau); the statistics are None where no such fold exists."""
+    """The hybrid against the single feature with the best mean held-out Kendall tau (among
+    those with a tau in a fold where the hybrid has one), both over the folds where both are
+    defined (a fold whose ratings or predictions are constant has no tau); the statistics are
+    None where no such fold exists."""
     taus = {c: np.asarray(per_fold[c]["kendall"], dtype=float) for c in ["hybrid", *columns]}
-    defined = [c for c in columns if not np.isnan(taus[c]).all()]
+    hybrid_defined = ~np.isnan(taus["hybrid"])
+    defined = [c for c in columns if (hybrid_defined & ~np.isnan(taus[c])).any()]
     best = max(defined, key=lambda c: (np.nanmean(taus[c]), c)) if defined else None
     both = (~np.isnan(taus["hybrid"]) & ~np.isnan(taus[best]) if best is not None
             else np.zeros(len(taus["hybrid"]), dtype=bool))

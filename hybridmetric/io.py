@@ -42,17 +42,25 @@ def file_format(path: str | os.PathLike) -> str:
 
 
 def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
-    """The numbered lines of a UTF-8 file (a leading byte order mark skipped); bytes that are
-    not UTF-8 raise a RecordError naming the line."""
+    """The numbered lines of a UTF-8 file (a leading byte order mark skipped; lines end in LF,
+    CRLF or CR); bytes that are not UTF-8 raise a RecordError naming the line."""
+    number = 0
     with path.open("rb") as handle:
-        for number, data in enumerate(handle, start=1):
-            try:
-                text = data.decode("utf-8-sig" if number == 1 else "utf-8")
-            except UnicodeDecodeError as error:
-                raise RecordError(str(path), f"line {number}", None,
-                                  f"not UTF-8 text (byte 0x{data[error.start]:02x} at column "
-                                  f"{error.start + 1}); save the file as UTF-8") from None
-            yield number, text
+        for raw in handle:
+            if raw.endswith(b"\r\n"):
+                raw = raw[:-2] + b"\n"
+            for data in raw.split(b"\r"):  # (JSON text holds no raw CR)
+                number += 1
+                if number == 1 and data.startswith(b"\xef\xbb\xbf"):
+                    data = data[3:]
+                try:
+                    text = data.decode("utf-8")
+                except UnicodeDecodeError as error:
+                    raise RecordError(str(path), f"line {number}", None,
+                                      f"not UTF-8 text (byte 0x{data[error.start]:02x} at "
+                                      f"column {error.start + 1}); save the file as UTF-8"
+                                      ) from None
+                yield number, text
 
 
 def _read_jsonl(path: Path) -> tuple[pd.DataFrame, Location]:
@@ -186,11 +194,13 @@ def write_generations(frame: pd.DataFrame, path: str | os.PathLike) -> Path:
         else:
             flat = frame.copy()
             for column in flat.columns:
-                nested = any(isinstance(v, dict | list | tuple | np.ndarray)
-                             for v in flat[column])
-                if is_container(column) or (kind == "csv" and nested):
+                if is_container(column):
                     flat[column] = [None if v is None else json.dumps(plain(v),
                                                                       ensure_ascii=False)
+                                    for v in flat[column]]
+                elif kind == "csv":  # a list or object elsewhere: JSON text, not a Python repr
+                    flat[column] = [json.dumps(plain(v), ensure_ascii=False)
+                                    if isinstance(v, dict | list | tuple | np.ndarray) else v
                                     for v in flat[column]]
             if kind == "csv":
                 flat.to_csv(temporary, index=False)

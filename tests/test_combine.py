@@ -480,6 +480,11 @@ def test_the_comparison_pairs_folds_where_both_taus_are_defined():
     assert undefined["gain"] is None and undefined["n_folds"] == 0
     assert not undefined["beats_best_feature"]
     json.dumps(undefined, allow_nan=False)
+    # the best feature is chosen among those defined where the hybrid is
+    disjoint = comparison({"hybrid": {"kendall": [nan, 0.3, 0.4]},
+                           "a": {"kendall": [0.9, nan, nan]}, "b": {"kendall": [0.5, 0.5, 0.5]}},
+                          ["a", "b"])
+    assert disjoint["best_feature"] == "b" and disjoint["n_folds"] == 2
 
 
 def test_a_card_saves_when_no_fold_has_a_tau(tmp_path):

@@ -166,6 +166,11 @@ def test_bytes_that_are_not_utf8_name_the_line(tmp_path):
         read_generations(path)
     path.write_bytes(b"\xef\xbb\xbf" + good + b"\n")  # a byte order mark is skipped
     assert read_generations(path)["candidate"].tolist() == ["x"]
+    path.write_bytes(b"\xef\xbb\xbf" + good[:-2] + b'\xff"}\n')  # the byte itself is named
+    with pytest.raises(RecordError, match=r"line 1: not UTF-8 text \(byte 0xff"):
+        read_generations(path)
+    path.write_bytes(good + b"\r" + good + b"\r")  # lines that end in CR alone
+    assert len(read_generations(path)) == 2
     csv = tmp_path / "g.csv"
     csv.write_bytes(b"task_id,candidate\nt1,x\nt2,caf\xe9\n")
     with pytest.raises(RecordError, match=r"g\.csv: line 3: not UTF-8"):
@@ -178,5 +183,6 @@ def test_nested_values_in_other_columns_are_kept(tmp_path):
     again = read_generations(write_generations(frame, tmp_path / "g.parquet"))
     out = write_generations(again, tmp_path / "back.jsonl")  # Parquet gives numpy arrays
     assert json.loads(out.read_text().splitlines()[0])["extra"] == {"nested": [1, 2]}
+    frame["extra"] = [{"nested": [1, 2]}, "note"]
     csv = write_generations(frame, tmp_path / "g.csv")  # JSON text, not a Python repr
-    assert read_generations(csv)["extra"].tolist()[0] == '{"nested": [1, 2]}'
+    assert read_generations(csv)["extra"].tolist() == ['{"nested": [1, 2]}', "note"]

@@ -66,6 +66,9 @@ def _check_target(frame: pd.DataFrame, target: str, scale: tuple[float, float] |
                          f"columns: {', '.join(map(str, frame.columns))}); choose one with "
                          "--target")
     values = pd.to_numeric(frame[target], errors="coerce")
+    if values.isna().all() and frame[target].notna().any():
+        raise ValueError(f"'{target}' holds no numbers (e.g. {frame[target].dropna().iloc[0]!r}); "
+                         "choose a numeric rating column with --target")
     if values.nunique() < 2:
         raise ValueError(f"'{target}' takes fewer than two values in the study: no hybrid can be "
                          "fitted to it, nor agreement with it measured")

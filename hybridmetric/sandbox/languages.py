@@ -36,9 +36,11 @@ _STDCXX = re.compile(r"#\s*include\s*<bits/stdc\+\+\.h>")
 
 _JS_EPILOGUE = """
 ;(function () {
-  // a CommonJS program has require; an ES module (import syntax) only the builtin getter
-  const fs = typeof require === "function" ? require("fs") : process.getBuiltinModule("fs");
-  const buffer = Buffer.alloc(64);
+  // through globalThis: a program may name its own process, require or Buffer; an ES module
+  // (import syntax) has no require, Node before 20.16 no getBuiltinModule
+  const node = globalThis.process;
+  const fs = node.getBuiltinModule ? node.getBuiltinModule("fs") : require("fs");
+  const buffer = new Uint8Array(64);
   const n = fs.readSync(3, buffer, 0, 64, null);
   fs.writeSync(4, "T");
   fs.writeSync(4, buffer.subarray(0, n));
@@ -73,10 +75,14 @@ public class HybridmetricMain {
 }
 """
 
-_JAVA_CLASS = re.compile(r"\b(?:class|interface|enum|record)\s+([A-Za-z_$][\w$]*)")
+#: A type declaration: its kind and name, then what may follow a name (a variable named
+#: ``record`` is no declaration).
+_JAVA_CLASS = re.compile(r"\b(class|interface|enum|record)\s+([A-Za-z_$][\w$]*)"
+                         r"(?=\s*(?:[{<(]|extends\b|implements\b|permits\b))")
 _JAVA_PUBLIC = re.compile(r"\bpublic\s+(?:(?:final|abstract|sealed|non-sealed|strictfp)\s+)*"
                           r"(?:class|interface|enum|record)\s+([A-Za-z_$][\w$]*)")
-#: A method ``main`` with its modifiers (in any order; ``public`` and ``static`` are checked).
+#: A method ``main`` with its modifiers (in any order; ``public`` and ``static`` are checked:
+#: an interface's methods are public without saying so).
 _JAVA_MAIN = re.compile(r"\b((?:(?:public|static|final|synchronized|strictfp)\s+)+)"
                         r"void\s+main\s*\(")
 #: Comments, text blocks, string and char literals: where "class X" is not a declaration.
@@ -127,23 +133,45 @@ def java_public_type(source: str) -> str | None:
     code = java_code(source)
     for match in _JAVA_PUBLIC.finditer(code):
         if code.count("{", 0, match.start()) == code.count("}", 0, match.start()):
-            return match.group(1)
+            return match.group(1)  # (at depth 0: a top-level type)
     return None
 
 
+def _java_types(code: str) -> list[tuple[str, str, int, int]]:
+    """(kind, dotted name, body start, body end) of each type declared in ``code`` (comments and
+    literals blanked), nested ones named through their enclosing types."""
+    found: list[tuple[str, str, int, int]] = []
+    for match in _JAVA_CLASS.finditer(code):
+        start = code.find("{", match.end())
+        if start < 0:
+            continue
+        depth, end = 0, len(code)
+        for position in range(start, len(code)):
+            depth += {"{": 1, "}": -1}.get(code[position], 0)
+            if depth == 0:
+                end = position
+                break
+        outer = [name for _, name, s, e in found if s < match.start() < e]
+        name = f"{outer[-1]}.{match.group(2)}" if outer else match.group(2)
+        found.append((match.group(1), name, start, end))
+    return found
+
+
 def java_main_class(source: str) -> str:
-    """The class whose ``public static void main`` runs: the public class's, when it has one;
-    else the last one in the file (the tests come after the code they test). A method's class is
-    the last class opened before it."""
+    """The type whose ``public static void main`` runs (dotted when nested): the public
+    class's, when it has one; else the last one in the file (the tests come after the code they
+    test). A method belongs to the innermost type whose body holds it."""
     code = java_code(source)
+    types = _java_types(code)
     owners = []
     for main in _JAVA_MAIN.finditer(code):
-        if not {"public", "static"} <= set(main.group(1).split()):
-            continue
-        classes = [m for m in _JAVA_CLASS.finditer(code) if m.start() < main.start()]
-        if not classes:
+        modifiers = set(main.group(1).split())
+        holders = [(kind, name) for kind, name, s, e in types if s < main.start() < e]
+        if not holders:
             raise ValueError("no class declares the Java main method")
-        owners.append(classes[-1].group(1))
+        kind, name = holders[-1]
+        if "static" in modifiers and ("public" in modifiers or kind == "interface"):
+            owners.append(name)
     if not owners:
         raise ValueError("no 'public static void main(' in the Java program")
     public = java_public_type(source)

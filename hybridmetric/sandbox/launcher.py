@@ -94,8 +94,13 @@ Rlimits = tuple[int, int, int, int, int]
 #: for the child to compile; rlimits; wall-clock limit in seconds).
 Request = tuple[list[str] | None, str | None, bytes | None, Rlimits, float]
 #: (wait status, timed out, what came on fd 4, the token, stdout tail, stderr tail, processes
-#: the program left as the fork server's children, killed: always 0 in the worker itself).
-Reply = tuple[int, bool, bytes, bytes, str, str, int]
+#: the program left as the fork server's children, killed: always 0 in the worker itself; why the
+#: sandbox failed before the program started, or b"": see :data:`FAILURE_FD`).
+Reply = tuple[int, bool, bytes, bytes, str, str, int, bytes]
+#: The child's channel for the sandbox's own failure before the program starts: closed before a
+#: Python program runs and on exec, so that no program can write there (a sandbox error stops a
+#: whole scoring run).
+FAILURE_FD = 5
 
 
 class LauncherError(OSError):
@@ -189,12 +194,13 @@ def _read_some(fd: int, size: int, deadline: float | None) -> bytes:
     return chunk
 
 
-def _install_fds(fds: Sequence[int]) -> None:
-    """Put ``fds`` on 0, 1, 2, ... and close everything else."""
+def _install_fds(fds: Sequence[int], private: int | None = None) -> None:
+    """Put ``fds`` on 0, 1, 2, ... and close everything else; from number ``private`` on, they
+    close on exec."""
     if min(fds) < len(fds):  # one would be overwritten before it is copied: move them up first
         fds = [fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in fds]
     for number, fd in enumerate(fds):
-        os.dup2(fd, number)
+        os.dup2(fd, number, inheritable=private is None or number < private)
     os.closerange(len(fds), 1 << 20)
 
 
@@ -437,6 +443,7 @@ def _python_main(source: str, path: str, folder: str, code: CodeType | None) -> 
     this (child) process; emit the token after it returns. (Every object this touches is a page
     the child copies, so it does little, with no helper such as ``contextlib.suppress``.)"""
     write, read, leave = os.write, os.read, os._exit  # held before the program can patch them
+    os.close(FAILURE_FD)  # what fails from here on is the program's (see FAILURE_FD)
     # Its folder first on the import path, from here: had the forking process looked it up
     # before the folder existed, the import system would remember it as a dead end.
     sys.path.insert(0, folder)
@@ -539,6 +546,8 @@ class Forker:
                 os.close(token_w)
             report_r, report_w = os.pipe()
             opened += [report_r, report_w]
+            failure_r, failure_w = os.pipe()
+            opened += [failure_r, failure_w]
             if self.uid is not None:  # so that /proc/self/fd/3 and 4 can be reopened (the JVM)
                 os.fchown(token_r, self.uid, self.uid)
                 os.fchown(report_w, self.uid, self.uid)
@@ -552,19 +561,16 @@ class Forker:
                 os.close(fd)
             raise LaunchFailed(exc.errno, f"no child could be made: {exc}") from exc
         if pid == 0:
-            self._child(argv, source, code, limits, [self.devnull, out, err, token_r, report_w])
-        for fd in (token_r, report_w):
+            self._child(argv, source, code, limits,
+                        [self.devnull, out, err, token_r, report_w, failure_w])
+        for fd in (token_r, report_w, failure_w):
             os.close(fd)
         try:
             pidfd = os.pidfd_open(pid)
             try:
                 timed_out = not select.select([pidfd], [], [], timeout_s)[0]
                 if timed_out:
-                    with contextlib.suppress(ProcessLookupError):
-                        os.killpg(pid, signal.SIGKILL)
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, signal.SIGKILL)
-                    select.select([pidfd], [], [])  # (SIGKILL: it ends)
+                    _end(pid, pidfd)
             finally:
                 os.close(pidfd)
             status = _reap(pid)
@@ -574,21 +580,25 @@ class Forker:
                 report = os.read(report_r, 65536)
             except BlockingIOError:
                 report = b""
-            return status, timed_out, report, token, _tail(out), _tail(err), escaped
+            os.set_blocking(failure_r, False)  # (no program holds it; nor must it block us)
+            try:
+                failure = os.read(failure_r, 4096)
+            except BlockingIOError:
+                failure = b""
+            return status, timed_out, report, token, _tail(out), _tail(err), escaped, failure
         finally:
-            for fd in (report_r, out, err):
+            for fd in (report_r, failure_r, out, err):
                 os.close(fd)
 
     def _child(self, argv: list[str] | None, source: str | None, code: CodeType | None,
                limits: Rlimits, fds: list[int]) -> NoReturn:
-        channel, write, read, leave = fds[-1], os.write, os.read, os._exit  # before any program
-        token = fds[3]
+        channel, write, leave = fds[FAILURE_FD], os.write, os._exit  # before any program
         try:
             if self.cgroup_procs is not None:  # first: its descriptor is closed below
                 os.write(self.cgroup_procs, b"0")  # "0": the writer itself
             os.setsid()
-            _install_fds(fds)
-            channel, token = 4, 3
+            _install_fds(fds, private=FAILURE_FD)
+            channel = FAILURE_FD
             os.chdir(self.work)
             if not self.dedicated:
                 program_signals()  # exec then turns SIGINT's handler back to the default
@@ -602,35 +612,59 @@ class Forker:
                 _python_main(source, self.path, self.work, code)
             os.execve(argv[0], argv, self.env)
         except BaseException as exc:  # the sandbox failed before the program started
-            with contextlib.suppress(BaseException):  # (with the token: no program can say so)
-                write(channel, b"B" + read(token, 64) + repr(exc).encode()[:1000])
+            with contextlib.suppress(BaseException):  # (closed once it has: see FAILURE_FD)
+                write(channel, repr(exc).encode()[:1000])
             leave(70)
 
 
-def _reap(pid: int, rounds: int = 1000) -> int:
-    """The wait status of the program's process ``pid``, which has ended. A process of the
-    program that traces it holds it as a zombie only the tracer can reap: the tracer is killed
-    (each round), after which the zombie is this process's to reap."""
-    for _ in range(rounds):
+#: Rounds (of 10 ms) given a killed program to end, and an ended one to be reaped, while the
+#: processes that trace it are killed: then the sandbox gives up on it (LauncherError).
+END_ROUNDS = 1000
+
+
+def _end(pid: int, pidfd: int) -> None:
+    """Kill the program's group and wait for its process to end. A thread of it that another
+    process of the program traces cannot end before its tracer does: tracers are killed."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
+    for _ in range(END_ROUNDS):
+        if select.select([pidfd], [], [], 0.01)[0]:
+            return
+        _kill_tracers(pid)
+    raise LauncherError(f"the program's process {pid} does not end")
+
+
+def _reap(pid: int) -> int:
+    """The wait status of the program's process ``pid``, which has ended (a zombie that a
+    tracer holds is released when the tracer is killed)."""
+    for _ in range(END_ROUNDS):
         reaped, status = os.waitpid(pid, os.WNOHANG)
         if reaped:
             return status
-        _kill_tracer(pid)
-        time.sleep(0.001)
-    raise RuntimeError(f"the program's process {pid} ended but cannot be reaped")
+        _kill_tracers(pid)
+        time.sleep(0.01)
+    raise LauncherError(f"the program's process {pid} ended but cannot be reaped")
 
 
-def _kill_tracer(pid: int) -> None:
-    """Kill the process that traces ``pid`` (``TracerPid`` in its status), if one does."""
+def _kill_tracers(pid: int) -> None:
+    """Kill every process that traces a thread of ``pid`` (``TracerPid`` in the thread's
+    status)."""
     try:
-        with open(f"/proc/{pid}/status", "rb") as handle:
-            status = handle.read()
+        tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:  # reaped meanwhile
         return
-    tracer = int(status.split(b"TracerPid:", 1)[1].split(None, 1)[0])
-    if tracer:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(tracer, signal.SIGKILL)
+    for task in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{task}/status", "rb") as handle:
+                status = handle.read()
+        except OSError:
+            continue
+        tracer = int(status.split(b"TracerPid:", 1)[1].split(None, 1)[0])
+        if tracer:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(tracer, signal.SIGKILL)
 
 
 def _kill_children(rounds: int = 200) -> int:
@@ -651,7 +685,7 @@ def _kill_children(rounds: int = 200) -> int:
         for child in alive:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child, signal.SIGKILL)
-            _kill_tracer(child)
+            _kill_tracers(child)
         time.sleep(0.001)
     raise RuntimeError(f"children of the fork server survive {rounds} kill rounds")
 

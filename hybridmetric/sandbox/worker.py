@@ -84,6 +84,7 @@ class Process:
     stderr: str
     escaped: int
     oom: bool  # the kernel killed a process of the program's memory cgroup
+    failure: str  # why the sandbox failed before the program started ("" when it did not)
 
     @property
     def signal(self) -> int | None:
@@ -355,8 +356,8 @@ class Worker:
         rlimits: Rlimits = (memory_mb * 2**20, int(timeout_s) + 1, limits.file_mb * 2**20,
                             limits.open_files, limits.processes)
         try:
-            status, timed_out, report, token, stdout, stderr, strays = self.launcher.launch(
-                (argv, source, code, rlimits, timeout_s))
+            status, timed_out, report, token, stdout, stderr, strays, failure = (
+                self.launcher.launch((argv, source, code, rlimits, timeout_s)))
         except OSError as exc:
             if isinstance(exc, LauncherError):  # the server is gone, and with it what it knew
                 self.retiring = str(exc)
@@ -364,7 +365,8 @@ class Worker:
             raise
         escaped = strays + self.sweep()
         oom = self.cgroup is not None and self.cgroup.oom_kills() > oom_before
-        return Process(status, timed_out, report, token, stdout, stderr, escaped, oom)
+        return Process(status, timed_out, report, token, stdout, stderr, escaped, oom,
+                       failure.decode("utf-8", "replace"))
 
     def _verdict(self, language: str, process: Process, limits: Limits) -> RunResult:
         def result(outcome: str, error: str) -> RunResult:
@@ -376,10 +378,8 @@ class Worker:
         if process.completed:
             return result(PASSED, "")
         kind = process.report[:1]
-        failure = b"B" + process.token  # the sandbox's, before the program ran: with the token
-        if process.report.startswith(failure):
-            return result(SANDBOX_ERROR,
-                          process.report[len(failure):].decode("utf-8", "replace"))
+        if process.failure:
+            return result(SANDBOX_ERROR, process.failure)
         if kind == b"S":
             return result(SYNTAX_ERROR, stderr)
         # Python's harness reports a MemoryError itself (b"M"); other runtimes only say so on

@@ -364,13 +364,20 @@ def test_javascript_es_modules_run(sandbox: Sandbox, run: Run) -> None:
     module = "import assert from 'node:assert';\nassert.strictEqual(1 + 1, {});\n"
     assert run(sandbox, "javascript", module.format(2)).outcome == PASSED
     assert run(sandbox, "javascript", module.format(3)).outcome == FAILED
+    own_names = ("import assert from 'node:assert';\nfunction process(x) { return 2 * x; }\n"
+                 "class Buffer {}\nassert.strictEqual(process(2), 4);\n")
+    assert run(sandbox, "javascript", own_names).outcome == PASSED
 
 
 def test_java_runs_the_tests_main(sandbox: Sandbox, run: Run) -> None:
     helper_first = ("class Helper { public static void main(String[] a) { } }\n"
                     "class Problem { public static void main(String[] a) { assert 1 == 2; } }\n")
     assert run(sandbox, "java", helper_first).outcome == FAILED
+    nested_helper = ("class Problem {\n  static class Pair { int a; Pair(int a) { this.a = a; } }\n"
+                     "  public static void main(String[] a) { assert new Pair(1).a == 2; }\n}\n")
+    assert run(sandbox, "java", nested_helper).outcome == FAILED
     for source in ("class Problem { static public void main(String[] a) { } }\n",
+                   "public interface Problem { static void main(String[] a) { } }\n",
                    "public enum Problem { A; public static void main(String[] a) { } }\n",
                    "public record Problem(int x) { public static void main(String[] a) { } }\n"):
         assert run(sandbox, "java", source).outcome == PASSED, source
@@ -394,6 +401,12 @@ def test_java_main_class_is_found() -> None:
     assert java_main_class("class A { static public void main(String[] a) {} }") == "A"
     with pytest.raises(ValueError, match="main"):
         java_main_class("class A { public void main(String[] a) {} }")
+    nested = "class A { static class B { public static void main(String[] a) {} } }"
+    assert java_main_class(nested) == "A.B"
+    helper = "class A { static class Pair { } public static void main(String[] a) {} }"
+    assert java_main_class(helper) == "A"
+    assert java_main_class("class A { boolean f(Object record) { return record instanceof A; }"
+                           " public static void main(String[] a) {} }") == "A"
 
 
 def test_unknown_language_is_an_error(sandbox: Sandbox) -> None:

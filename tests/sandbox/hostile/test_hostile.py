@@ -62,6 +62,38 @@ time.sleep(0.5)
 assert 1 == 1
 """
 
+#: As above, but the tracee is a thread: its zombie keeps the whole program from ending.
+TRACED_THREAD = """
+import ctypes, os, threading, time
+libc = ctypes.CDLL(None, use_errno=True)
+ready, tid = threading.Event(), []
+def sleeper():
+    tid.append(threading.get_native_id())
+    ready.set()
+    time.sleep(100)
+threading.Thread(target=sleeper, daemon=True).start()
+ready.wait()
+if os.fork() == 0:
+    os.setsid()
+    libc.ptrace(0x4206, tid[0], None, None)
+    time.sleep(60)
+    os._exit(0)
+time.sleep(0.5)
+assert True
+"""
+
+#: A trace function that raises in the harness's own frame, once the program's code is done.
+RAISES_IN_THE_HARNESS = """
+import sys
+def tracer(frame, event, arg):
+    if frame.f_code.co_name == "_python_main" and event == "line":
+        raise KeyboardInterrupt
+    return tracer
+sys._getframe(1).f_trace = tracer
+sys.settrace(tracer)
+assert 1 == 1
+"""
+
 #: add_key(2) into the user keyring, which outlives the program's processes: the next program
 #: of the same uid could read it. The sandbox refuses the call (EPERM).
 KEYRING = """
@@ -154,8 +186,10 @@ HOSTILE: list[tuple[Any, ...]] = [
      {CRASH}),
     ("traced_by_its_child", "python", TRACED_BY_ITS_CHILD, {PASSED}, Limits(timeout_s=3.0)),
     ("closes_the_token_fd", "python", "import os\nos.close(3)\nassert True\n", {FAILED}),
-    ("forges_a_sandbox_error", "python", "import os\nos.write(4, b'B no')\nos._exit(70)\n",
-     {FAILED}),
+    ("forges_a_sandbox_error", "python",
+     "import os\nos.write(4, b'B' + os.read(3, 64) + b' no')\nos._exit(70)\n", {FAILED}),
+    ("raises_in_the_harness", "python", RAISES_IN_THE_HARNESS, {FAILED}),
+    ("traces_its_own_thread", "python", TRACED_THREAD, {PASSED, TIMEOUT}, Limits(timeout_s=2.0)),
     ("removes_sys_stdout", "python", "import sys\ndel sys.stdout, sys.stderr\nassert True\n",
      {PASSED}),
     ("keyring", "python", KEYRING, {PASSED}),
