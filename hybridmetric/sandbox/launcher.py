@@ -1,7 +1,8 @@
 """Starting one program: the isolated child, and the fork server that makes it.
 
 A program runs in a forked child that takes its own session, its descriptors (stdin from
-``/dev/null``, stdout and stderr into memory files, the token on fd 3, the report on fd 4), its
+``/dev/null``, stdout and stderr into memory files, the token on fd 3, the report on fd 4, and
+on fd 5, closed before the program starts, why the sandbox failed if it did), its
 working directory, rlimits and uid, then either runs Python source in the forked interpreter or
 ``execve``\\ s a command. :meth:`Forker.launch` forks it, waits with a wall-clock limit, kills its
 group on timeout and returns what it left: exit status, report, output tails. A Python program
