@@ -681,7 +681,7 @@ def tree_state(directory: str) -> tuple[tuple[str, int, int, int], ...] | None:
     """What tells that a directory's contents changed, without reading them: the inode, change
     time and size of it and of everything in it (None when it is gone). No one can set a change
     time back, so altering, adding or replacing anything there changes the state. Without root,
-    programs run as the user who owns the trusted build outputs (the precompiled header, the
+    programs run as the user who owns the trusted build outputs (the C++ build outputs, the
     compile server), which are checked against it after every program."""
     try:
         paths = [directory]

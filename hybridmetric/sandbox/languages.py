@@ -3,12 +3,12 @@
 A program passes only if a per-run secret token reaches the sandbox on fd 4 after the test code
 has finished. The token is not in the source, the environment or the arguments: the program
 reads it from fd 3 once its tests are done, in code the sandbox appends (JavaScript), in a
-function the linker puts between the C runtime and the test's ``main`` (C++: ``--wrap=main``;
-``main`` keeps its own meaning, falling off its end returns 0, and a nonzero status is a
-failure), or in a wrapper class that calls the test's ``main`` (Java). Python runs inside the
-fork server, whose harness does the same after ``exec`` returns (see ``launcher.py``).
-``exit(0)``, ``process.exit(0)``, ``System.exit(0)`` or a crash before the end therefore never
-emit it.
+function the linker puts between the C runtime and the test's ``main`` (C++: ``--wrap=main``,
+from an object file built once per worker, so that no macro of the program reaches it; ``main``
+keeps its own meaning, falling off its end returns 0, and a nonzero status is a failure), or
+in a wrapper class that calls the test's ``main`` (Java). Python runs inside the fork server,
+whose harness does the same after ``exec`` returns (see ``launcher.py``). ``exit(0)``,
+``process.exit(0)``, ``System.exit(0)`` or a crash before the end therefore never emit it.
 
 A program written to attack this harness on purpose (reading fd 3 itself and writing the token to
 fd 4 early) can still fake a pass: code cannot hide a secret from the process it runs in. That is
@@ -32,6 +32,7 @@ RUNTIME_OVERHEAD_MB = {"javascript": 512, "java": 1024}
 #: -O0 as MultiPL-E.
 CXX_FLAGS = ["-std=c++17", "-O0", "-w"]
 PCH_NAME = "hybridmetric_stdcxx.h"
+CPP_MAIN = "hybridmetric_main"
 _STDCXX = re.compile(r"#\s*include\s*<bits/stdc\+\+\.h>")
 
 _JS_EPILOGUE = """
@@ -47,8 +48,7 @@ _JS_EPILOGUE = """
 })();
 """
 
-_CPP_EPILOGUE = """
-#include <unistd.h>
+_CPP_MAIN = """#include <unistd.h>
 extern "C" int __real_main(int, char **, char **);
 extern "C" int __wrap_main(int argc, char **argv, char **envp) {
   int status = __real_main(argc, argv, envp);
@@ -184,7 +184,7 @@ def uses_stdcxx(source: str) -> bool:
 
 
 def precompile_stdcxx(directory: str) -> list[str]:
-    """The g++ command that precompiles ``<bits/stdc++.h>`` into ``directory``.
+    """The g++ command that precompiles ``<bits/stdc++.h>`` in ``directory``.
 
     Programs that include it themselves get it force-included from the precompiled copy, which
     cuts a compile from ~1.2 s to ~0.25 s; the header's own include guards make their ``#include``
@@ -195,23 +195,34 @@ def precompile_stdcxx(directory: str) -> list[str]:
     return [tool("g++"), *CXX_FLAGS, "-x", "c++-header", PCH_NAME, "-o", f"{PCH_NAME}.gch"]
 
 
-def build(language: str, source: str, memory_mb: int, pch: str | None = None,
+def compile_cpp_main(directory: str) -> list[str]:
+    """The g++ command that builds, in ``directory``, the object every C++ program is linked
+    with: the ``__wrap_main`` that calls the program's ``main`` and emits the token. It is its
+    own translation unit, so a program's ``#define int long long`` or ``#define write ...``
+    cannot change it."""
+    with open(f"{directory}/{CPP_MAIN}.cpp", "w") as handle:
+        handle.write(_CPP_MAIN)
+    return [tool("g++"), *CXX_FLAGS, "-c", f"{CPP_MAIN}.cpp", "-o", f"{CPP_MAIN}.o"]
+
+
+def build(language: str, source: str, memory_mb: int, cxx: str = ".",
           classpath: Sequence[str] = (), classes: str = ".") -> Build:
     """How to build and run ``source`` (not used for Python, which runs in the fork server).
 
-    ``pch`` is the directory of the precompiled ``<bits/stdc++.h>`` for C++ programs that include
-    it; ``classpath`` lists the jars Java programs compile and run against; ``classes`` is the
-    directory that holds a Java program's sources and compiled classes (the compile server's,
-    which the program may read but not change).
+    ``cxx`` is the directory of the C++ programs' trusted build outputs: the object from
+    :func:`compile_cpp_main` and, for programs that include it, the precompiled
+    ``<bits/stdc++.h>`` (:func:`precompile_stdcxx`); ``classpath`` lists the jars Java programs
+    compile and run against; ``classes`` is the directory that holds a Java program's sources
+    and compiled classes (the compile server's, which the program may read but not change).
     """
     if language == "javascript":
         return Build({"program.js": source + _JS_EPILOGUE}, None,
                      [tool("node"), f"--max-old-space-size={memory_mb}", "program.js"])
     if language == "cpp":
-        return Build({"program.cpp": source + _CPP_EPILOGUE},
-                     [tool("g++"), *CXX_FLAGS, "-pipe", "-Wl,--wrap=main",
-                      *(["-I", pch, "-include", PCH_NAME, "-Winvalid-pch"] if pch else []),
-                      "-o", "program", "program.cpp"],
+        header = ["-I", cxx, "-include", PCH_NAME, "-Winvalid-pch"] if uses_stdcxx(source) else []
+        return Build({"program.cpp": source},
+                     [tool("g++"), *CXX_FLAGS, "-pipe", "-Wl,--wrap=main", *header,
+                      "-o", "program", "program.cpp", f"{cxx}/{CPP_MAIN}.o"],
                      ["./program"])
     if language == "java":
         public = java_public_type(source)

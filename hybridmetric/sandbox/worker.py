@@ -48,7 +48,7 @@ from hybridmetric.sandbox.limits import (
     cap,
 )
 
-#: What trusted builds (the precompiled header) run with: nothing of the programs' environment.
+#: What trusted builds (the C++ main wrapper and header) get: nothing of the programs' environment.
 BUILD_ENV = {"PATH": languages.SEARCH_PATH, "LANG": "C.UTF-8"}
 _MEMORY_SIGNS = ("MemoryError", "std::bad_alloc", "heap out of memory", "OutOfMemoryError",
                  "Cannot allocate memory", "Allocation failed", "Array buffer allocation failed")
@@ -127,8 +127,7 @@ class Worker:
         set_dumpable(False)
         self.uid = self.isolation.uid
         self.root = tempfile.mkdtemp(prefix="hybridmetric-sandbox-")
-        self._pch_error = ""
-        self._pch_state: tuple | None = None  # isolation.tree_state of the header once built
+        self._cxx_state: tuple | None = None  # isolation.tree_state of cxx/ once built
         self.retiring = ""  # why this worker must be replaced after its current program
         os.chmod(self.root, 0o711)
         self._root_id = _identity(self.root)
@@ -172,14 +171,14 @@ class Worker:
     def _guard_root(self) -> None:
         """Without root, programs own the worker's folder as much as the worker does: after
         each, it must hold only the worker's own entries, as the worker left them (the
-        precompiled header, the compile server), or the worker retires before the next."""
-        pch = os.path.join(self.root, "pch")
-        ours = self.javac.entries() | ({"pch"} if self._pch_state is not None else set())
+        C++ build outputs, the compile server), or the worker retires before the next."""
+        cxx = os.path.join(self.root, "cxx")
+        ours = self.javac.entries() | ({"cxx"} if self._cxx_state is not None else set())
         try:
             intact = (_identity(self.root) == self._root_id
                       and set(os.listdir(self.root)) <= ours
-                      and (self._pch_state is None
-                           or isolation.tree_state(pch) == self._pch_state)
+                      and (self._cxx_state is None
+                           or isolation.tree_state(cxx) == self._cxx_state)
                       and self.javac.intact())
         except OSError:
             intact = False
@@ -247,12 +246,11 @@ class Worker:
 
     def _built(self, language: str, source: str, limits: Limits, case: str, work: str,
                classpath: list[str]) -> RunResult:
-        pch = None
-        if language == "cpp" and languages.uses_stdcxx(source):
-            pch = self._precompiled(limits)
-            if pch is None:
-                return RunResult(SANDBOX_ERROR, f"precompiling <bits/stdc++.h> failed:\n"
-                                                f"{self._pch_error}")
+        cxx = os.path.join(self.root, "cxx")
+        if language == "cpp":
+            error = self._cxx(cxx, languages.uses_stdcxx(source), limits)
+            if error:
+                return RunResult(SANDBOX_ERROR, error)
         missing = [jar for jar in classpath if not os.path.exists(jar)]
         if language == "java" and missing:
             return RunResult(SANDBOX_ERROR,
@@ -261,7 +259,7 @@ class Worker:
                              "classpath (pass_rate.java_classpath)")
         classes = os.path.join(case, "classes")
         try:
-            recipe = languages.build(language, source, limits.memory_mb, pch, classpath, classes)
+            recipe = languages.build(language, source, limits.memory_mb, cxx, classpath, classes)
         except ValueError as exc:
             return RunResult(SYNTAX_ERROR, str(exc))
         except FileNotFoundError as exc:
@@ -310,31 +308,49 @@ class Worker:
             return RunResult(SYNTAX_ERROR, cap(built.stderr or built.stdout), built.escaped)
         return None
 
-    def _precompiled(self, limits: Limits) -> str | None:
-        """The directory of the precompiled ``<bits/stdc++.h>``, built on first use (trusted: as
-        root, programs cannot write it; without root, :meth:`_guard_root` retires a worker whose
-        copy a program touched)."""
-        directory = os.path.join(self.root, "pch")
-        if self._pch_state is None:
-            import subprocess  # here, not above: it brings threading, whose handler every fork runs
+    def _cxx(self, directory: str, stdcxx: bool, limits: Limits) -> str:
+        """Build, on first use, the object C++ programs link with and, when a program includes
+        it, the precompiled ``<bits/stdc++.h>``; the error text, or "" when they are there.
 
+        Trusted: as root, programs cannot write them; without root, :meth:`_guard_root` retires
+        a worker whose copy a program touched.
+        """
+        if self._cxx_state is None:
             os.mkdir(directory, 0o755)
-            command = languages.precompile_stdcxx(directory)
-            try:
-                done = subprocess.run(command, cwd=directory, capture_output=True, text=True,
-                                      timeout=max(120.0, limits.compile_timeout_s), check=False,
-                                      env=BUILD_ENV)
-                error = done.stderr[-4000:] if done.returncode != 0 else ""
-            except subprocess.TimeoutExpired:
-                error = "g++ took too long"
-            if error:
-                self._pch_error = error
-                shutil.rmtree(directory)
-                return None
-            for name in os.listdir(directory):
-                os.chmod(os.path.join(directory, name), 0o644)
-            self._pch_state = isolation.tree_state(directory)
-        return directory
+        steps = [(languages.CPP_MAIN + ".o", languages.compile_cpp_main, "the C++ main wrapper")]
+        if stdcxx:
+            steps.append((languages.PCH_NAME + ".gch", languages.precompile_stdcxx,
+                          "precompiling <bits/stdc++.h>"))
+        error = ""
+        for output, command, what in steps:
+            path = os.path.join(directory, output)
+            if os.path.exists(path):
+                continue
+            failure = self._trusted_build(command(directory), directory, limits)
+            if failure:
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+                error = f"{what} failed:\n{failure}"
+                break
+        for name in os.listdir(directory):
+            os.chmod(os.path.join(directory, name), 0o644)
+        self._cxx_state = isolation.tree_state(directory)
+        return error
+
+    @staticmethod
+    def _trusted_build(command: list[str], directory: str, limits: Limits) -> str:
+        """Run a build of the sandbox's own sources; its error text, or "" when it worked."""
+        import subprocess  # here, not above: it brings threading, whose handler every fork runs
+
+        try:
+            done = subprocess.run(command, cwd=directory, capture_output=True, text=True,
+                                  timeout=max(120.0, limits.compile_timeout_s), check=False,
+                                  env=BUILD_ENV)
+        except subprocess.TimeoutExpired:
+            return f"{command[0]} took too long"
+        if done.returncode == 0:
+            return ""
+        return done.stderr[-4000:] or f"{command[0]} exited with status {done.returncode}"
 
     @staticmethod
     def _write(path: str, text: str, owner: int | None) -> None:

@@ -46,12 +46,12 @@ import glob, os
 roots = glob.glob('/tmp/hybridmetric-sandbox-*')
 assert roots, os.listdir('/tmp')
 for root in roots:
-    for name in ('pch/vector', 'pch/bits/stdc++.h', 'javac/HybridmetricJavac.class'):
+    for name in ('cxx/vector', 'cxx/bits/stdc++.h', 'javac/HybridmetricJavac.class'):
         path = os.path.join(root, name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         open(path, 'w').write('#error planted\\n')
-    for gch in glob.glob(os.path.join(root, 'pch', '*.gch')):
-        open(gch, 'wb').write(b'planted')
+    for built in glob.glob(os.path.join(root, 'cxx', '*.[go]*')):
+        open(built, 'wb').write(b'planted')
 '''
 lock = '''
 import os

@@ -360,6 +360,17 @@ def test_a_cpp_main_keeps_its_meaning(sandbox: Sandbox, run: Run) -> None:
         assert run(sandbox, "cpp", source).outcome == outcome, source
 
 
+def test_a_cpp_program_s_macros_do_not_reach_the_harness(sandbox: Sandbox, run: Run) -> None:
+    """Competitive-programming habits: ``int`` made ``long long``, ``read``/``write`` and
+    ``ssize_t`` redefined, ``main`` spelled ``signed main``."""
+    habits = ("#include <bits/stdc++.h>\n#define int long long\n#define read(x) std::cin >> x\n"
+              "#define write(x) std::cout << (x)\n#define ssize_t float\n#define char int\n")
+    for tail, outcome in (("signed main() { int x = 1LL << 40; assert(x > 0); }\n", PASSED),
+                          ("signed main() { int x = 1; assert(x == 2); }\n", FAILED)):
+        result = run(sandbox, "cpp", habits + tail)
+        assert result.outcome == outcome, result.error
+
+
 def test_javascript_es_modules_run(sandbox: Sandbox, run: Run) -> None:
     module = "import assert from 'node:assert';\nassert.strictEqual(1 + 1, {});\n"
     assert run(sandbox, "javascript", module.format(2)).outcome == PASSED
