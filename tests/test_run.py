@@ -73,3 +73,15 @@ def test_a_study_outside_its_scale_or_without_its_target_is_refused_before_scori
     write_generations(frame.drop(columns=["rating"]), broken / "generations.jsonl")
     assert main(["run", str(broken), "-o", str(out), *FAST]) == 2
     assert "the study has no 'rating' column" in capsys.readouterr().err
+    # the models trained on raters: each rater's grade is checked too
+    frame.loc[3, "rating"] = 2.0
+    rater = sorted(frame.loc[5, "ratings"])[0]
+    for grade, expected in ((7.0, "is 7, outside the study's scale 0-4"),
+                            (2.5, "is 2.5: --model ordinal needs integer grades")):
+        frame.at[5, "ratings"] = {**frame.loc[5, "ratings"], rater: grade}
+        write_generations(frame, broken / "generations.jsonl")
+        assert main(["run", str(broken), "-o", str(out), *FAST, "--model", "ordinal"]) == 2
+        error = capsys.readouterr().err
+        assert f"row 5 (task {frame.loc[5, 'task_id']!r}), rater {rater!r}" in error, error
+        assert expected in error, error
+    assert not out.exists()

@@ -21,7 +21,13 @@ from hybridmetric.audit import audit
 from hybridmetric.cli.audit import add_audit_options
 from hybridmetric.cli.fit import add_fit_options, fit_options
 from hybridmetric.cli.options import add_scorer_options, build_scorers
-from hybridmetric.combine import HYBRID_COLUMN, dibia_columns, dibia_combined, fit_card
+from hybridmetric.combine import (
+    HYBRID_COLUMN,
+    RATER_MODELS,
+    dibia_columns,
+    dibia_combined,
+    fit_card,
+)
 from hybridmetric.io import read_study
 from hybridmetric.report import write_report
 from hybridmetric.scoring import journal_path, score
@@ -59,8 +65,10 @@ def default_scorers(has_tests: bool, has_context: bool) -> tuple[str, list[str]]
     return ",".join(entries), list(settings)
 
 
-def _check_target(frame: pd.DataFrame, target: str, scale: tuple[float, float] | None) -> None:
-    """Refuse, before any scoring, a study whose target column is absent or leaves its scale."""
+def _check_target(frame: pd.DataFrame, target: str, scale: tuple[float, float] | None,
+                  model: str) -> None:
+    """Refuse, before any scoring, a study whose target column is absent or leaves its scale
+    (and, for the models trained on raters, whose raters' grades do)."""
     if target not in frame.columns:
         raise ValueError(f"the study has no '{target}' column to fit and audit against (its "
                          f"columns: {', '.join(map(str, frame.columns))}); choose one with "
@@ -72,6 +80,8 @@ def _check_target(frame: pd.DataFrame, target: str, scale: tuple[float, float] |
     if values.nunique() < 2:
         raise ValueError(f"'{target}' takes fewer than two values in the study: no hybrid can be "
                          "fitted to it, nor agreement with it measured")
+    if model in RATER_MODELS:
+        _check_grades(frame, model, scale)
     if scale is None:
         return
     outside = (values < scale[0]) | (values > scale[1])
@@ -83,6 +93,25 @@ def _check_target(frame: pd.DataFrame, target: str, scale: tuple[float, float] |
                          f"{values.iloc[row]:g}")
 
 
+def _check_grades(frame: pd.DataFrame, model: str, scale: tuple[float, float] | None) -> None:
+    """Each rater's grade (the ``ratings`` column; the schema made them finite numbers) must
+    lie within the scale, and be an integer for ``ordinal``."""
+    if "ratings" not in frame.columns:
+        raise ValueError(f"--model {model} trains on each rater's grade, from a 'ratings' column "
+                         "({rater: grade} per row), which the study lacks; use --model nonneg")
+    for row, ratings in enumerate(frame["ratings"]):
+        if not isinstance(ratings, dict):
+            continue  # a row without grades: fit leaves it out or refuses, as --missing says
+        for rater, grade in ratings.items():
+            where = f"row {row} (task {frame['task_id'].iloc[row]!r}), rater {rater!r}"
+            if model == "ordinal" and grade != int(grade):
+                raise ValueError(f"the grade of {where} is {grade:g}: --model ordinal needs "
+                                 "integer grades (Likert classes)")
+            if scale is not None and not scale[0] <= grade <= scale[1]:
+                raise ValueError(f"the grade of {where} is {grade:g}, outside the study's scale "
+                                 f"{scale[0]:g}-{scale[1]:g} (study.toml [rating] min and max)")
+
+
 def run(args: argparse.Namespace) -> int:
     study = read_study(args.study)
     frame = study.generations
@@ -91,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
         has_context = "context" in frame.columns and frame["context"].notna().any()
         args.scorers, defaults = default_scorers(has_tests, has_context)
         args.settings = defaults + args.settings
-    _check_target(frame, args.target, study.scale)
+    _check_target(frame, args.target, study.scale, args.model)
     out = Path(args.output)
     scorers = build_scorers(args)
     print(f"[1/3] scoring {len(frame)} rows of {study.name} with {args.scorers}", file=sys.stderr)
