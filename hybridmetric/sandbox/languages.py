@@ -4,7 +4,7 @@ A program passes only if a per-run secret token reaches the sandbox on fd 4 afte
 has finished. The token is not in the source, the environment or the arguments: the program
 reads it from fd 3 once its tests are done, in code the sandbox appends (JavaScript), in a
 function the linker puts between the C runtime and the test's ``main`` (C++: ``--wrap=main``,
-from an object file built once per worker, so that no macro of the program reaches it; ``main``
+from an object file built once per worker, which the program's macros do not reach; ``main``
 keeps its own meaning, falling off its end returns 0, and a nonzero status is a failure), or
 in a wrapper class that calls the test's ``main`` (Java). Python runs inside the fork server,
 whose harness does the same after ``exec`` returns (see ``launcher.py``). ``exit(0)``,
@@ -48,14 +48,27 @@ _JS_EPILOGUE = """
 })();
 """
 
-_CPP_MAIN = """#include <unistd.h>
+#: Raw system calls, not ``read``/``write`` (or ``syscall``): a program's global variable of that
+#: name (C++ does not mangle them) would take the place of libc's function at link time.
+_CPP_MAIN = """#include <sys/syscall.h>
+#include <unistd.h>
+static long raw(long number, long fd, const void *buffer, long size) {
+#if defined(__x86_64__)
+  long result;
+  __asm__ volatile("syscall" : "=a"(result)
+                   : "a"(number), "D"(fd), "S"(buffer), "d"(size) : "rcx", "r11", "memory");
+  return result;
+#else
+  return syscall(number, fd, buffer, size);
+#endif
+}
 extern "C" int __real_main(int, char **, char **);
 extern "C" int __wrap_main(int argc, char **argv, char **envp) {
   int status = __real_main(argc, argv, envp);
   if (status != 0) return status;
   char token[64];
-  ssize_t n = read(3, token, sizeof token);
-  if (n > 0 && write(4, "T", 1) == 1 && write(4, token, (size_t)n) == n) return 0;
+  long n = raw(SYS_read, 3, token, sizeof token);
+  if (n > 0 && raw(SYS_write, 4, "T", 1) == 1 && raw(SYS_write, 4, token, n) == n) return 0;
   return 1;
 }
 """
@@ -199,7 +212,8 @@ def compile_cpp_main(directory: str) -> list[str]:
     """The g++ command that builds, in ``directory``, the object every C++ program is linked
     with: the ``__wrap_main`` that calls the program's ``main`` and emits the token. It is its
     own translation unit, so a program's ``#define int long long`` or ``#define write ...``
-    cannot change it."""
+    cannot change it, and it makes its system calls itself, so a program's global named
+    ``write`` cannot stand in for libc's."""
     with open(f"{directory}/{CPP_MAIN}.cpp", "w") as handle:
         handle.write(_CPP_MAIN)
     return [tool("g++"), *CXX_FLAGS, "-c", f"{CPP_MAIN}.cpp", "-o", f"{CPP_MAIN}.o"]

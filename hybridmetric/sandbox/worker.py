@@ -321,21 +321,23 @@ class Worker:
         if stdcxx:
             steps.append((languages.PCH_NAME + ".gch", languages.precompile_stdcxx,
                           "precompiling <bits/stdc++.h>"))
-        error = ""
-        for output, command, what in steps:
-            path = os.path.join(directory, output)
-            if os.path.exists(path):
-                continue
-            failure = self._trusted_build(command(directory), directory, limits)
-            if failure:
-                with contextlib.suppress(FileNotFoundError):
-                    os.unlink(path)
-                error = f"{what} failed:\n{failure}"
-                break
-        for name in os.listdir(directory):
-            os.chmod(os.path.join(directory, name), 0o644)
-        self._cxx_state = isolation.tree_state(directory)
-        return error
+        try:
+            for output, command, what in steps:
+                path = os.path.join(directory, output)
+                if os.path.exists(path):
+                    continue
+                failure = self._trusted_build(command(directory), directory, limits)
+                if failure:
+                    with contextlib.suppress(FileNotFoundError):
+                        os.unlink(path)
+                    return f"{what} failed:\n{failure}"
+        except FileNotFoundError as exc:  # no g++
+            return str(exc)
+        finally:  # what is there now is the worker's own (see _guard_root)
+            for name in os.listdir(directory):
+                os.chmod(os.path.join(directory, name), 0o644)
+            self._cxx_state = isolation.tree_state(directory)
+        return ""
 
     @staticmethod
     def _trusted_build(command: list[str], directory: str, limits: Limits) -> str:
@@ -417,6 +419,7 @@ class Worker:
 
 def main() -> None:
     config = json.loads(sys.argv[1])
+    os.umask(0o022)  # what the worker makes, programs of another uid must reach (mode 0o755)
     requests, replies = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
     os.dup2(null, 0)

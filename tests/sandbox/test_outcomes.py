@@ -369,6 +369,23 @@ def test_a_cpp_program_s_macros_do_not_reach_the_harness(sandbox: Sandbox, run: 
                           ("signed main() { int x = 1; assert(x == 2); }\n", FAILED)):
         result = run(sandbox, "cpp", habits + tail)
         assert result.outcome == outcome, result.error
+    # globals named as libc's functions (C++ does not mangle a variable's name)
+    names = "#include <cassert>\nbool write = false;\nint read[4];\nint syscall;\n"
+    result = run(sandbox, "cpp", names + "int main() { assert(!write && !read[0]); }\n")
+    assert result.outcome == PASSED, result.error
+
+
+def test_programs_run_whatever_the_user_s_umask(run: Run) -> None:
+    """The folders the worker makes (the case, the C++ build outputs) reach the programs' uid
+    under a umask of 077 too."""
+    old = os.umask(0o077)
+    try:
+        with Sandbox(workers=1) as box:
+            for language in ("python", "cpp", "javascript", "java"):
+                result = run(box, language, PROGRAMS[language][PASSED])
+                assert result.outcome == PASSED, (language, result.error)
+    finally:
+        os.umask(old)
 
 
 def test_javascript_es_modules_run(sandbox: Sandbox, run: Run) -> None:
