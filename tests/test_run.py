@@ -68,7 +68,7 @@ def test_a_study_outside_its_scale_or_without_its_target_is_refused_before_scori
     assert main(["run", str(broken), "-o", str(out), *FAST]) == 2
     error = capsys.readouterr().err
     assert "1 value(s) of 'rating' lie outside the study's scale 0-4" in error
-    assert f"row 3 (task {frame.loc[3, 'task_id']!r}): 9" in error
+    assert f"row 3 (task {frame.loc[3, 'task_id']!r}): 9.0" in error
     assert not out.exists()  # nothing was scored
     write_generations(frame.drop(columns=["rating"]), broken / "generations.jsonl")
     assert main(["run", str(broken), "-o", str(out), *FAST]) == 2
@@ -76,12 +76,19 @@ def test_a_study_outside_its_scale_or_without_its_target_is_refused_before_scori
     # the models trained on raters: each rater's grade is checked too
     frame.loc[3, "rating"] = 2.0
     rater = sorted(frame.loc[5, "ratings"])[0]
-    for grade, expected in ((7.0, "is 7, outside the study's scale 0-4"),
-                            (2.5, "is 2.5: --model ordinal needs integer grades")):
+    for model, grade, expected in (
+            ("mixed", 4.0000001, "is 4.0000001, outside the study's scale 0-4"),
+            ("ordinal", 2.9999999999999996, "is 2.9999999999999996: --model ordinal needs "
+                                            "integer grades")):
         frame.at[5, "ratings"] = {**frame.loc[5, "ratings"], rater: grade}
         write_generations(frame, broken / "generations.jsonl")
-        assert main(["run", str(broken), "-o", str(out), *FAST, "--model", "ordinal"]) == 2
+        assert main(["run", str(broken), "-o", str(out), *FAST, "--model", model]) == 2
         error = capsys.readouterr().err
         assert f"row 5 (task {frame.loc[5, 'task_id']!r}), rater {rater!r}" in error, error
         assert expected in error, error
+    frame["ratings"] = None
+    write_generations(frame, broken / "generations.jsonl")
+    assert main(["run", str(broken), "-o", str(out), *FAST, "--model", "mixed"]) == 2
+    assert "from a 'ratings' column ({rater: grade} per row), which no row of the study has" in (
+        capsys.readouterr().err)
     assert not out.exists()

@@ -90,25 +90,27 @@ def _check_target(frame: pd.DataFrame, target: str, scale: tuple[float, float] |
         raise ValueError(f"{int(outside.sum())} value(s) of '{target}' lie outside the study's "
                          f"scale {scale[0]:g}-{scale[1]:g} (study.toml [rating] min and max), "
                          f"e.g. row {row} (task {frame['task_id'].iloc[row]!r}): "
-                         f"{values.iloc[row]:g}")
+                         f"{float(values.iloc[row])!r}")
 
 
 def _check_grades(frame: pd.DataFrame, model: str, scale: tuple[float, float] | None) -> None:
     """Each rater's grade (the ``ratings`` column; the schema made them finite numbers) must
     lie within the scale, and be an integer for ``ordinal``."""
-    if "ratings" not in frame.columns:
+    graded = "ratings" in frame.columns and any(isinstance(r, dict) and r for r in frame["ratings"])
+    if not graded:
         raise ValueError(f"--model {model} trains on each rater's grade, from a 'ratings' column "
-                         "({rater: grade} per row), which the study lacks; use --model nonneg")
+                         "({rater: grade} per row), which no row of the study has; use --model "
+                         "nonneg")
     for row, ratings in enumerate(frame["ratings"]):
         if not isinstance(ratings, dict):
             continue  # a row without grades: fit leaves it out or refuses, as --missing says
         for rater, grade in ratings.items():
             where = f"row {row} (task {frame['task_id'].iloc[row]!r}), rater {rater!r}"
             if model == "ordinal" and grade != int(grade):
-                raise ValueError(f"the grade of {where} is {grade:g}: --model ordinal needs "
+                raise ValueError(f"the grade of {where} is {grade!r}: --model ordinal needs "
                                  "integer grades (Likert classes)")
             if scale is not None and not scale[0] <= grade <= scale[1]:
-                raise ValueError(f"the grade of {where} is {grade:g}, outside the study's scale "
+                raise ValueError(f"the grade of {where} is {grade!r}, outside the study's scale "
                                  f"{scale[0]:g}-{scale[1]:g} (study.toml [rating] min and max)")
 
 
