@@ -148,6 +148,9 @@ HOSTILE: list[tuple[Any, ...]] = [
     ("os_exit_before_asserts", "python", "import os\nos._exit(0)\nassert False\n", {FAILED}),
     ("sys_exit_0", "python", "import sys\nsys.exit(0)\n", {FAILED}),
     ("prints_passed", "python", "print('passed')\nprint('OK')\nassert 1 == 2\n", {FAILED}),
+    # This one SHOULD pass: the tests compare with ==, and a candidate whose __eq__ always says
+    # True satisfies them as they are written; the program ran to the end honestly. A sandbox
+    # judges execution, not the strength of the tests (assert isinstance(...) would catch it).
     ("eq_always_true", "python",
      "class Liar:\n    def __eq__(self, other):\n        return True\n"
      "def candidate():\n    return Liar()\nassert candidate() == [1, 2, 3]\n", {PASSED}),
