@@ -264,3 +264,53 @@ def _run_as_user(home: str, data: str) -> None:
     assert "ProcessLookupError" in seen["errors"]["kills_all"]
     assert seen["left"] == []  # no process of the user survived: programs, escapees, servers
     assert seen["temp"] == []
+
+
+#: In a process of ``USER``: a machine where neither a namespace nor a seccomp filter can be made
+#: (``unshare``, ``setns``, ``seccomp`` and ``prctl(PR_SET_SECCOMP)`` fail with EPERM, for it and
+#: everything it starts); then the sandbox without and with ``allow_network``.
+NO_WALLS = r"""
+import ctypes, errno, json
+from hybridmetric.sandbox import Limits, Program, Sandbox, isolation
+
+lib = ctypes.CDLL(isolation.SECCOMP_LIBRARY)
+lib.seccomp_init.restype = ctypes.c_void_p
+lib.seccomp_init.argtypes = [ctypes.c_uint32]
+lib.seccomp_rule_add_array.argtypes = [ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int,
+                                       ctypes.c_uint, ctypes.POINTER(isolation._ArgCmp)]
+lib.seccomp_load.argtypes = [ctypes.c_void_p]
+ctx = lib.seccomp_init(isolation.SCMP_ACT_ALLOW)
+deny = isolation.SCMP_ACT_ERRNO | errno.EPERM
+for name in (b"unshare", b"setns", b"seccomp"):
+    assert lib.seccomp_rule_add_array(ctx, deny, lib.seccomp_syscall_resolve_name(name), 0,
+                                      None) == 0
+set_seccomp = isolation._ArgCmp(0, 4, 22, 0)  # argument 0 == PR_SET_SECCOMP (SCMP_CMP_EQ)
+assert lib.seccomp_rule_add_array(ctx, deny, lib.seccomp_syscall_resolve_name(b"prctl"), 1,
+                                  ctypes.byref(set_seccomp)) == 0
+assert ctypes.CDLL(None).prctl(38, 1, 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS, as a user must
+assert lib.seccomp_load(ctx) == 0
+seen = {}
+try:
+    Sandbox(workers=1).close()
+except RuntimeError as exc:
+    seen["refused"] = str(exc)
+with Sandbox(workers=1, allow_network=True) as box:
+    seen["walls"] = box.isolation.as_dict()
+    [result] = box.run([Program("python", "assert 1 + 1 == 2\n", Limits(timeout_s=5.0))])
+    seen["outcome"] = result.outcome
+print(json.dumps(seen))
+"""
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="starting a process as another user needs root")
+def test_no_network_block_is_refused_unless_allowed() -> None:
+    done = subprocess.run([sys.executable, "-c", NO_WALLS], cwd="/", preexec_fn=_as_user,
+                          env={"PATH": os.environ["PATH"], "HOME": "/nonexistent"},
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    seen = json.loads(done.stdout)
+    assert seen["refused"].startswith("no way to block the network works on this machine ("
+                                      "network namespace: [Errno 1]"), seen["refused"]
+    assert "allow_network=True (--set pass_rate.allow_network=true)" in seen["refused"]
+    assert not seen["walls"]["network_namespace"] and not seen["walls"]["seccomp"]
+    assert seen["outcome"] == "passed"  # allowed explicitly: the programs run

@@ -76,6 +76,11 @@ PROGRAMS = {
         MEMORY: "import java.util.*;\nclass Problem {\n  public static void main(String[] a) {\n"
                 "    List<long[]> l = new ArrayList<>();\n"
                 "    while (true) l.add(new long[1 << 24]);\n  }\n}\n",
+        # a write to address 0: the JVM reports its fatal error and aborts
+        CRASH: "class Problem {\n  public static void main(String[] a) throws Exception {\n"
+               "    java.lang.reflect.Field f = sun.misc.Unsafe.class.getDeclaredField("
+               "\"theUnsafe\");\n    f.setAccessible(true);\n"
+               "    ((sun.misc.Unsafe) f.get(null)).putAddress(0, 0);\n  }\n}\n",
     },
 }
 CASES = [(lang, outcome) for lang, table in PROGRAMS.items() for outcome in table]
