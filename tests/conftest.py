@@ -1,11 +1,27 @@
 from __future__ import annotations
 
+import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_DATA = ROOT.parent / "shared" / "data"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def own_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """The suite's own $XDG_CACHE_HOME: the pass_rate scorer caches verdicts there by default,
+    and a user's cache must neither answer for the code under test nor get its entries."""
+    folder = tmp_path_factory.mktemp("cache")
+    old = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(folder)
+    yield folder
+    if old is None:
+        del os.environ["XDG_CACHE_HOME"]
+    else:
+        os.environ["XDG_CACHE_HOME"] = old
 
 
 @pytest.fixture

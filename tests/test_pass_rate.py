@@ -50,6 +50,28 @@ def test_settings_parse_from_command_line_strings() -> None:
         PassRate(timout_s=1)
 
 
+def test_verdicts_are_cached_by_default(own_cache_dir) -> None:
+    """Re-scoring costs a lookup: programs that pass or fail at random (``os.urandom``) keep
+    their first verdicts, which a second run would repeat by chance with probability 2**-24."""
+    cases = [f"import os\nassert os.urandom(1)[0] % 2, {i}\n" for i in range(24)]
+    frame = frame_of([{"task_id": "t", "candidate": "", "tests": {"cases": cases}}])
+    with PassRate(workers=1) as first:
+        assert first.cache_path() == str(own_cache_dir / "hybridmetric" / "verdicts.sqlite")
+        verdicts = first.score(frame)["outcomes.pass_rate"][0]
+    assert len({v["outcome"] for v in verdicts}) == 2  # both outcomes occurred (2**-23 not)
+    with PassRate(workers=1) as again:
+        assert again.score(frame)["outcomes.pass_rate"][0] == verdicts
+    with PassRate(workers=1, cache="none") as uncached:
+        assert uncached.score(frame)["outcomes.pass_rate"][0] != verdicts
+
+
+def test_an_unusable_cache_says_how_to_fix_it(tmp_path) -> None:
+    (tmp_path / "file").write_text("")
+    with PassRate(workers=1, cache=str(tmp_path / "file" / "verdicts.sqlite")) as scorer, \
+            pytest.raises(OSError, match=r"cannot open the verdict cache .*pass_rate.cache=PATH"):
+        scorer.score(frame_of([{"task_id": "t", "candidate": "", "tests": {"cases": ["1\n"]}}]))
+
+
 def test_rates_by_hand(scorer: PassRate) -> None:
     tests_py = {"prefix": "def inc(x):\n", "suffix": "\n",
                 "cases": ["assert inc(1) == 2\n", "assert inc(-1) == 0\n", "assert inc(1) == 3\n"]}

@@ -1,5 +1,6 @@
 """A persistent cache of verdicts keyed by (language, program, limits, network, Java classpath,
-sandbox version).
+isolation, the version of the interpreter or compiler, sandbox version). Libraries a program
+imports are not in the key: after upgrading them, delete the cache file.
 
 Re-scoring a table whose programs were already run costs a lookup. Sandbox failures are never
 cached. SQLite; one writer (the host process).
@@ -20,11 +21,12 @@ SANDBOX_VERSION = "5"
 
 
 def cache_key(language: str, source: str, limits: Limits, allow_network: bool,
-              java_classpath: Sequence[str] = (), walls: str = "") -> str:
+              java_classpath: Sequence[str] = (), walls: str = "", runtime: str = "") -> str:
     """``walls``: the isolation a verdict was reached under (a memory cgroup can turn a pass
-    into ``memory``), as :meth:`Isolation.walls` names it."""
+    into ``memory``), as :meth:`Isolation.walls` names it; ``runtime``: what ran the program
+    and its version (:meth:`Sandbox.runtime`)."""
     fields = [SANDBOX_VERSION, language, source, limits.as_dict(), allow_network,
-              list(java_classpath) if language == "java" else [], walls]
+              list(java_classpath) if language == "java" else [], walls, runtime]
     text = json.dumps(fields, sort_keys=True, ensure_ascii=True)
     return hashlib.sha256(text.encode("ascii")).hexdigest()
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from hybridmetric.sandbox.cache import ResultCache, cache_key
 from hybridmetric.sandbox.isolation import Isolation
-from hybridmetric.sandbox.languages import DEFAULT_JAVA_CLASSPATH, SEARCH_PATH, canonical
+from hybridmetric.sandbox.languages import DEFAULT_JAVA_CLASSPATH, SEARCH_PATH, canonical, tool
 from hybridmetric.sandbox.launcher import INTERPRETER_OPTIONS, read_message, write_message
 from hybridmetric.sandbox.limits import SANDBOX_ERROR, Limits, RunResult
 
@@ -193,6 +193,8 @@ class Sandbox:
             raise ValueError(f"workers must be at least 1 (or 0 for one per core), got {workers}")
         self.allow_network = allow_network
         self.java_classpath = list(java_classpath)
+        self.cache = ResultCache(cache) if cache is not None else None  # first: it may not open
+        self._runtimes: dict[str, str] = {}
         self._workers = [_Worker(allow_network, preload, cpus[i % len(cpus)] if pin_cpus else None)
                          for i in range(count)]
         self._finalizer = weakref.finalize(self, _close_all, self._workers)
@@ -204,7 +206,26 @@ class Sandbox:
         except BaseException:
             self.close()
             raise
-        self.cache = ResultCache(cache) if cache is not None else None
+
+    def runtime(self, language: str) -> str:
+        """What runs ``language``'s programs here, with its version: part of a cached verdict's
+        key, so that a new Python, node, g++ or JDK runs the programs again."""
+        if language not in self._runtimes:
+            if language == "python":  # the interpreter the workers run (sys.executable)
+                found = f"python {sys.version}"
+            else:
+                command = {"javascript": ["node", "--version"], "cpp": ["g++", "--version"],
+                           "java": ["java", "-version"]}[language]
+                try:
+                    done = subprocess.run([tool(command[0]), *command[1:]], capture_output=True,
+                                          text=True, timeout=60, check=True,
+                                          env={"PATH": SEARCH_PATH, "LANG": "C.UTF-8"})
+                    found = f"{command[0]} {(done.stdout + done.stderr).strip()}"
+                except (OSError, subprocess.SubprocessError) as exc:
+                    # its programs end in sandbox_error, which is never cached
+                    found = f"{command[0]} unavailable: {exc}"
+            self._runtimes[language] = found
+        return self._runtimes[language]
 
     @property
     def uids(self) -> list[int]:
@@ -220,8 +241,12 @@ class Sandbox:
     def run(self, programs: Sequence[Program],
             progress: Callable[[int], None] | None = None) -> list[RunResult]:
         """Verdicts for ``programs``, in order. Identical programs run once."""
-        keys = [cache_key(canonical(p.language), p.source, p.limits, self.allow_network,
-                          self.java_classpath, self.isolation.walls) for p in programs]
+        languages = {p.language: canonical(p.language) for p in programs}
+        runtimes = {name: self.runtime(name) if self.cache is not None else ""
+                    for name in set(languages.values())}
+        keys = [cache_key(languages[p.language], p.source, p.limits, self.allow_network,
+                          self.java_classpath, self.isolation.walls,
+                          runtimes[languages[p.language]]) for p in programs]
         known = self.cache.get_many(keys) if self.cache is not None else {}
         pending: dict[str, Program] = {}
         for key, program in zip(keys, programs, strict=True):

@@ -14,19 +14,22 @@ Columns:
   syntax_error) and the capped error text.
 
 Rows without ``tests``, or with no cases, get NaN and an empty outcome list. A sandbox failure is
-an error, never a score.
+an error, never a score. Verdicts are cached (setting ``cache``; by default in the user's cache
+directory), so re-scoring the same programs under the same limits and runtimes costs a lookup.
 """
 
 from __future__ import annotations
 
 import math
+import os
+import sqlite3
 from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
 
 from hybridmetric.sandbox import SANDBOX_ERROR, Limits, Program, Sandbox, canonical
-from hybridmetric.sandbox.cache import SANDBOX_VERSION
+from hybridmetric.sandbox.cache import SANDBOX_VERSION, ResultCache
 from hybridmetric.sandbox.languages import DEFAULT_JAVA_CLASSPATH
 from hybridmetric.schema import DEFAULT_LANGUAGE, SCORE_PREFIX
 from hybridmetric.scorers.base import Scorer, Setting
@@ -53,16 +56,25 @@ class PassRate(Scorer):
                                "e.g. numpy,pandas"),
         "java_classpath": Setting(":".join(DEFAULT_JAVA_CLASSPATH),
                                   "colon-separated jars Java tests compile and run against"),
-        "cache": Setting(None, "SQLite file caching verdicts by program and limits; none: no "
-                               "cache", kind=str),
+        "cache": Setting("auto", "SQLite file caching verdicts by program, limits and runtime; "
+                                 "auto: $XDG_CACHE_HOME/hybridmetric/verdicts.sqlite (else "
+                                 "~/.cache/...); none: no cache", kind=str),
     }
 
     def __init__(self, **settings: Any):
         super().__init__(**settings)
         cache = self.settings["cache"]
-        if isinstance(cache, str) and cache.strip().lower() in ("", "none", "null"):
+        if cache is None or cache.strip().lower() in ("", "none", "null"):
             self.settings["cache"] = None  # `--set pass_rate.cache=none` on the command line
         self._sandbox: Sandbox | None = None
+
+    def cache_path(self) -> str | None:
+        """The verdict cache's file (``auto``: the user's cache directory), or None."""
+        cache = self.settings["cache"]
+        if cache != "auto":
+            return cache
+        top = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        return os.path.join(top, "hybridmetric", "verdicts.sqlite")
 
     @classmethod
     def column_names(cls, name: str | None = None) -> list[str]:
@@ -81,10 +93,17 @@ class PassRate(Scorer):
         if self._sandbox is None:
             modules = [m.strip() for m in self.settings["preload"].split(",") if m.strip()]
             jars = [p for p in self.settings["java_classpath"].split(":") if p]
+            cache = self.cache_path()
+            if cache is not None:
+                try:
+                    ResultCache(cache).close()
+                except (OSError, sqlite3.Error) as exc:
+                    raise OSError(f"cannot open the verdict cache {cache}: {exc}; give another "
+                                  "file (--set pass_rate.cache=PATH) or none") from exc
             self._sandbox = Sandbox(workers=self.settings["workers"],
                                     allow_network=self.settings["allow_network"],
-                                    preload=modules, cache=self.settings["cache"],
-                                    java_classpath=jars, pin_cpus=self.settings["pin_cpus"])
+                                    preload=modules, cache=cache, java_classpath=jars,
+                                    pin_cpus=self.settings["pin_cpus"])
         return self._sandbox
 
     def signature_fields(self) -> dict[str, Any]:

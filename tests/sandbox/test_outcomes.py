@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 import signal
+import subprocess
 import sys
 import threading
 from collections.abc import Callable
@@ -329,6 +330,20 @@ def test_cache_key_depends_on_program_limits_language_network() -> None:
               cache_key("python", "x", Limits(timeout_s=4.0, memory_mb=512), False),
               cache_key("python", "x", LIMITS, True)}
     assert base not in others and len(others) == 4
+
+
+def test_a_new_interpreter_or_compiler_runs_the_programs_again(sandbox: Sandbox) -> None:
+    """The runtime and its version are in the cache key (checked against each tool's own
+    report of its version)."""
+    key = cache_key("python", "x", LIMITS, False, runtime="python 3.11.7")
+    assert key != cache_key("python", "x", LIMITS, False, runtime="python 3.12.0")
+    assert sandbox.runtime("python") == f"python {sys.version}"
+    for language, command in (("cpp", ["g++", "-dumpfullversion"]),
+                              ("javascript", ["node", "-p", "process.versions.node"]),
+                              ("java", ["javac", "-version"])):
+        version = subprocess.run(command, capture_output=True, text=True,
+                                 check=True).stdout.split()[-1]
+        assert version in sandbox.runtime(language), (language, version)
 
 
 def test_a_python_program_is_its_own_main_module(sandbox: Sandbox, run: Run) -> None:
