@@ -65,11 +65,40 @@ def test_verdicts_are_cached_by_default(own_cache_dir) -> None:
         assert uncached.score(frame)["outcomes.pass_rate"][0] != verdicts
 
 
-def test_an_unusable_cache_says_how_to_fix_it(tmp_path) -> None:
+def test_an_unusable_cache_says_how_to_fix_it(tmp_path, monkeypatch, capsys) -> None:
     (tmp_path / "file").write_text("")
-    with PassRate(workers=1, cache=str(tmp_path / "file" / "verdicts.sqlite")) as scorer, \
-            pytest.raises(OSError, match=r"cannot open the verdict cache .*pass_rate.cache=PATH"):
-        scorer.score(frame_of([{"task_id": "t", "candidate": "", "tests": {"cases": ["1\n"]}}]))
+    frame = frame_of([{"task_id": "t", "candidate": "", "tests": {"cases": ["1\n"]}}])
+    named = str(tmp_path / "file" / "verdicts.sqlite")  # below a file: no folder can be made
+    with PassRate(workers=1, cache=named) as scorer, pytest.raises(
+            OSError, match=r"verdict cache .* cannot be opened .*pass_rate.cache=FILE\) or none"):
+        scorer.score(frame)
+    # the default location: a warning, and the verdicts all the same
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "file"))
+    with PassRate(workers=1) as scorer:
+        assert scorer.score(frame)["score.pass"][0] == 1.0
+        assert scorer.sandbox.cache is None
+    assert "cannot be opened for writing" in capsys.readouterr().err
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative")  # ignored, as the XDG spec says
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert PassRate().cache_path() == str(tmp_path / ".cache" / "hybridmetric" / "verdicts.sqlite")
+
+
+def test_cached_verdicts_depend_on_the_preloaded_modules() -> None:
+    """A preloaded module is in every program's ``sys.modules``: another verdict, another key."""
+    frame = frame_of([{"task_id": "t", "candidate": "import sys\n",
+                       "tests": {"cases": ["assert 'decimal' in sys.modules\n"]}}])
+    outcomes = []
+    for preload in ("decimal", ""):
+        with PassRate(workers=1, preload=preload) as scorer:
+            outcomes.append(scorer.score(frame)["outcomes.pass_rate"][0][0]["outcome"])
+    assert outcomes == ["passed", "failed"]
+
+
+def test_where_the_cache_lives_is_not_in_the_signature(tmp_path) -> None:
+    with PassRate(workers=1) as default, PassRate(workers=1, cache="none") as none, \
+            PassRate(workers=1, cache=str(tmp_path / "v.sqlite")) as named:
+        assert default.signature() == none.signature() == named.signature()
+        assert "cache" not in default.signature()
 
 
 def test_rates_by_hand(scorer: PassRate) -> None:

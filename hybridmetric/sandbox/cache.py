@@ -3,7 +3,8 @@ isolation, the version of the interpreter or compiler, sandbox version). Librari
 imports are not in the key: after upgrading them, delete the cache file.
 
 Re-scoring a table whose programs were already run costs a lookup. Sandbox failures are never
-cached. SQLite; one writer (the host process).
+cached; timeouts are, like any verdict (delete the file to run them again). SQLite; several
+processes may share a file (a writer waits up to a minute for another's lock).
 """
 
 from __future__ import annotations
@@ -35,11 +36,13 @@ class ResultCache:
     def __init__(self, path: str | Path):
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._db = sqlite3.connect(self.path, check_same_thread=False)
+        self._db = sqlite3.connect(self.path, timeout=60.0, check_same_thread=False)
         self._db.execute(
             "CREATE TABLE IF NOT EXISTS results (key TEXT PRIMARY KEY, result TEXT NOT NULL)"
         )
         self._db.commit()
+        self._db.execute("BEGIN IMMEDIATE")  # fails now, not after the first programs ran,
+        self._db.rollback()  # where the file is read-only (or locked for over a minute)
 
     def get_many(self, keys: Iterable[str]) -> dict[str, RunResult]:
         found: dict[str, RunResult] = {}

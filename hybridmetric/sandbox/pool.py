@@ -13,6 +13,7 @@ import json
 import os
 import queue
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -164,6 +165,15 @@ class _Worker:
             self._claim = None
 
 
+def _stamp(path: str) -> str:
+    """A file's size and modification time (``missing`` when it is not there)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return "missing"
+    return f"{info.st_size}@{info.st_mtime_ns}"
+
+
 def _close_all(workers: list[_Worker]) -> None:
     for worker in workers:
         worker.close()
@@ -193,6 +203,7 @@ class Sandbox:
             raise ValueError(f"workers must be at least 1 (or 0 for one per core), got {workers}")
         self.allow_network = allow_network
         self.java_classpath = list(java_classpath)
+        self.preload = list(preload)
         self.cache = ResultCache(cache) if cache is not None else None  # first: it may not open
         self._runtimes: dict[str, str] = {}
         self._workers = [_Worker(allow_network, preload, cpus[i % len(cpus)] if pin_cpus else None)
@@ -208,14 +219,16 @@ class Sandbox:
             raise
 
     def runtime(self, language: str) -> str:
-        """What runs ``language``'s programs here, with its version: part of a cached verdict's
-        key, so that a new Python, node, g++ or JDK runs the programs again."""
+        """What runs ``language``'s programs here, with its version and what else reaches them
+        (the modules the Python fork server preloads, the size and time of each Java jar): part
+        of a cached verdict's key, so that a new Python, node, g++, JDK or jar runs the programs
+        again."""
         if language not in self._runtimes:
             if language == "python":  # the interpreter the workers run (sys.executable)
-                found = f"python {sys.version}"
+                found = f"python {sys.version} preload={','.join(sorted(self.preload))}"
             else:
                 command = {"javascript": ["node", "--version"], "cpp": ["g++", "--version"],
-                           "java": ["java", "-version"]}[language]
+                           "java": ["java", "-XX:-UsePerfData", "-version"]}[language]
                 try:
                     done = subprocess.run([tool(command[0]), *command[1:]], capture_output=True,
                                           text=True, timeout=60, check=True,
@@ -224,6 +237,8 @@ class Sandbox:
                 except (OSError, subprocess.SubprocessError) as exc:
                     # its programs end in sandbox_error, which is never cached
                     found = f"{command[0]} unavailable: {exc}"
+                if language == "java":
+                    found += "".join(f" {jar}:{_stamp(jar)}" for jar in self.java_classpath)
             self._runtimes[language] = found
         return self._runtimes[language]
 
@@ -266,6 +281,11 @@ class Sandbox:
             try:
                 if self.cache is not None and unsaved:
                     self.cache.put_many(unsaved)
+            except sqlite3.Error as exc:  # the verdicts still count; only the cache is lost
+                print(f"hybridmetric: the verdict cache {self.cache.path} cannot be written "
+                      f"({exc}); going on without it", file=sys.stderr)
+                self.cache.close()
+                self.cache = None
             finally:
                 unsaved.clear()
 

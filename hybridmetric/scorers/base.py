@@ -30,6 +30,7 @@ class Setting:
     help: str
     choices: tuple[Any, ...] | None = None
     kind: type | None = None  # when the default is None, the type of a given value
+    signed: bool = True  # in the signature; False only where no number can depend on it
 
     @property
     def type(self) -> type:
@@ -125,7 +126,8 @@ class Scorer(ABC):
         fields: dict[str, Any] = {"scorer": self.name, "v": self.version}
         if self.alias != self.name:
             fields["as"] = self.alias
-        fields.update(self.settings)
+        fields.update({name: value for name, value in self.settings.items()
+                       if self.settings_spec[name].signed})
         fields.update(self.signature_fields())
         fields.update(environment(self.packages))
         return signature(fields)

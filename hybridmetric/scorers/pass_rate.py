@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import os
 import sqlite3
+import sys
 from typing import Any, ClassVar
 
 import numpy as np
@@ -30,9 +31,14 @@ import pandas as pd
 
 from hybridmetric.sandbox import SANDBOX_ERROR, Limits, Program, Sandbox, canonical
 from hybridmetric.sandbox.cache import SANDBOX_VERSION, ResultCache
+from hybridmetric.sandbox.isolation import Isolation
 from hybridmetric.sandbox.languages import DEFAULT_JAVA_CLASSPATH
 from hybridmetric.schema import DEFAULT_LANGUAGE, SCORE_PREFIX
 from hybridmetric.scorers.base import Scorer, Setting
+
+
+def _warn(message: str) -> None:
+    print(f"hybridmetric: {message}", file=sys.stderr)
 
 
 def _present(value: Any) -> bool:
@@ -58,7 +64,7 @@ class PassRate(Scorer):
                                   "colon-separated jars Java tests compile and run against"),
         "cache": Setting("auto", "SQLite file caching verdicts by program, limits and runtime; "
                                  "auto: $XDG_CACHE_HOME/hybridmetric/verdicts.sqlite (else "
-                                 "~/.cache/...); none: no cache", kind=str),
+                                 "~/.cache/...); none: no cache", kind=str, signed=False),
     }
 
     def __init__(self, **settings: Any):
@@ -69,11 +75,18 @@ class PassRate(Scorer):
         self._sandbox: Sandbox | None = None
 
     def cache_path(self) -> str | None:
-        """The verdict cache's file (``auto``: the user's cache directory), or None."""
+        """The verdict cache's file: the setting's, or for ``auto`` the user's cache directory
+        ($XDG_CACHE_HOME when it is absolute, else ~/.cache); None for ``none``, or where
+        ``auto`` finds no absolute directory (no HOME)."""
         cache = self.settings["cache"]
         if cache != "auto":
             return cache
-        top = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        top = os.environ.get("XDG_CACHE_HOME", "")
+        if not os.path.isabs(top):  # the XDG spec: a relative value is to be ignored
+            home = os.path.expanduser("~")
+            if not os.path.isabs(home):
+                return None
+            top = os.path.join(home, ".cache")
         return os.path.join(top, "hybridmetric", "verdicts.sqlite")
 
     @classmethod
@@ -93,18 +106,40 @@ class PassRate(Scorer):
         if self._sandbox is None:
             modules = [m.strip() for m in self.settings["preload"].split(",") if m.strip()]
             jars = [p for p in self.settings["java_classpath"].split(":") if p]
-            cache = self.cache_path()
-            if cache is not None:
-                try:
-                    ResultCache(cache).close()
-                except (OSError, sqlite3.Error) as exc:
-                    raise OSError(f"cannot open the verdict cache {cache}: {exc}; give another "
-                                  "file (--set pass_rate.cache=PATH) or none") from exc
-            self._sandbox = Sandbox(workers=self.settings["workers"],
-                                    allow_network=self.settings["allow_network"],
-                                    preload=modules, cache=cache, java_classpath=jars,
-                                    pin_cpus=self.settings["pin_cpus"])
+            sandbox = Sandbox(workers=self.settings["workers"],
+                              allow_network=self.settings["allow_network"], preload=modules,
+                              java_classpath=jars, pin_cpus=self.settings["pin_cpus"])
+            try:
+                sandbox.cache = self._open_cache(sandbox.isolation)
+            except BaseException:
+                sandbox.close()
+                raise
+            self._sandbox = sandbox
         return self._sandbox
+
+    def _open_cache(self, isolation: Isolation) -> ResultCache | None:
+        """The verdict cache, or None. A file given by name must open for writing; ``auto`` is
+        used where it can be, else a warning says why not."""
+        auto, path = self.settings["cache"] == "auto", self.cache_path()
+        if path is None:
+            if auto:
+                _warn("no absolute cache directory ($XDG_CACHE_HOME or HOME): verdicts are "
+                      "not cached; give a file with --set pass_rate.cache=FILE")
+            return None
+        if auto and isolation.uid is None and not isolation.read_only:
+            _warn(f"programs run as this user and may write its files here (no user namespace), "
+                  f"so they could plant verdicts in the default cache {path}; verdicts are not "
+                  "cached (--set pass_rate.cache=FILE caches them anyway)")
+            return None
+        try:
+            return ResultCache(path)
+        except (OSError, sqlite3.Error) as exc:
+            message = f"the verdict cache {path} cannot be opened for writing ({exc})"
+            if not auto:
+                raise OSError(f"{message}; give another file (--set pass_rate.cache=FILE) or "
+                              "none") from exc
+            _warn(f"{message}; verdicts are not cached (--set pass_rate.cache=FILE or none)")
+            return None
 
     def signature_fields(self) -> dict[str, Any]:
         fixed = Limits()

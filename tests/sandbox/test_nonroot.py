@@ -298,6 +298,16 @@ with Sandbox(workers=1, allow_network=True) as box:
     seen["walls"] = box.isolation.as_dict()
     [result] = box.run([Program("python", "assert 1 + 1 == 2\n", Limits(timeout_s=5.0))])
     seen["outcome"] = result.outcome
+# the scorer's default verdict cache is not used where programs may write the user's files
+import contextlib, io
+import pandas as pd
+from hybridmetric.scorers.pass_rate import PassRate
+said = io.StringIO()
+with contextlib.redirect_stderr(said), PassRate(workers=1, allow_network=True) as scorer:
+    rows = pd.DataFrame([{"task_id": "t", "candidate": "", "tests": {"cases": ["assert 1\n"]}}])
+    seen["scored"] = float(scorer.score(rows)["score.pass"][0])
+    seen["cached"] = scorer.sandbox.cache is not None
+seen["warning"] = said.getvalue()
 print(json.dumps(seen))
 """
 
@@ -314,3 +324,5 @@ def test_no_network_block_is_refused_unless_allowed() -> None:
     assert "allow_network=True (--set pass_rate.allow_network=true)" in seen["refused"]
     assert not seen["walls"]["network_namespace"] and not seen["walls"]["seccomp"]
     assert seen["outcome"] == "passed"  # allowed explicitly: the programs run
+    assert seen["scored"] == 1.0 and not seen["cached"]
+    assert "could plant verdicts in the default cache" in seen["warning"], seen["warning"]

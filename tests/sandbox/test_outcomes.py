@@ -337,7 +337,7 @@ def test_a_new_interpreter_or_compiler_runs_the_programs_again(sandbox: Sandbox)
     report of its version)."""
     key = cache_key("python", "x", LIMITS, False, runtime="python 3.11.7")
     assert key != cache_key("python", "x", LIMITS, False, runtime="python 3.12.0")
-    assert sandbox.runtime("python") == f"python {sys.version}"
+    assert sandbox.runtime("python") == f"python {sys.version} preload="
     for language, command in (("cpp", ["g++", "-dumpfullversion"]),
                               ("javascript", ["node", "-p", "process.versions.node"]),
                               ("java", ["javac", "-version"])):
