@@ -266,7 +266,7 @@ class Sandbox:
         pending: dict[str, Program] = {}
         for key, program in zip(keys, programs, strict=True):
             if key not in known and key not in pending:
-                pending[key] = Program(canonical(program.language), program.source,
+                pending[key] = Program(languages[program.language], program.source,
                                        program.limits)
         jobs: queue.SimpleQueue[tuple[str, Program]] = queue.SimpleQueue()
         for item in pending.items():

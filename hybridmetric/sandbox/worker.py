@@ -127,6 +127,7 @@ class Worker:
         set_dumpable(False)
         self.uid = self.isolation.uid
         self.root = tempfile.mkdtemp(prefix="hybridmetric-sandbox-")
+        self.cxx = os.path.join(self.root, "cxx")  # the C++ build outputs (see _cxx)
         self._cxx_state: tuple | None = None  # isolation.tree_state of cxx/ once built
         self.retiring = ""  # why this worker must be replaced after its current program
         os.chmod(self.root, 0o711)
@@ -172,13 +173,12 @@ class Worker:
         """Without root, programs own the worker's folder as much as the worker does: after
         each, it must hold only the worker's own entries, as the worker left them (the
         C++ build outputs, the compile server), or the worker retires before the next."""
-        cxx = os.path.join(self.root, "cxx")
         ours = self.javac.entries() | ({"cxx"} if self._cxx_state is not None else set())
         try:
             intact = (_identity(self.root) == self._root_id
                       and set(os.listdir(self.root)) <= ours
                       and (self._cxx_state is None
-                           or isolation.tree_state(cxx) == self._cxx_state)
+                           or isolation.tree_state(self.cxx) == self._cxx_state)
                       and self.javac.intact())
         except OSError:
             intact = False
@@ -246,9 +246,8 @@ class Worker:
 
     def _built(self, language: str, source: str, limits: Limits, case: str, work: str,
                classpath: list[str]) -> RunResult:
-        cxx = os.path.join(self.root, "cxx")
         if language == "cpp":
-            error = self._cxx(cxx, languages.uses_stdcxx(source), limits)
+            error = self._cxx(languages.uses_stdcxx(source), limits)
             if error:
                 return RunResult(SANDBOX_ERROR, error)
         missing = [jar for jar in classpath if not os.path.exists(jar)]
@@ -259,7 +258,8 @@ class Worker:
                              "classpath (pass_rate.java_classpath)")
         classes = os.path.join(case, "classes")
         try:
-            recipe = languages.build(language, source, limits.memory_mb, cxx, classpath, classes)
+            recipe = languages.build(language, source, limits.memory_mb, self.cxx, classpath,
+                                     classes)
         except ValueError as exc:
             return RunResult(SYNTAX_ERROR, str(exc))
         except FileNotFoundError as exc:
@@ -308,25 +308,28 @@ class Worker:
             return RunResult(SYNTAX_ERROR, cap(built.stderr or built.stdout), built.escaped)
         return None
 
-    def _cxx(self, directory: str, stdcxx: bool, limits: Limits) -> str:
+    def _cxx(self, stdcxx: bool, limits: Limits) -> str:
         """Build, on first use, the object C++ programs link with and, when a program includes
-        it, the precompiled ``<bits/stdc++.h>``; the error text, or "" when they are there.
+        it, the precompiled ``<bits/stdc++.h>`` (in :attr:`cxx`); the error text, or "" when
+        they are there.
 
         Trusted: as root, programs cannot write them; without root, :meth:`_guard_root` retires
         a worker whose copy a program touched.
         """
-        if self._cxx_state is None:
-            os.mkdir(directory, 0o755)
         steps = [(languages.CPP_MAIN + ".o", languages.compile_cpp_main, "the C++ main wrapper")]
         if stdcxx:
             steps.append((languages.PCH_NAME + ".gch", languages.precompile_stdcxx,
                           "precompiling <bits/stdc++.h>"))
+        steps = [(os.path.join(self.cxx, output), command, what)
+                 for output, command, what in steps
+                 if not os.path.exists(os.path.join(self.cxx, output))]
+        if not steps:
+            return ""
+        if self._cxx_state is None:
+            os.mkdir(self.cxx, 0o755)
         try:
-            for output, command, what in steps:
-                path = os.path.join(directory, output)
-                if os.path.exists(path):
-                    continue
-                failure = self._trusted_build(command(directory), directory, limits)
+            for path, command, what in steps:
+                failure = self._trusted_build(command(self.cxx), self.cxx, limits)
                 if failure:
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(path)
@@ -334,9 +337,9 @@ class Worker:
         except FileNotFoundError as exc:  # no g++
             return str(exc)
         finally:  # what is there now is the worker's own (see _guard_root)
-            for name in os.listdir(directory):
-                os.chmod(os.path.join(directory, name), 0o644)
-            self._cxx_state = isolation.tree_state(directory)
+            for name in os.listdir(self.cxx):
+                os.chmod(os.path.join(self.cxx, name), 0o644)
+            self._cxx_state = isolation.tree_state(self.cxx)
         return ""
 
     @staticmethod
