@@ -650,8 +650,9 @@ def _reap(pid: int) -> int:
 
 
 def _kill_tracers(pid: int) -> None:
-    """Kill every process that traces a thread of ``pid`` (``TracerPid`` in the thread's
-    status)."""
+    """Kill every process that traces a thread of ``pid`` (the ``TracerPid`` line of the
+    thread's status: a line of its own, which no thread name can fake, as the kernel escapes a
+    newline in the ``Name`` line)."""
     try:
         tasks = os.listdir(f"/proc/{pid}/task")
     except OSError:  # reaped meanwhile
@@ -662,7 +663,7 @@ def _kill_tracers(pid: int) -> None:
                 status = handle.read()
         except OSError:
             continue
-        tracer = int(status.split(b"TracerPid:", 1)[1].split(None, 1)[0])
+        tracer = int(status.split(b"\nTracerPid:", 1)[1].split(None, 1)[0])
         if tracer:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(tracer, signal.SIGKILL)
