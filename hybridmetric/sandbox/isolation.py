@@ -276,11 +276,15 @@ class _ArgCmp(ctypes.Structure):
 #: System calls of the kernel's key store, which keeps what a uid puts there after its processes
 #: end (the user keyring): one program could leave data there for the next.
 KEYRING_CALLS = (b"add_key", b"request_key", b"keyctl")
+#: io_uring runs system calls (``IORING_OP_SOCKET``, ``IORING_OP_CONNECT``, ...) where seccomp
+#: never sees them: it would take programs round the socket rule. They fail with ENOSYS, as on a
+#: kernel without it (node's libuv and other users then fall back to plain system calls).
+IO_URING_CALLS = (b"io_uring_setup", b"io_uring_enter", b"io_uring_register")
 
 
 def load_filter(deny_sockets: bool) -> None:
-    """Load a seccomp filter (libseccomp) that makes the keyring calls fail (EPERM) and, with
-    ``deny_sockets``, ``socket()`` unless it is AF_UNIX (EACCES)."""
+    """Load a seccomp filter (libseccomp) that makes the keyring calls fail (EPERM), io_uring
+    (ENOSYS) and, with ``deny_sockets``, ``socket()`` unless it is AF_UNIX (EACCES)."""
     try:
         lib = ctypes.CDLL(SECCOMP_LIBRARY, use_errno=True)
     except OSError as exc:
@@ -296,10 +300,13 @@ def load_filter(deny_sockets: bool) -> None:
     if not ctx:
         raise OSError(errno.EINVAL, "seccomp_init failed")
     try:
-        for name in KEYRING_CALLS:
-            if lib.seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO | errno.EPERM,
-                                          lib.seccomp_syscall_resolve_name(name), 0, None) != 0:
-                raise OSError(errno.EINVAL, f"seccomp_rule_add_array({name.decode()}) failed")
+        for names, code in ((KEYRING_CALLS, errno.EPERM), (IO_URING_CALLS, errno.ENOSYS)):
+            for name in names:
+                number = lib.seccomp_syscall_resolve_name(name)
+                if number < 0 or lib.seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO | code, number,
+                                                            0, None) != 0:
+                    raise OSError(errno.EINVAL, f"seccomp_rule_add_array({name.decode()}) failed"
+                                  " (libseccomp 2.5 or later knows every call it is given)")
         if deny_sockets:
             number = lib.seccomp_syscall_resolve_name(b"socket")
             only_unix = _ArgCmp(0, SCMP_CMP_NE, AF_UNIX, 0)

@@ -300,6 +300,34 @@ def test_cannot_reach_host_loopback(sandbox: Sandbox, run: Run, untouched: Check
     untouched(sandbox)
 
 
+IO_URING_SETUP = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+ring = libc.syscall(425, 4, ctypes.create_string_buffer(120))  # io_uring_setup
+print(ring, ctypes.get_errno())
+"""
+
+
+def test_io_uring_cannot_go_round_the_socket_filter(sandbox: Sandbox, run: Run,
+                                                    untouched: Check) -> None:
+    """io_uring makes sockets (``IORING_OP_SOCKET``) where seccomp never looks: a program gets
+    ENOSYS from it, as on a kernel without it, where this kernel gives it a ring."""
+    import subprocess
+    import sys
+
+    if os.uname().machine != "x86_64":
+        pytest.skip("the io_uring_setup system call number in the program is x86-64's")
+    here = subprocess.run([sys.executable, "-c", IO_URING_SETUP], capture_output=True, text=True,
+                          check=True).stdout.split()
+    if int(here[0]) < 0:
+        pytest.skip(f"this kernel gives no io_uring here either (errno {here[1]})")
+    result = run(sandbox, "python", IO_URING_SETUP + "assert ring == -1 and "
+                 f"ctypes.get_errno() == {errno.ENOSYS}, (ring, ctypes.get_errno())\n")
+    assert result.outcome == PASSED, result
+    untouched(sandbox)
+
+
 FORKED_MEMORY_BOMB = """
 import os, time
 children = []
