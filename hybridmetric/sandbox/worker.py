@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import sys
@@ -50,9 +51,25 @@ from hybridmetric.sandbox.limits import (
 
 #: What trusted builds (the C++ main wrapper and header) get: nothing of the programs' environment.
 BUILD_ENV = {"PATH": languages.SEARCH_PATH, "LANG": "C.UTF-8"}
-_MEMORY_SIGNS = ("MemoryError", "std::bad_alloc", "heap out of memory", "OutOfMemoryError",
-                 "Cannot allocate memory", "Allocation failed", "Array buffer allocation failed")
-_CXX_ASSERT = "Assertion `"
+#: How each runtime says, on a line of its own, that it ran out of memory (Python's harness says
+#: so itself: see ``launcher._python_main``). Only whole lines count: a failing assertion that
+#: quotes these words is a failure.
+_OUT_OF_MEMORY = {
+    "cpp": re.compile(r"^terminate called after throwing an instance of 'std::bad_alloc'$",
+                      re.MULTILINE),
+    "javascript": re.compile(r"^(?:FATAL ERROR: .*JavaScript heap out of memory"
+                             r"|RangeError: Array buffer allocation failed"
+                             r"|#? ?Fatal process out of memory: .*)$", re.MULTILINE),
+    # (not "unable to create native thread": that is the process limit)
+    "java": re.compile(r'^Exception in thread "[^"\n]*" java\.lang\.OutOfMemoryError'
+                       r"(?!: unable to create native thread)"
+                       r"|^Could not reserve enough space for .*heap"
+                       r"|^# There is insufficient memory for the Java Runtime Environment",
+                       re.MULTILINE),
+}
+#: A failed C++ ``assert``, and an exception nothing caught: failures, although they abort.
+_CXX_FAILURE = re.compile(r"Assertion `.*' failed\.$|^terminate called (?:after throwing an "
+                          r"instance of '.*'|without an active exception)$", re.MULTILINE)
 
 
 def program_env(work: str) -> dict[str, str]:
@@ -403,14 +420,14 @@ class Worker:
             return result(SANDBOX_ERROR, process.failure)
         if kind == b"S":
             return result(SYNTAX_ERROR, stderr)
-        # Python's harness reports a MemoryError itself (b"M"); other runtimes only say so on
-        # stderr (a Python program's own text there is no sign: an assertion may quote it)
-        if (kind == b"M" or process.oom
-                or (language != "python" and any(sign in stderr for sign in _MEMORY_SIGNS))):
+        report = _OUT_OF_MEMORY.get(language)
+        said = (report is not None and report.search(stderr) is not None
+                and (language != "cpp" or process.signal == signal.SIGABRT))  # (std::terminate)
+        if kind == b"M" or process.oom or said:
             return result(MEMORY, stderr)
         number = process.signal
         if number is not None:
-            if language == "cpp" and number == signal.SIGABRT and _CXX_ASSERT in stderr:
+            if language == "cpp" and number == signal.SIGABRT and _CXX_FAILURE.search(stderr):
                 return result(FAILED, stderr)
             return result(CRASH, f"killed by {_signal_name(number)}\n{stderr}")
         if language == "javascript" and "SyntaxError" in stderr and "wrapSafe" in stderr:

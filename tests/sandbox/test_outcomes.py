@@ -98,6 +98,48 @@ def test_every_outcome_in_every_language(sandbox: Sandbox) -> None:
         if r.outcome != case[1]]
 
 
+#: Programs whose stderr carries a runtime's words for running out of memory, or that abort,
+#: and what they are: a failing assertion that quotes the words fails; an exception nothing
+#: caught fails (C++ aborts on it; Java and node exit with 1).
+WORDS_ARE_NOT_VERDICTS = [
+    ("cpp", '#include <cassert>\n#include <string>\nint main() {\n'
+            '  assert(std::string("std::bad_alloc") == "x");\n}\n', FAILED),
+    ("cpp", '#include <cstdio>\n#include <cstdlib>\nint main() {\n'
+            '  std::fputs("terminate called after throwing an instance of \'std::bad_alloc\'\\n",'
+            ' stderr);\n  return 1;\n}\n', FAILED),
+    ("cpp", "#include <vector>\nint main() { std::vector<int> v(3); return v.at(5); }\n", FAILED),
+    ("cpp", "int main() { throw 1; }\n", FAILED),
+    ("cpp", "#include <cstdlib>\nint main() { std::abort(); }\n", CRASH),
+    ("java", 'class Problem {\n  public static void main(String[] a) {\n'
+             '    String r = "Cannot allocate memory";\n    assert r.equals("x") : r;\n  }\n}\n',
+     FAILED),
+    ("java", 'class Problem {\n  public static void main(String[] a) {\n'
+             '    assert false : "OutOfMemoryError\\n"\n'
+             '        + "java.lang.OutOfMemoryError: Java heap space";\n'
+             "  }\n}\n", FAILED),
+    # the process limit: the JVM calls it an OutOfMemoryError ("unable to create native thread")
+    ("java", "class Problem {\n  public static void main(String[] a) {\n    while (true) {\n"
+             "      Thread t = new Thread(() -> { try { Thread.sleep(60000); } "
+             "catch (InterruptedException e) {} });\n"
+             "      t.setDaemon(true);\n      t.start();\n    }\n  }\n}\n", FAILED),
+    ("javascript", "const assert = require('node:assert');\n"
+                   "assert.deepStrictEqual(['MemoryError', 'Allocation failed', "
+                   "'JavaScript heap out of memory', 'std::bad_alloc'], []);\n", FAILED),
+]
+
+
+@pytest.mark.parametrize(("language", "source", "outcome"), WORDS_ARE_NOT_VERDICTS,
+                         ids=[f"{lang}-{i}" for i, (lang, _, _) in
+                              enumerate(WORDS_ARE_NOT_VERDICTS)])
+def test_a_runtime_s_words_in_a_failure_make_no_other_verdict(
+        sandbox: Sandbox, run: Run, language: str, source: str, outcome: str) -> None:
+    """A program that runs out of memory is ``memory`` because its runtime says so on a line
+    of its own (or the memory cgroup's OOM killer acts); the same words inside an assertion's
+    message are a failure."""
+    result = run(sandbox, language, source, LIMITS)
+    assert result.outcome == outcome, result
+
+
 def test_failure_keeps_capped_error_text(sandbox: Sandbox, run: Run) -> None:
     source = "import sys\nsys.stderr.write('noise\\n' * 100000)\nraise ValueError('boom')\n"
     result = run(sandbox, "python", source, LIMITS)
