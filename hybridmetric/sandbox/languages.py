@@ -35,16 +35,22 @@ PCH_NAME = "hybridmetric_stdcxx.h"
 CPP_MAIN = "hybridmetric_main"
 _STDCXX = re.compile(r"#\s*include\s*<bits/stdc\+\+\.h>")
 
+#: Appended to a JavaScript program: the token goes out when node has nothing left to run (its
+#: ``beforeExit``), so asynchronous tests end first; ``process.exit`` or an uncaught error or
+#: rejection ends node without it. (A promise that never settles is no work to node: it ends
+#: the program as it would anyway.)
 _JS_EPILOGUE = """
 ;(function () {
   // through globalThis: a program may name its own process, require or Buffer; an ES module
   // (import syntax) has no require, Node before 20.16 no getBuiltinModule
   const node = globalThis.process;
   const fs = node.getBuiltinModule ? node.getBuiltinModule("fs") : require("fs");
-  const buffer = new Uint8Array(64);
-  const n = fs.readSync(3, buffer, 0, 64, null);
-  fs.writeSync(4, "T");
-  fs.writeSync(4, buffer.subarray(0, n));
+  node.once("beforeExit", function () {
+    const buffer = new Uint8Array(64);
+    const n = fs.readSync(3, buffer, 0, 64, null);
+    fs.writeSync(4, "T");
+    fs.writeSync(4, buffer.subarray(0, n));
+  });
 })();
 """
 

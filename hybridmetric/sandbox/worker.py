@@ -67,6 +67,11 @@ _OUT_OF_MEMORY = {
                        r"|^# There is insufficient memory for the Java Runtime Environment",
                        re.MULTILINE),
 }
+#: node's report of a program it could not compile: the error, then the frame of its compiler
+#: (CommonJS: ``wrapSafe``; an ES module: ``compileSourceTextModule``, before Node 22 the
+#: loader's ``moduleStrategy``); a SyntaxError the program's own code throws comes from elsewhere.
+_JS_SYNTAX_ERROR = re.compile(r"^SyntaxError: .*\n    at (?:wrapSafe|compileSourceTextModule"
+                              r"|(?:ModuleLoader|ESMLoader)\.moduleStrategy) ", re.MULTILINE)
 #: A failed C++ ``assert``, and an exception nothing caught: failures, although they abort.
 _CXX_FAILURE = re.compile(r"Assertion `.*' failed\.$|^terminate called (?:after throwing an "
                           r"instance of '.*'|without an active exception)$", re.MULTILINE)
@@ -430,7 +435,7 @@ class Worker:
             if language == "cpp" and number == signal.SIGABRT and _CXX_FAILURE.search(stderr):
                 return result(FAILED, stderr)
             return result(CRASH, f"killed by {_signal_name(number)}\n{stderr}")
-        if language == "javascript" and "SyntaxError" in stderr and "wrapSafe" in stderr:
+        if language == "javascript" and _JS_SYNTAX_ERROR.search(stderr):
             return result(SYNTAX_ERROR, stderr)
         if process.exit_code == 0:
             return result(FAILED, f"exited with status 0 before its tests completed\n{stderr}")

@@ -450,6 +450,36 @@ def test_programs_run_whatever_the_user_s_umask(run: Run) -> None:
         os.umask(old)
 
 
+ASYNC_TEST = ("const assert = require('node:assert');\n"
+              "(async () => {{\n  await new Promise((done) => setTimeout(done, 10));\n"
+              "  {}\n  assert.strictEqual(1 + 1, 2);\n}})();\n")
+
+
+@pytest.mark.parametrize(("step", "outcome"), [
+    ("", PASSED),
+    ("assert.strictEqual(1 + 1, 3);", FAILED),
+    ("process.exit(0);", FAILED),  # before its tests: no pass (it passed when the token went
+    ("process.exitCode = 1;", FAILED),  # out at the end of the synchronous code)
+])
+def test_javascript_tests_that_await_end_before_the_token(sandbox: Sandbox, run: Run,
+                                                          step: str, outcome: str) -> None:
+    result = run(sandbox, "javascript", ASYNC_TEST.format(step))
+    assert result.outcome == outcome, result
+
+
+@pytest.mark.parametrize(("source", "outcome"), [
+    ("const a = ;\n", SYNTAX_ERROR),
+    ("import assert from 'node:assert';\nconst a = ;\n", SYNTAX_ERROR),  # an ES module
+    ("JSON.parse('{');\n", FAILED),  # a SyntaxError of the program's own
+    ("const assert = require('node:assert');\n"  # node's words in a failing assertion
+     "assert.strictEqual('SyntaxError: x\\n    at wrapSafe (node:internal)', '');\n", FAILED),
+])
+def test_javascript_syntax_errors_are_node_s_own(sandbox: Sandbox, run: Run, source: str,
+                                                 outcome: str) -> None:
+    result = run(sandbox, "javascript", source)
+    assert result.outcome == outcome, result
+
+
 def test_javascript_es_modules_run(sandbox: Sandbox, run: Run) -> None:
     module = "import assert from 'node:assert';\nassert.strictEqual(1 + 1, {});\n"
     assert run(sandbox, "javascript", module.format(2)).outcome == PASSED
