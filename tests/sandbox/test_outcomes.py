@@ -32,7 +32,7 @@ from hybridmetric.sandbox import (
     pool,
 )
 from hybridmetric.sandbox.cache import ResultCache, cache_key
-from hybridmetric.sandbox.languages import java_main_class
+from hybridmetric.sandbox.languages import java_main_class, uses_stdcxx
 
 Run = Callable[..., RunResult]
 
@@ -501,6 +501,34 @@ def test_java_runs_the_tests_main(sandbox: Sandbox, run: Run) -> None:
                    "public enum Problem { A; public static void main(String[] a) { } }\n",
                    "public record Problem(int x) { public static void main(String[] a) { } }\n"):
         assert run(sandbox, "java", source).outcome == PASSED, source
+
+
+@pytest.mark.parametrize(("source", "precompiled"), [
+    ("#include<assert.h>\n#include<bits/stdc++.h>\nint main() {}\n", True),  # MultiPL-E's
+    ("// all of it\n/* the\n   library */ #include <bits/stdc++.h> // here\n", True),
+    ("#define _GLIBCXX_DEBUG\n#include <bits/stdc++.h>\n", False),  # would change the header
+    ('#include "mine.h"\n#include <bits/stdc++.h>\n', False),  # a header of its own first
+    ("int x;\n#include <bits/stdc++.h>\n", False),
+    ("// #include <bits/stdc++.h>\n#include <cstdio>\n", False),  # only in a comment
+    ("// a comment that goes on \\\n#include <bits/stdc++.h>\n", False),  # (still a comment)
+])
+def test_the_precompiled_header_stands_in_only_where_it_means_the_same(
+        source: str, precompiled: bool) -> None:
+    assert uses_stdcxx(source) == precompiled
+
+
+@pytest.mark.parametrize(("source", "outcome"), [
+    # debug mode, asked for before the header: the out-of-range index aborts the program
+    ("#define _GLIBCXX_DEBUG\n#include <bits/stdc++.h>\n"
+     "int main() { std::vector<int> v(3); return v[3]; }\n", CRASH),
+    # the header named in a comment only: the program's y1 does not meet <cmath>'s
+    ("// no #include <bits/stdc++.h> here\n#include <cstdio>\n"
+     "int y1 = 0;\nint main() { return y1; }\n", PASSED),
+])
+def test_a_cpp_program_means_what_it_says_before_its_headers(sandbox: Sandbox, run: Run,
+                                                             source: str, outcome: str) -> None:
+    result = run(sandbox, "cpp", source, LIMITS)
+    assert result.outcome == outcome, result
 
 
 def test_java_main_class_is_found() -> None:
