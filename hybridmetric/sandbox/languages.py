@@ -84,12 +84,23 @@ extern "C" int __wrap_main(int argc, char **argv, char **envp) {
 }
 """
 
-_JAVA_WRAPPER = """
-public class HybridmetricMain {
+#: The class Java runs: in a package of its own, where no type of the program's (in the
+#: unnamed package, or one of its own) can stand for a name it uses (a program's ``class Math``
+#: or ``class java`` did), it calls the test's ``main`` by reflection.
+JAVA_HARNESS = "hybridmetric_harness.HybridmetricMain"
+_JAVA_WRAPPER = """package hybridmetric_harness;
+
+public final class HybridmetricMain {
   public static void main(String[] args) throws Throwable {
     java.io.FileInputStream in = new java.io.FileInputStream("/proc/self/fd/3");
     java.io.FileOutputStream out = new java.io.FileOutputStream("/proc/self/fd/4");
-    %s.main(new String[0]);
+    java.lang.reflect.Method main = Class.forName("%s").getMethod("main", String[].class);
+    main.setAccessible(true);
+    try {
+      main.invoke(null, (Object) new String[0]);
+    } catch (java.lang.reflect.InvocationTargetException e) {
+      throw e.getCause();  // as if the test's main had thrown it
+    }
     byte[] token = new byte[64];
     int n = in.read(token);
     out.write('T');
@@ -99,12 +110,16 @@ public class HybridmetricMain {
 }
 """
 
+#: A Java identifier (letters of any script, digits, ``_`` and ``$``).
+_JAVA_NAME = r"(?:[^\W\d]|\$)[\w$]*"
 #: A type declaration: its kind and name, then what may follow a name (a variable named
 #: ``record`` is no declaration).
-_JAVA_CLASS = re.compile(r"\b(class|interface|enum|record)\s+([A-Za-z_$][\w$]*)"
+_JAVA_CLASS = re.compile(r"\b(class|interface|enum|record)\s+(" + _JAVA_NAME + ")"
                          r"(?=\s*(?:[{<(]|extends\b|implements\b|permits\b))")
 _JAVA_PUBLIC = re.compile(r"\bpublic\s+(?:(?:final|abstract|sealed|non-sealed|strictfp)\s+)*"
-                          r"(?:class|interface|enum|record)\s+([A-Za-z_$][\w$]*)")
+                          r"(?:class|interface|enum|record)\s+(" + _JAVA_NAME + ")")
+#: The program's package (``package`` is a keyword: its first use in code declares it).
+_JAVA_PACKAGE = re.compile(rf"\bpackage\s+({_JAVA_NAME}(?:\s*\.\s*{_JAVA_NAME})*)\s*;")
 #: A method ``main`` with its modifiers (in any order; ``public`` and ``static`` are checked:
 #: an interface's methods are public without saying so).
 _JAVA_MAIN = re.compile(r"\b((?:(?:public|static|final|synchronized|strictfp)\s+)+)"
@@ -202,6 +217,14 @@ def java_main_class(source: str) -> str:
     return public if public in owners else owners[-1]
 
 
+def java_binary_name(source: str) -> str:
+    """The name the JVM knows the main class by (:func:`java_main_class`): in the program's
+    package, nested classes after a ``$``."""
+    package = _JAVA_PACKAGE.search(java_code(source))
+    name = java_main_class(source).replace(".", "$")
+    return "".join(package.group(1).split()) + "." + name if package else name
+
+
 def uses_stdcxx(source: str) -> bool:
     """Whether the precompiled ``<bits/stdc++.h>`` can stand in for a C++ program's own
     ``#include`` of it: the program includes it before anything that could change what it
@@ -262,8 +285,7 @@ def build(language: str, source: str, memory_mb: int, cxx: str = ".",
     if language == "java":
         public = java_public_type(source)
         name = f"{public}.java" if public else "Program.java"
-        main = java_main_class(source)
-        files = {name: source, "HybridmetricMain.java": _JAVA_WRAPPER % main}
+        files = {name: source, "HybridmetricMain.java": _JAVA_WRAPPER % java_binary_name(source)}
         flags = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",
                  "-Xshare:auto"]
         return Build(
@@ -271,7 +293,7 @@ def build(language: str, source: str, memory_mb: int, cxx: str = ".",
             ["-nowarn", "-proc:none", "-encoding", "UTF-8", "-cp", ":".join([classes, *classpath]),
              "-d", classes, *(f"{classes}/{file}" for file in files)],
             [tool("java"), "-ea", *flags, f"-Xmx{memory_mb}m", "-cp",
-             ":".join([classes, *classpath]), "HybridmetricMain"],
+             ":".join([classes, *classpath]), JAVA_HARNESS],
             javac_server=True,
         )
     raise ValueError(f"no build recipe for '{language}'")

@@ -41,9 +41,10 @@ class Problem {
 OVERWRITE_CLASSES = """import java.io.*;
 class Problem {
   public static void main(String[] a) throws Exception {
-    String here = HybridmetricMain.class.getProtectionDomain().getCodeSource().getLocation()
-        .getPath();
-    try (FileOutputStream out = new FileOutputStream(here + "/HybridmetricMain.class")) {
+    String here = hybridmetric_harness.HybridmetricMain.class.getProtectionDomain()
+        .getCodeSource().getLocation().getPath();
+    try (FileOutputStream out = new FileOutputStream(
+        here + "/hybridmetric_harness/HybridmetricMain.class")) {
       out.write(0);
     }
   }

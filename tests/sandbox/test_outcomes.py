@@ -32,7 +32,7 @@ from hybridmetric.sandbox import (
     pool,
 )
 from hybridmetric.sandbox.cache import ResultCache, cache_key
-from hybridmetric.sandbox.languages import java_main_class, uses_stdcxx
+from hybridmetric.sandbox.languages import java_binary_name, java_main_class, uses_stdcxx
 
 Run = Callable[..., RunResult]
 
@@ -493,10 +493,19 @@ def test_java_runs_the_tests_main(sandbox: Sandbox, run: Run) -> None:
     helper_first = ("class Helper { public static void main(String[] a) { } }\n"
                     "class Problem { public static void main(String[] a) { assert 1 == 2; } }\n")
     assert run(sandbox, "java", helper_first).outcome == FAILED
+    assert run(sandbox, "java", "package p;\nclass Problem { public static void main(String[] a)"
+               " { assert 1 == 2; } }\n").outcome == FAILED
     nested_helper = ("class Problem {\n  static class Pair { int a; Pair(int a) { this.a = a; } }\n"
                      "  public static void main(String[] a) { assert new Pair(1).a == 2; }\n}\n")
     assert run(sandbox, "java", nested_helper).outcome == FAILED
-    for source in ("class Problem { static public void main(String[] a) { } }\n",
+    # names the harness uses, declared by the program; a package; a name in another script
+    for source in ("class Math {}\nclass Throwable {}\nclass java {}\n"
+                   "class Problem { public static void main(String[] a) { } }\n",
+                   "package tests.humaneval;\nclass Problem {\n"
+                   "  public static void main(String[] a) { assert Problem.class.getName()"
+                   ".equals(\"tests.humaneval.Problem\"); }\n}\n",
+                   "class Задача { public static void main(String[] a) { } }\n",
+                   "class Problem { static public void main(String[] a) { } }\n",
                    "public interface Problem { static void main(String[] a) { } }\n",
                    "public enum Problem { A; public static void main(String[] a) { } }\n",
                    "public record Problem(int x) { public static void main(String[] a) { } }\n"):
@@ -551,6 +560,9 @@ def test_java_main_class_is_found() -> None:
         java_main_class("class A { public void main(String[] a) {} }")
     nested = "class A { static class B { public static void main(String[] a) {} } }"
     assert java_main_class(nested) == "A.B"
+    assert java_binary_name(nested) == "A$B"
+    assert java_binary_name("/* package x; */ package  org . tests ;\n" + nested) == "org.tests.A$B"
+    assert java_main_class("class Задача { public static void main(String[] a) {} }") == "Задача"
     helper = "class A { static class Pair { } public static void main(String[] a) {} }"
     assert java_main_class(helper) == "A"
     assert java_main_class("class A { boolean f(Object record) { return record instanceof A; }"
