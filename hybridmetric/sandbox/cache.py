@@ -18,7 +18,7 @@ from pathlib import Path
 from hybridmetric.sandbox.limits import SANDBOX_ERROR, Limits, RunResult
 
 #: Bump when a change in the sandbox can change a verdict; old entries then stop matching.
-SANDBOX_VERSION = "5"
+SANDBOX_VERSION = "6"
 
 
 def cache_key(language: str, source: str, limits: Limits, allow_network: bool,

@@ -236,14 +236,22 @@ class Worker:
             if self.uid is not None:
                 os.chown(work, self.uid, self.uid)
             if language == "python":
-                return self._python(source, limits, work)
-            return self._built(language, source, limits, case, work, classpath)
+                result = self._python(source, limits, work)
+            else:
+                result = self._built(language, source, limits, case, work, classpath)
+            return replace(result, error=self._plain(result.error)) if result.error else result
         except OSError as exc:
             return RunResult(SANDBOX_ERROR, f"sandbox failure: {exc}")
         finally:
             self._clean(lambda: self._remove_case(language), case)
             if self.uid is None and not self.retiring:
                 self._guard_root()
+
+    def _plain(self, text: str) -> str:
+        """Error text without the worker's own folders, whose names are random: the same program
+        gets the same text in any worker (``program.py``, ``program.js:2``, ``<sandbox>/cxx``)."""
+        return (text.replace(self.env["HOME"] + os.sep, "").replace(self.case + os.sep, "")
+                .replace(self.root, "<sandbox>"))
 
     def _remove_case(self, language: str) -> None:
         """Remove the case folder: a Python program that left nothing but its own file, in

@@ -140,6 +140,20 @@ def test_a_runtime_s_words_in_a_failure_make_no_other_verdict(
     assert result.outcome == outcome, result
 
 
+def test_error_text_is_the_same_in_any_worker(sandbox: Sandbox) -> None:
+    """Each worker's folders have random names; the error text names none of them, so the same
+    program gets the same text from any worker, run or machine."""
+    programs = [Program(lang, PROGRAMS[lang][outcome], LIMITS) for lang in PROGRAMS
+                for outcome in (FAILED, SYNTAX_ERROR)]
+    with Sandbox(workers=1) as other:
+        theirs = other.run(programs)
+    ours = sandbox.run(programs)
+    for program, mine, yours in zip(programs, ours, theirs, strict=True):
+        assert mine.error == yours.error, (program.language, mine.error, yours.error)
+        assert "hybridmetric-sandbox-" not in mine.error, mine.error
+        assert "program." in mine.error or "Program.java" in mine.error, mine.error
+
+
 def test_failure_keeps_capped_error_text(sandbox: Sandbox, run: Run) -> None:
     source = "import sys\nsys.stderr.write('noise\\n' * 100000)\nraise ValueError('boom')\n"
     result = run(sandbox, "python", source, LIMITS)
