@@ -47,25 +47,33 @@ def run_signature(frame: pd.DataFrame, scorers: Sequence[Scorer]) -> dict[str, A
     }
 
 
-def _read_journal(path: Path, expected: dict[str, Any]) -> dict[int, dict[str, float]]:
-    """Rows already scored in an earlier run, keyed by row position."""
+def _read_journal(path: Path, expected: dict[str, Any]) -> tuple[dict[int, dict[str, float]], int]:
+    """Rows already scored in an earlier run, keyed by row position, and the size of the
+    journal's complete lines. Only the last line can be torn by a kill mid-write: it is left out
+    (and cut off before the run goes on, so that what comes next starts a line of its own); a
+    journal whose header was torn holds nothing yet."""
+    data = path.read_bytes()
+    end = data.rfind(b"\n") + 1
+    lines = data[:end].decode("utf-8", "replace").split("\n")[:-1]
     done: dict[int, dict[str, float]] = {}
-    with path.open(encoding="utf-8") as handle:
-        lines = handle.read().split("\n")
-    header = json.loads(lines[0])
-    for key in ("input_sha256", "scorers"):
-        if header.get(key) != expected[key]:
-            raise RuntimeError(
-                f"{path}: cannot resume, the {key.replace('_', ' ')} changed since the interrupted "
-                f"run (was {header.get(key)!r}, now {expected[key]!r}); delete {path} to start over"
-            )
-    # Only the final line can be torn by a kill mid-write; it is ignored and rescored.
-    for text in lines[1:-1]:
-        chunk = json.loads(text)
-        for i, row in enumerate(chunk["rows"]):
+    for number, text in enumerate(lines, start=1):
+        try:
+            entry = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise RuntimeError(f"{path}, line {number}: not a journal entry ({exc}); delete "
+                               f"{path} to start over") from None
+        if number == 1:
+            for key in ("input_sha256", "scorers"):
+                if entry.get(key) != expected[key]:
+                    raise RuntimeError(
+                        f"{path}: cannot resume, the {key.replace('_', ' ')} changed since the "
+                        f"interrupted run (was {entry.get(key)!r}, now {expected[key]!r}); "
+                        f"delete {path} to start over")
+            continue
+        for i, row in enumerate(entry["rows"]):
             done[row] = {c: math.nan if v[i] is None and c.startswith(SCORE_PREFIX) else v[i]
-                         for c, v in chunk["scores"].items()}
-    return done
+                         for c, v in entry["scores"].items()}
+    return done, end if lines else 0
 
 
 def _append(handle: Any, rows: Sequence[int], scores: pd.DataFrame) -> None:
@@ -110,12 +118,13 @@ def score(
                 f"{journal} holds an interrupted run; pass --resume to continue it, "
                 f"or delete it to start over"
             )
-        done = _read_journal(journal, expected)
+        done, kept = _read_journal(journal, expected)
+        os.truncate(journal, kept)  # a torn last line goes (a torn header: all of it)
     todo = [i for i in range(len(frame)) if i not in done]
     handle = None
     if journal is not None:
         journal.parent.mkdir(parents=True, exist_ok=True)
-        if done:
+        if journal.exists() and journal.stat().st_size:
             handle = journal.open("a", encoding="utf-8")
         else:
             handle = journal.open("w", encoding="utf-8")

@@ -104,8 +104,45 @@ def test_torn_journal_line_is_rescored(tmp_path):
         part = build(["edit_sim"])[0].score(table.iloc[rows])
         lines.append(json.dumps({"rows": rows, "scores": {c: part[c].tolist() for c in part}}))
     journal.write_text("\n".join(lines) + '\n{"rows": [16, 17')
+    # interrupted again after one more chunk: what it wrote must not join the torn line
+    with pytest.raises(KeyboardInterrupt):
+        score(data, [_InterruptedAfter(1)], out, chunk_size=8, resume=True, progress=False)
     resumed = score(data, build(["edit_sim"]), out, resume=True, progress=False)
     pd.testing.assert_frame_equal(resumed, reference)
+
+
+def test_a_journal_whose_header_was_torn_starts_over(tmp_path):
+    data = make_input(tmp_path / "g.jsonl")
+    out = tmp_path / "s.jsonl"
+    journal_path(out).write_text('{"input_sha256": "ab')
+    with pytest.raises(KeyboardInterrupt):
+        score(data, [_InterruptedAfter(1)], out, chunk_size=8, resume=True, progress=False)
+    table = score(data, build(["edit_sim"]), out, resume=True, progress=False)
+    pd.testing.assert_frame_equal(table, score(data, build(["edit_sim"]), progress=False))
+
+
+def test_a_damaged_journal_line_is_named(tmp_path):
+    data = make_input(tmp_path / "g.jsonl")
+    out = tmp_path / "s.jsonl"
+    score(data, build(["edit_sim"]), out, progress=False)
+    journal_path(out).write_text(signature_path(out).read_text().replace("\n", "") + "\n"
+                                 + "not json\n")
+    with pytest.raises(RuntimeError, match=r"s\.jsonl\.partial\.jsonl, line 2: .*delete"):
+        score(data, build(["edit_sim"]), out, resume=True, progress=False)
+
+
+class _InterruptedAfter(EditSim):
+    """edit_sim, interrupted (Ctrl-C) when asked for more than ``chunks`` chunks."""
+
+    def __init__(self, chunks: int):
+        super().__init__()
+        self.left = chunks
+
+    def score(self, frame: pd.DataFrame) -> pd.DataFrame:
+        if self.left == 0:
+            raise KeyboardInterrupt
+        self.left -= 1
+        return super().score(frame)
 
 
 def test_resume_refuses_changed_settings(tmp_path):
