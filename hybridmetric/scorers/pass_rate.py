@@ -33,7 +33,7 @@ from hybridmetric.sandbox import SANDBOX_ERROR, Limits, Program, Sandbox, canoni
 from hybridmetric.sandbox.cache import SANDBOX_VERSION, ResultCache
 from hybridmetric.sandbox.isolation import Isolation
 from hybridmetric.sandbox.languages import DEFAULT_JAVA_CLASSPATH
-from hybridmetric.schema import DEFAULT_LANGUAGE, SCORE_PREFIX
+from hybridmetric.schema import DEFAULT_LANGUAGE, SCORE_PREFIX, row_label
 from hybridmetric.scorers.base import Scorer, Setting
 
 
@@ -157,7 +157,7 @@ class PassRate(Scorer):
             if not _present(tests):
                 rows.append([])
                 continue
-            where = f"row {position} (task_id {frame['task_id'].iloc[position]!r})"
+            where = f"{row_label(frame, position)} (task_id {frame['task_id'].iloc[position]!r})"
             if tests.get("network") and not self.settings["allow_network"]:
                 raise ValueError(f"{where}: its tests need the network; allow it with "
                                  "--set pass_rate.allow_network=true if you trust them")
@@ -173,6 +173,9 @@ class PassRate(Scorer):
             rows.append([Program(language, head + case, limits) for case in tests["cases"]])
         return rows
 
+    def check(self, frame: pd.DataFrame) -> None:
+        self.programs_of(frame)
+
     def score(self, frame: pd.DataFrame) -> pd.DataFrame:
         per_row = self.programs_of(frame)
         flat = [program for programs in per_row for program in programs]
@@ -187,9 +190,9 @@ class PassRate(Scorer):
             for result in mine:
                 if result.outcome == SANDBOX_ERROR:
                     raise RuntimeError(
-                        f"row {position} (task_id {frame['task_id'].iloc[position]!r}): the "
-                        f"sandbox failed, so no verdict exists: {result.error}"
-                    )
+                        f"{row_label(frame, position)} (task_id "
+                        f"{frame['task_id'].iloc[position]!r}): the sandbox failed, so no "
+                        f"verdict exists: {result.error}")
             details.append([{"outcome": r.outcome, "error": r.error} for r in mine])
             if mine:
                 passed = sum(r.outcome == "passed" for r in mine)
