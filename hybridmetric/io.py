@@ -97,6 +97,18 @@ def _decode_containers(frame: pd.DataFrame, where: Location) -> pd.DataFrame:
     return frame
 
 
+def _native(value: Any) -> Any:
+    """A Parquet list or struct cell as JSON would give it: arrays as lists, and a struct
+    without the fields it lacks (a struct column has every row's fields, null where a row has
+    none: a rater who did not grade it, a ``tests`` without a prefix)."""
+    if isinstance(value, str) or value is None:
+        return value
+    value = plain(value)
+    if isinstance(value, dict):
+        return {key: item for key, item in value.items() if item is not None}
+    return value
+
+
 def _from_csv_text(frame: pd.DataFrame, where: Location) -> pd.DataFrame:
     """Give CSV text cells their types. An empty cell is an absent value, except in
     ``candidate``, where it is the empty program (CSV cannot tell the two apart)."""
@@ -142,6 +154,9 @@ def read_generations(source: str | os.PathLike | pd.DataFrame) -> pd.DataFrame:
         frame = pd.read_parquet(path).astype(object)
         frame = frame.where(frame.notna(), None)
         where = Location(str(path), "row", range(len(frame)))
+        for column in filter(is_container, frame.columns):  # native lists and structs
+            frame[column] = pd.Series([_native(v) for v in frame[column]], index=frame.index,
+                                      dtype=object)
         frame = _decode_containers(frame, where)
     return validate(frame, where)
 
@@ -193,6 +208,7 @@ def write_generations(frame: pd.DataFrame, path: str | os.PathLike) -> Path:
                     handle.write(json.dumps(record, ensure_ascii=False) + "\n")
         else:
             flat = frame.copy()
+            flat.attrs.clear()  # (pandas writes them into a Parquet file's metadata)
             for column in flat.columns:
                 if is_container(column):
                     flat[column] = [None if v is None else json.dumps(plain(v),

@@ -50,6 +50,11 @@ class Location:
     def of(self, position: int) -> str:
         return f"{self.unit} {self.numbers[position]}"
 
+    def __deepcopy__(self, memo: dict) -> Location:
+        """Shared, not copied (never changed): pandas deep-copies a table's ``attrs``, where
+        it rides, into every part taken of the table."""
+        return self
+
 
 def row_label(frame: pd.DataFrame, position: int) -> str:
     """Where row ``position`` of ``frame`` (or of a part of a table :func:`validate` checked)

@@ -186,3 +186,19 @@ def test_nested_values_in_other_columns_are_kept(tmp_path):
     frame["extra"] = [{"nested": [1, 2]}, "note"]
     csv = write_generations(frame, tmp_path / "g.csv")  # JSON text, not a Python repr
     assert read_generations(csv)["extra"].tolist() == ['{"nested": [1, 2]}', "note"]
+
+
+def test_parquet_with_native_lists_and_structs_reads_as_json_would(tmp_path):
+    """``DataFrame.to_parquet`` stores lists as list columns and dicts as structs, whose every
+    row has every field (null where a row has none): read as the JSON Lines file would be."""
+    rows = [{"task_id": "t1", "candidate": "a", "references": ["a", "b"],
+             "ratings": {"r1": 3.0, "r2": 4.0},
+             "tests": {"prefix": "x = 1\n", "cases": ["assert x == 1\n"]}},
+            {"task_id": "t2", "candidate": "b", "references": ["c"], "ratings": {"r1": 1.0},
+             "tests": {"cases": ["assert True\n"], "timeout_s": 5.0}}]
+    path = tmp_path / "native.parquet"
+    pd.DataFrame(rows).to_parquet(path)  # (pyarrow: list<string> and struct columns)
+    frame = read_generations(path)
+    expected = read_generations(write_jsonl(tmp_path / "g.jsonl", rows))
+    for column in ("references", "ratings", "tests"):
+        assert frame[column].tolist() == expected[column].tolist(), column
