@@ -612,6 +612,9 @@ def fit_card(
                                           missing)
     n_dropped = n_input - len(kept)
     design = _design(frame, target, columns, model)
+    if np.unique(design.y_train).size < 2:  # (as the audit: no agreement with it to measure)
+        raise ValueError(f"'{target}' takes one value on every training row "
+                         f"({design.y_train[0]:g}): there is nothing for a hybrid to fit")
     if scale is None:
         scale_source = "observed"
         scale = (float(design.y_train.min()), float(design.y_train.max()))

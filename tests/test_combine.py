@@ -510,3 +510,10 @@ def test_a_singular_mixed_model_says_what_to_do():
     frame["score.noise"] = frame["score.chrf"] * 2  # collinear
     with pytest.raises(DegenerateFitError, match="constant or the features are collinear"):
         quick_card(frame, model="mixed", n_boot=0)
+
+
+def test_a_target_with_one_value_is_refused_as_the_audit_refuses_it():
+    frame = study_frame(n_tasks=12)
+    frame["rating"] = 2.0
+    with pytest.raises(ValueError, match=r"'rating' takes one value on every training row \(2\)"):
+        quick_card(frame)
