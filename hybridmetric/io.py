@@ -10,6 +10,7 @@ output.
 
 from __future__ import annotations
 
+import csv
 import hashlib
 import json
 import math
@@ -63,6 +64,18 @@ def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
                 yield number, text
 
 
+class _DuplicateKey(ValueError):
+    """A JSON object names one key twice (``json`` would keep the last value, silently)."""
+
+
+def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    found = dict(pairs)
+    if len(found) < len(pairs):
+        keys = [key for key, _ in pairs]
+        raise _DuplicateKey(next(key for key in keys if keys.count(key) > 1))
+    return found
+
+
 def _read_jsonl(path: Path) -> tuple[pd.DataFrame, Location]:
     rows: list[dict[str, Any]] = []
     lines: list[int] = []
@@ -70,10 +83,13 @@ def _read_jsonl(path: Path) -> tuple[pd.DataFrame, Location]:
         if not text.strip():
             continue
         try:
-            row = json.loads(text)
+            row = json.loads(text, object_pairs_hook=_object)
         except json.JSONDecodeError as error:
             raise RecordError(str(path), f"line {number}", None,
                               f"not valid JSON ({error.msg} at column {error.colno})") from None
+        except _DuplicateKey as error:
+            raise RecordError(str(path), f"line {number}", str(error),
+                              "the key appears twice in one object; keep one") from None
         if not isinstance(row, dict):
             raise RecordError(str(path), f"line {number}", None,
                               f"expected a JSON object, got {type(row).__name__}")
@@ -143,11 +159,20 @@ def read_generations(source: str | os.PathLike | pd.DataFrame) -> pd.DataFrame:
     if kind == "jsonl":
         frame, where = _read_jsonl(path)
     elif kind == "csv":
-        for _ in _text_lines(path):  # (not UTF-8: the line is named)
-            pass
+        header: list[str] = []
+        for number, text in _text_lines(path):  # (not UTF-8: the line is named)
+            if number == 1:
+                header = next(csv.reader([text]), [])
+        twice = sorted({name for name in header if header.count(name) > 1})
+        if twice:
+            raise RecordError(str(path), "header", twice[0], "the column appears twice; keep one")
         # Every cell is read as text; the header is row 1, as a spreadsheet shows it.
-        frame = pd.read_csv(path, dtype=str, keep_default_na=False,
-                            encoding="utf-8-sig").astype(object)
+        try:
+            frame = pd.read_csv(path, dtype=str, keep_default_na=False,
+                                encoding="utf-8-sig").astype(object)
+        except pd.errors.ParserError as error:
+            raise RecordError(str(path), "table", None, f"not a valid CSV table ({error})"
+                              ) from None
         where = Location(str(path), "row", range(2, len(frame) + 2))
         frame = _from_csv_text(frame, where)
     else:

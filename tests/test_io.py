@@ -202,3 +202,22 @@ def test_parquet_with_native_lists_and_structs_reads_as_json_would(tmp_path):
     expected = read_generations(write_jsonl(tmp_path / "g.jsonl", rows))
     for column in ("references", "ratings", "tests"):
         assert frame[column].tolist() == expected[column].tolist(), column
+
+
+@pytest.mark.parametrize(("name", "text", "message"), [
+    ("g.csv", "task_id,candidate,rating,rating\nt1,x,1,2\n",
+     r"g\.csv: header, field 'rating': the column appears twice"),
+    ("g.csv", "task_id,candidate\nt1,x\nt2,y,z\n", r"g\.csv: table: not a valid CSV table"),
+    ("g.jsonl", '{"task_id": "t1", "candidate": "x"}\n{"task_id": "t2", "candidate": "y", '
+                '"candidate": "z"}\n', r"g\.jsonl: line 2, field 'candidate': the key appears "
+                                       r"twice"),
+    ("g.jsonl", '{"task_id": "t1", "candidate": "x", "ratings": {"a": 1, "a": 2}}\n',
+     r"g\.jsonl: line 1, field 'a': the key appears twice"),
+])
+def test_a_value_that_would_be_lost_or_a_broken_table_is_named(tmp_path, name, text, message):
+    """A duplicated column or key would lose one of its values (pandas renames a CSV column
+    ``rating.1``, ``json`` keeps the last key); a ragged CSV row is named with its file."""
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(RecordError, match=message):
+        read_generations(path)
