@@ -169,3 +169,17 @@ def validate(frame: pd.DataFrame, where: Location) -> pd.DataFrame:
         frame[column] = pd.Series(values, index=frame.index, dtype=object)
     frame.attrs["location"] = where  # (kept by the parts taken of it: see row_label)
     return frame
+
+
+def with_rater_mean(frame: pd.DataFrame, target: str) -> tuple[pd.DataFrame, str | None]:
+    """A table whose raters' grades were never aggregated (a ``ratings`` column, no ``rating``)
+    gets ``rating``, the mean of each row's grades (NaN where a row has none), and a note that
+    says so; any other table, or another ``target``, comes back as it is, with None."""
+    if target != "rating" or "rating" in frame.columns or "ratings" not in frame.columns:
+        return frame, None
+    means = [sum(grades.values()) / len(grades) if isinstance(grades, Mapping) and grades
+             else math.nan for grades in frame["ratings"]]
+    note = ("note: the table has no 'rating' column: the target is each row's mean grade over "
+            "its raters ('ratings')")
+    return frame.assign(rating=means), note
+

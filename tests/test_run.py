@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import statistics
 from pathlib import Path
 
 import pytest
@@ -70,7 +71,7 @@ def test_a_study_outside_its_scale_or_without_its_target_is_refused_before_scori
     assert "1 value(s) of 'rating' lie outside the study's scale 0-4" in error
     assert f"row 3 (task {frame.loc[3, 'task_id']!r}): 9.0" in error
     assert not out.exists()  # nothing was scored
-    write_generations(frame.drop(columns=["rating"]), broken / "generations.jsonl")
+    write_generations(frame.drop(columns=["rating", "ratings"]), broken / "generations.jsonl")
     assert main(["run", str(broken), "-o", str(out), *FAST]) == 2
     assert "the study has no 'rating' column" in capsys.readouterr().err
     # the models trained on raters: each rater's grade is checked too
@@ -92,3 +93,28 @@ def test_a_study_outside_its_scale_or_without_its_target_is_refused_before_scori
     assert "from a 'ratings' column ({rater: grade} per row), which no row of the study has" in (
         capsys.readouterr().err)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("model", ["nonneg", "mixed"])
+def test_a_study_of_raters_grades_alone_is_fitted_and_audited_on_their_mean(
+        small_study, tmp_path, capsys, model):
+    """No ``rating`` column, only each rater's grade: the target is each row's mean grade, and
+    everything comes out as for the same study with that mean written in as its rating."""
+    frame = read_study(small_study).generations
+    cheap = ["--scorers", "edit_sim,chrf", "--model", model, *FAST]
+    outputs = {}
+    for name, table in (("raters", frame.drop(columns=["rating"])),
+                        ("mean", frame.assign(rating=[statistics.mean(r.values())
+                                                      for r in frame["ratings"]]))):
+        folder = tmp_path / name
+        folder.mkdir()
+        shutil.copy(small_study / "study.toml", folder / "study.toml")
+        write_generations(table, folder / "generations.jsonl")
+        assert main(["run", str(folder), "-o", str(tmp_path / f"out-{name}"), *cheap]) == 0
+        outputs[name] = json.loads((tmp_path / f"out-{name}" / "card.json").read_text())
+        error = capsys.readouterr().err
+        assert ("the target is each row's mean grade" in error) == (name == "raters")
+    raters, mean = outputs["raters"], outputs["mean"]
+    for key in ("weights", "intercept", "cv"):
+        assert raters[key] is not None and raters[key] == mean[key], key
+

@@ -9,6 +9,7 @@ from hybridmetric.audit import audit
 from hybridmetric.cli.fit import parse_scale
 from hybridmetric.combine import HYBRID_COLUMN, MetricCard, read_scores
 from hybridmetric.report import write_report
+from hybridmetric.schema import with_rater_mean
 
 
 def add_audit_options(parser: argparse.ArgumentParser) -> None:
@@ -43,6 +44,9 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     frame, signatures = read_scores(args.scores)
+    frame, note = with_rater_mean(frame, args.target)
+    if note:
+        print(note, file=sys.stderr)
     card = None
     if args.card:
         card = MetricCard.load(args.card)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import sys
 
 from hybridmetric.combine import MODELS, fit_card, read_scores
+from hybridmetric.schema import with_rater_mean
 
 
 def parse_scale(text: str | None) -> tuple[float, float] | None:
@@ -52,6 +54,9 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     frame, signatures = read_scores(args.scores)
+    frame, note = with_rater_mean(frame, args.target)
+    if note:
+        print(note, file=sys.stderr)
     card = fit_card(frame, scorer_signatures=signatures, scale=parse_scale(args.scale),
                     **fit_options(args))
     card.save(args.output)

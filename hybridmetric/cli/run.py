@@ -30,6 +30,7 @@ from hybridmetric.combine import (
 )
 from hybridmetric.io import read_study
 from hybridmetric.report import write_report
+from hybridmetric.schema import with_rater_mean
 from hybridmetric.scoring import journal_path, score
 
 SIMILARITY = "edit_sim,chrf,bleu,rouge_l,codebleu,exact_match"
@@ -122,6 +123,9 @@ def run(args: argparse.Namespace) -> int:
         has_context = "context" in frame.columns and frame["context"].notna().any()
         args.scorers, defaults = default_scorers(has_tests, has_context)
         args.settings = defaults + args.settings
+    frame, note = with_rater_mean(frame, args.target)
+    if note:
+        print(note, file=sys.stderr)
     _check_target(frame, args.target, study.scale, args.model)
     out = Path(args.output)
     scorers = build_scorers(args)
@@ -137,6 +141,7 @@ def run(args: argparse.Namespace) -> int:
         for scorer in scorers:
             scorer.close()
     signatures = {s.alias: s.signature() for s in scorers}
+    table, _ = with_rater_mean(table, args.target)  # (the scores file keeps the study's columns)
     baseline = dibia_columns(list(table.columns))
     if baseline is not None:  # Dibia et al.'s COMBINED, audited beside the single metrics
         table[DIBIA_COLUMN] = dibia_combined(table[baseline[0]].to_numpy(float),
