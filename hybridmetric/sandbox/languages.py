@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -261,6 +262,27 @@ def compile_cpp_main(directory: str) -> list[str]:
     with open(f"{directory}/{CPP_MAIN}.cpp", "w") as handle:
         handle.write(_CPP_MAIN)
     return [tool("g++"), *CXX_FLAGS, "-c", f"{CPP_MAIN}.cpp", "-o", f"{CPP_MAIN}.o"]
+
+
+def writable_image_bytes(path: str) -> int:
+    """The memory the writable segments of the ELF executable ``path`` take once loaded (its
+    data and bss), which RLIMIT_DATA counts: past the limit the kernel kills the program in
+    ``exec``, before it runs. 0 for what is not a 64-bit ELF file."""
+    with open(path, "rb") as handle:
+        head = handle.read(64)
+        if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2:
+            return 0
+        order = "<" if head[5] == 1 else ">"
+        table, size, count = struct.unpack_from(order + "Q", head, 0x20)[0], *struct.unpack_from(
+            order + "HH", head, 0x36)
+        handle.seek(table)
+        headers = handle.read(size * count)
+    total = 0
+    for start in range(0, len(headers) - size + 1, size):
+        kind, flags = struct.unpack_from(order + "II", headers, start)
+        if kind == 1 and flags & 2:  # PT_LOAD, PF_W
+            total += struct.unpack_from(order + "Q", headers, start + 0x28)[0]
+    return total
 
 
 def build(language: str, source: str, memory_mb: int, cxx: str = ".",

@@ -307,6 +307,11 @@ class Worker:
         if failed is not None:
             return failed
         overhead = languages.RUNTIME_OVERHEAD_MB.get(language, 0)
+        if language == "cpp":  # static data over the limit: the kernel kills it in exec
+            static = languages.writable_image_bytes(os.path.join(work, "program"))
+            if static > (limits.memory_mb + overhead) * 2**20:
+                return RunResult(MEMORY, f"the program's static data takes {static / 2**20:.0f} "
+                                         f"MiB, over its memory limit of {limits.memory_mb} MiB")
         process = self._spawn(recipe.run, None, limits, limits.memory_mb + overhead,
                               limits.timeout_s)
         return self._verdict(language, process, limits)
@@ -330,7 +335,10 @@ class Worker:
             diagnostics = diagnostics.replace(directory + os.sep, "")  # paths as javac's own
             return None if status == 0 else RunResult(SYNTAX_ERROR, cap(diagnostics))
         memory = max(limits.memory_mb, 1024) + 1024
-        built = self._spawn(recipe.compile, None, limits, memory, limits.compile_timeout_s)
+        # (the objects and the program g++ writes are as large as its static data: they are
+        # bounded by the compile's memory, as the tmpfs they go to is in its memory cgroup)
+        built = self._spawn(recipe.compile, None, limits, memory, limits.compile_timeout_s,
+                            file_mb=memory)
         if built.timed_out or built.signal == signal.SIGXCPU:
             return RunResult(TIMEOUT, f"compiling took over {limits.compile_timeout_s} s",
                              built.escaped)
@@ -400,12 +408,14 @@ class Worker:
             os.close(fd)
 
     def _spawn(self, argv: list[str] | None, source: str | None, limits: Limits,
-               memory_mb: int, timeout_s: float, code: bytes | None = None) -> Process:
+               memory_mb: int, timeout_s: float, code: bytes | None = None,
+               file_mb: int | None = None) -> Process:
         """Run ``argv`` (or, when None, the Python ``source``, whose ``code`` is from
-        :func:`precompile`) in an isolated child."""
+        :func:`precompile`) in an isolated child; files up to ``file_mb`` (the limits')."""
         oom_before = self.cgroup.prepare(memory_mb) if self.cgroup is not None else 0
-        rlimits: Rlimits = (memory_mb * 2**20, int(timeout_s) + 1, limits.file_mb * 2**20,
-                            limits.open_files, limits.processes)
+        rlimits: Rlimits = (memory_mb * 2**20, int(timeout_s) + 1,
+                            (file_mb or limits.file_mb) * 2**20, limits.open_files,
+                            limits.processes)
         try:
             status, timed_out, report, token, stdout, stderr, strays, failure = (
                 self.launcher.launch((argv, source, code, rlimits, timeout_s)))

@@ -554,6 +554,18 @@ def test_a_cpp_program_means_what_it_says_before_its_headers(sandbox: Sandbox, r
     assert result.outcome == outcome, result
 
 
+@pytest.mark.parametrize(("source", "outcome"), [
+    # 800 MB of zeros (bss) over a 512 MB limit: the kernel would kill it in exec (SIGSEGV)
+    ("static int a[200000000];\nint main() { a[5] = 1; return a[5] - 1; }\n", MEMORY),
+    # 80 MB of initialised data: larger than the file limit of a program, not of its build
+    ("int a[20000000] = {1};\nint main() { return a[0] - 1; }\n", PASSED),
+])
+def test_a_cpp_program_s_static_data_is_judged_as_memory(sandbox: Sandbox, run: Run,
+                                                         source: str, outcome: str) -> None:
+    result = run(sandbox, "cpp", source, LIMITS)
+    assert result.outcome == outcome, result
+
+
 def test_java_main_class_is_found() -> None:
     source = "import java.util.*;\nclass Helper {}\nclass Problem {\n  public static void main("
     assert java_main_class(source) == "Problem"
