@@ -9,11 +9,13 @@ processes may share a file (a writer waits up to a minute for another's lock).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import sqlite3
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from hybridmetric.sandbox.limits import SANDBOX_ERROR, Limits, RunResult
 
@@ -26,10 +28,19 @@ def cache_key(language: str, source: str, limits: Limits, allow_network: bool,
     """``walls``: the isolation a verdict was reached under (a memory cgroup can turn a pass
     into ``memory``), as :meth:`Isolation.walls` names it; ``runtime``: what ran the program
     and its version (:meth:`Sandbox.runtime`)."""
-    fields = [SANDBOX_VERSION, language, source, limits.as_dict(), allow_network,
-              list(java_classpath) if language == "java" else [], walls, runtime]
-    text = json.dumps(fields, sort_keys=True, ensure_ascii=True)
-    return hashlib.sha256(text.encode("ascii")).hexdigest()
+    digest = _settings(language, limits, allow_network,
+                       tuple(java_classpath) if language == "java" else (), walls, runtime).copy()
+    digest.update(source.encode("utf-8", "surrogatepass"))  # (last: no field follows)
+    return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=64)
+def _settings(language: str, limits: Limits, allow_network: bool, java_classpath: tuple[str, ...],
+              walls: str, runtime: str) -> Any:
+    """The hash of everything in a key but the program (a run has few such settings)."""
+    fields = [SANDBOX_VERSION, language, limits.as_dict(), allow_network, list(java_classpath),
+              walls, runtime]
+    return hashlib.sha256(json.dumps(fields, sort_keys=True).encode() + b"\0")
 
 
 class ResultCache:

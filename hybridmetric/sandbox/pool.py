@@ -259,9 +259,10 @@ class Sandbox:
         languages = {p.language: canonical(p.language) for p in programs}
         runtimes = {name: self.runtime(name) if self.cache is not None else ""
                     for name in set(languages.values())}
+        walls = self.isolation.walls
         keys = [cache_key(languages[p.language], p.source, p.limits, self.allow_network,
-                          self.java_classpath, self.isolation.walls,
-                          runtimes[languages[p.language]]) for p in programs]
+                          self.java_classpath, walls, runtimes[languages[p.language]])
+                for p in programs]
         known = self.cache.get_many(keys) if self.cache is not None else {}
         pending: dict[str, Program] = {}
         for key, program in zip(keys, programs, strict=True):
