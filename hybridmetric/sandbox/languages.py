@@ -124,7 +124,7 @@ _JAVA_PACKAGE = re.compile(rf"\bpackage\s+({_JAVA_NAME}(?:\s*\.\s*{_JAVA_NAME})*
 #: A method ``main`` with its modifiers (in any order; ``public`` and ``static`` are checked:
 #: an interface's methods are public without saying so).
 _JAVA_MAIN = re.compile(r"\b((?:(?:public|static|final|synchronized|strictfp)\s+)+)"
-                        r"void\s+main\s*\(")
+                        r"(?:<[^<>]*>\s*)?void\s+main\s*\(")
 #: Comments, text blocks, string and char literals: where "class X" is not a declaration.
 _JAVA_NOT_CODE = re.compile(r'//[^\n]*|/\*.*?\*/|"""(?:\\.|[^\\])*?"""|"(?:\\.|[^"\\\n])*"'
                             r"|'(?:\\.|[^'\\\n])*'", re.DOTALL)
@@ -307,7 +307,8 @@ def build(language: str, source: str, memory_mb: int, cxx: str = ".",
     if language == "java":
         public = java_public_type(source)
         name = f"{public}.java" if public else "Program.java"
-        files = {name: source, "HybridmetricMain.java": _JAVA_WRAPPER % java_binary_name(source)}
+        harness = JAVA_HARNESS.replace(".", "/") + ".java"  # (a program may name a class so)
+        files = {name: source, harness: _JAVA_WRAPPER % java_binary_name(source)}
         flags = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",
                  "-Xshare:auto"]
         return Build(

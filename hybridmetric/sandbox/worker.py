@@ -300,6 +300,11 @@ class Worker:
         else:
             directory, owner = work, self.uid
         for name, text in recipe.files.items():  # written before the owner gets the directory
+            folder = os.path.dirname(os.path.join(directory, name))
+            if not os.path.isdir(folder):  # (the Java harness, in its package's folder)
+                os.mkdir(folder, 0o755)
+                if owner is not None:
+                    os.chown(folder, owner, owner)
             self._write(os.path.join(directory, name), text, owner)
         if owner is not None:
             os.chown(directory, owner, owner)

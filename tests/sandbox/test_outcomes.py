@@ -509,6 +509,8 @@ def test_java_runs_the_tests_main(sandbox: Sandbox, run: Run) -> None:
     assert run(sandbox, "java", helper_first).outcome == FAILED
     assert run(sandbox, "java", "package p;\nclass Problem { public static void main(String[] a)"
                " { assert 1 == 2; } }\n").outcome == FAILED
+    assert run(sandbox, "java", "class Problem { public static <T> void main(String[] a)"
+               " { assert 1 == 2; } }\n").outcome == FAILED
     nested_helper = ("class Problem {\n  static class Pair { int a; Pair(int a) { this.a = a; } }\n"
                      "  public static void main(String[] a) { assert new Pair(1).a == 2; }\n}\n")
     assert run(sandbox, "java", nested_helper).outcome == FAILED
@@ -519,6 +521,7 @@ def test_java_runs_the_tests_main(sandbox: Sandbox, run: Run) -> None:
                    "  public static void main(String[] a) { assert Problem.class.getName()"
                    ".equals(\"tests.humaneval.Problem\"); }\n}\n",
                    "class Задача { public static void main(String[] a) { } }\n",
+                   "public class HybridmetricMain { public static void main(String[] a) { } }\n",
                    "class Problem { static public void main(String[] a) { } }\n",
                    "public interface Problem { static void main(String[] a) { } }\n",
                    "public enum Problem { A; public static void main(String[] a) { } }\n",
