@@ -37,14 +37,22 @@ CPP_MAIN = "hybridmetric_main"
 #: ``#include <bits/stdc++.h>`` on a line of its own (a comment may follow).
 _STDCXX = re.compile(r"#[ \t]*include[ \t]*<bits/stdc\+\+\.h>[ \t]*(?://[^\n]*)?(?:\n|$)")
 #: What may come before it for the precompiled copy to stand in for it: blank space, comments
-#: and ``#include <...>`` of other system headers, which <bits/stdc++.h> includes anyway.
-_PREAMBLE = re.compile(r"\s+|//[^\n]*|/\*.*?\*/|#[ \t]*include[ \t]*<[^>\n]*>[ \t]*(?://[^\n]*)?"
-                       r"(?=\n|$)", re.DOTALL)
+#: and ``#include`` of other standard headers, which <bits/stdc++.h> includes anyway.
+_PREAMBLE = re.compile(r"\s+|//[^\n]*|/\*.*?\*/|#[ \t]*include[ \t]*<([^>\n]*)>[ \t]*"
+                       r"(?://[^\n]*)?(?=\n|$)", re.DOTALL)
+#: The C library's standard headers (the C++ library's have no ``.h``); <bits/stdc++.h> includes
+#: their C++ forms. Any other header before it (``<unistd.h>``, a library's) could need or
+#: change what the program sees first.
+_C_HEADERS = frozenset(f"{name}.h" for name in (
+    "assert", "complex", "ctype", "errno", "fenv", "float", "inttypes", "iso646", "limits",
+    "locale", "math", "setjmp", "signal", "stdalign", "stdarg", "stdbool", "stddef", "stdint",
+    "stdio", "stdlib", "string", "tgmath", "time", "uchar", "wchar", "wctype"))
 
 #: Appended to a JavaScript program: the token goes out when node has nothing left to run (its
-#: ``beforeExit``), so asynchronous tests end first; ``process.exit`` or an uncaught error or
-#: rejection ends node without it. (A promise that never settles is no work to node: it ends
-#: the program as it would anyway.)
+#: ``beforeExit``), so asynchronous tests end first; ``process.exit``, or an error or rejection
+#: that nothing handles, ends node without it. (A promise that never settles is no work to node:
+#: it ends the program as it would anyway; a program's own ``uncaughtException`` or
+#: ``unhandledRejection`` handler decides, as under plain node, whether a failure ends it.)
 _JS_EPILOGUE = """
 ;(function () {
   // through globalThis: a program may name its own process, require or Buffer; an ES module
@@ -229,13 +237,17 @@ def java_binary_name(source: str) -> str:
 def uses_stdcxx(source: str) -> bool:
     """Whether the precompiled ``<bits/stdc++.h>`` can stand in for a C++ program's own
     ``#include`` of it: the program includes it before anything that could change what it
-    means (a ``#define _GLIBCXX_DEBUG`` or ``NDEBUG``, code, a header of its own), with only
-    blank space, comments and other system headers before it. (A line that a backslash joins
-    to the next is left to the compiler.) Otherwise the program compiles as it is."""
+    means (a ``#define _GLIBCXX_DEBUG`` or ``NDEBUG``, code, a header of its own or of another
+    library), with only blank space, comments and other standard headers before it. (A line
+    that a backslash joins to the next is left to the compiler.) Otherwise the program compiles
+    as it is."""
     position = 0
     while not _STDCXX.match(source, position):
         found = _PREAMBLE.match(source, position)
         if not found or "\\\n" in found.group() or found.group().endswith("\\"):
+            return False
+        header = found.group(1)
+        if header is not None and ("/" in header or "." in header and header not in _C_HEADERS):
             return False
         position = found.end()
     return True

@@ -51,17 +51,18 @@ from hybridmetric.sandbox.limits import (
 
 #: What trusted builds (the C++ main wrapper and header) get: nothing of the programs' environment.
 BUILD_ENV = {"PATH": languages.SEARCH_PATH, "LANG": "C.UTF-8"}
-#: How each runtime says, on a line of its own, that it ran out of memory (Python's harness says
-#: so itself: see ``launcher._python_main``). Only whole lines count: a failing assertion that
-#: quotes these words is a failure.
+#: How each runtime says that it ran out of memory (Python's harness says so itself: see
+#: ``launcher._python_main``): the runtime's own words to the end of a line (a program's output
+#: without a newline may come first on it), so that a failing assertion that quotes them, which
+#: its own text follows, is a failure.
 _OUT_OF_MEMORY = {
-    "cpp": re.compile(r"^terminate called after throwing an instance of 'std::bad_alloc'$",
+    "cpp": re.compile(r"terminate called after throwing an instance of 'std::bad_alloc'$",
                       re.MULTILINE),
-    "javascript": re.compile(r"^(?:FATAL ERROR: .*JavaScript heap out of memory"
-                             r"|RangeError: Array buffer allocation failed"
-                             r"|#? ?Fatal process out of memory: .*)$", re.MULTILINE),
+    "javascript": re.compile(r"FATAL ERROR: .*JavaScript heap out of memory$"
+                             r"|^RangeError: Array buffer allocation failed$"
+                             r"|Fatal process out of memory: .*$", re.MULTILINE),
     # (not "unable to create native thread": that is the process limit)
-    "java": re.compile(r'^Exception in thread "[^"\n]*" java\.lang\.OutOfMemoryError'
+    "java": re.compile(r'Exception in thread "[^"\n]*" java\.lang\.OutOfMemoryError'
                        r"(?!: unable to create native thread)"
                        r"|^Could not reserve enough space for .*heap"
                        r"|^# There is insufficient memory for the Java Runtime Environment",
@@ -69,12 +70,23 @@ _OUT_OF_MEMORY = {
 }
 #: node's report of a program it could not compile: the error, then the frame of its compiler
 #: (CommonJS: ``wrapSafe``; an ES module: ``compileSourceTextModule``, before Node 22 the
-#: loader's ``moduleStrategy``); a SyntaxError the program's own code throws comes from elsewhere.
+#: loader's ``moduleStrategy``); a SyntaxError the program's own code throws comes from elsewhere,
+#: and one in a file the program requires has the program's own frames below it.
 _JS_SYNTAX_ERROR = re.compile(r"^SyntaxError: .*\n    at (?:wrapSafe|compileSourceTextModule"
-                              r"|(?:ModuleLoader|ESMLoader)\.moduleStrategy) ", re.MULTILINE)
+                              r"|(?:ModuleLoader|ESMLoader)\.moduleStrategy) .*\n"
+                              r"((?:    at .*\n?)*)", re.MULTILINE)
 #: A failed C++ ``assert``, and an exception nothing caught: failures, although they abort.
-_CXX_FAILURE = re.compile(r"Assertion `.*' failed\.$|^terminate called (?:after throwing an "
+_CXX_FAILURE = re.compile(r"Assertion `.*' failed\.$|terminate called (?:after throwing an "
                           r"instance of '.*'|without an active exception)$", re.MULTILINE)
+#: The linker's or assembler's words for a build whose outputs outgrew their room (not the
+#: compiler's diagnostics, which name the program's file or quote its lines).
+_BUILD_OUT_OF_ROOM = re.compile(r"^(?!program\.cpp:)(?! *\d* \|).*(?:No space left on device"
+                                r"|File too large|file too big)", re.MULTILINE)
+#: What the dynamic loader says when the program's libraries do not fit its memory limit.
+_LIBRARIES_OUT_OF_ROOM = "error while loading shared libraries"
+#: The memory a C++ program needs beside its static data to start (its libraries' data, the
+#: loader's, the first allocations).
+STARTUP_ROOM = 32 * 2**20
 
 
 def program_env(work: str) -> dict[str, str]:
@@ -250,8 +262,9 @@ class Worker:
     def _plain(self, text: str) -> str:
         """Error text without the worker's own folders, whose names are random: the same program
         gets the same text in any worker (``program.py``, ``program.js:2``, ``<sandbox>/cxx``)."""
-        return (text.replace(self.env["HOME"] + os.sep, "").replace(self.case + os.sep, "")
-                .replace(self.root, "<sandbox>"))
+        work = self.env["HOME"] + os.sep
+        return (text.replace("file://" + work, "").replace(work, "")
+                .replace(self.case + os.sep, "").replace(self.root, "<sandbox>"))
 
     def _remove_case(self, language: str) -> None:
         """Remove the case folder: a Python program that left nothing but its own file, in
@@ -312,6 +325,7 @@ class Worker:
         if failed is not None:
             return failed
         overhead = languages.RUNTIME_OVERHEAD_MB.get(language, 0)
+        static = 0
         if language == "cpp":  # static data over the limit: the kernel kills it in exec
             static = languages.writable_image_bytes(os.path.join(work, "program"))
             if static > (limits.memory_mb + overhead) * 2**20:
@@ -319,7 +333,7 @@ class Worker:
                                          f"MiB, over its memory limit of {limits.memory_mb} MiB")
         process = self._spawn(recipe.run, None, limits, limits.memory_mb + overhead,
                               limits.timeout_s)
-        return self._verdict(language, process, limits)
+        return self._verdict(language, process, limits, static)
 
     def _compile(self, recipe: languages.Build, limits: Limits,
                  directory: str) -> RunResult | None:
@@ -348,7 +362,11 @@ class Worker:
             return RunResult(TIMEOUT, f"compiling took over {limits.compile_timeout_s} s",
                              built.escaped)
         if built.exit_code != 0:
-            return RunResult(SYNTAX_ERROR, cap(built.stderr or built.stdout), built.escaped)
+            text = built.stderr or built.stdout
+            if _BUILD_OUT_OF_ROOM.search(text):  # (static data makes objects as large)
+                return RunResult(MEMORY, cap("the build's outputs outgrew the room the sandbox "
+                                             f"gives them\n{text}"), built.escaped)
+            return RunResult(SYNTAX_ERROR, cap(text), built.escaped)
         return None
 
     def _cxx(self, stdcxx: bool, limits: Limits) -> str:
@@ -434,7 +452,10 @@ class Worker:
         return Process(status, timed_out, report, token, stdout, stderr, escaped, oom,
                        failure.decode("utf-8", "replace"))
 
-    def _verdict(self, language: str, process: Process, limits: Limits) -> RunResult:
+    def _verdict(self, language: str, process: Process, limits: Limits,
+                 static: int = 0) -> RunResult:
+        """The verdict on a program that ran; ``static``: the bytes of a C++ program's static
+        data (:func:`languages.writable_image_bytes`)."""
         def result(outcome: str, error: str) -> RunResult:
             return RunResult(outcome, cap(error), process.escaped)
 
@@ -454,11 +475,20 @@ class Worker:
         if kind == b"M" or process.oom or said:
             return result(MEMORY, stderr)
         number = process.signal
+        # static data within STARTUP_ROOM of the limit: the libraries and the first allocations
+        # did not fit, and the kernel (or the loader) ended the program before it started
+        if static > limits.memory_mb * 2**20 - STARTUP_ROOM and not process.report and (
+                number in (signal.SIGSEGV, signal.SIGKILL)
+                or (process.exit_code == 127 and _LIBRARIES_OUT_OF_ROOM in stderr)):
+            return result(MEMORY, f"the program's static data ({static / 2**20:.0f} MiB) leaves "
+                                  f"too little of its memory limit ({limits.memory_mb} MiB) to "
+                                  f"start\n{stderr}")
         if number is not None:
             if language == "cpp" and number == signal.SIGABRT and _CXX_FAILURE.search(stderr):
                 return result(FAILED, stderr)
             return result(CRASH, f"killed by {_signal_name(number)}\n{stderr}")
-        if language == "javascript" and _JS_SYNTAX_ERROR.search(stderr):
+        compiled = _JS_SYNTAX_ERROR.search(stderr) if language == "javascript" else None
+        if compiled and "program.js" not in compiled.group(1):
             return result(SYNTAX_ERROR, stderr)
         if process.exit_code == 0:
             return result(FAILED, f"exited with status 0 before its tests completed\n{stderr}")

@@ -122,6 +122,22 @@ WORDS_ARE_NOT_VERDICTS = [
              "      Thread t = new Thread(() -> { try { Thread.sleep(60000); } "
              "catch (InterruptedException e) {} });\n"
              "      t.setDaemon(true);\n      t.start();\n    }\n  }\n}\n", FAILED),
+    # the runtime's report after the program's own output on the same line
+    ("cpp", "#include <iostream>\n#include <vector>\nint main() {\n  std::cerr << \"x\";\n"
+            "  std::vector<char> v;\n  while (true) v.resize(v.size() * 2 + 1024);\n}\n", MEMORY),
+    ("cpp", "#include <iostream>\n#include <stdexcept>\nint main() {\n  std::cerr << \"x\";\n"
+            "  throw std::runtime_error(\"boom\");\n}\n", FAILED),
+    ("java", "class Problem {\n  public static void main(String[] a) {\n"
+             "    System.err.print(\"x\");\n    long[][] b = new long[1000][];\n"
+             "    for (int i = 0; ; i++) b[i % 1000] = new long[1 << 24];\n  }\n}\n", MEMORY),
+    # static data that leaves too little of the limit for the libraries: killed in exec
+    ("cpp", "static char a[(512ULL << 20) - 16 * 1024];\nint main() { a[0] = 1; return a[1]; }\n",
+     MEMORY),
+    # the linker's words are the build's room; the program's own #error is a syntax error
+    ("cpp", "#error No space left on device\nint main() {}\n", SYNTAX_ERROR),
+    # a syntax error in a file the program writes and requires: the program's failure
+    ("javascript", "require('fs').writeFileSync('helper.js', 'const a = ;');\n"
+                   "require('./helper.js');\n", FAILED),
     ("javascript", "const assert = require('node:assert');\n"
                    "assert.deepStrictEqual(['MemoryError', 'Allocation failed', "
                    "'JavaScript heap out of memory', 'std::bad_alloc'], []);\n", FAILED),
@@ -133,9 +149,9 @@ WORDS_ARE_NOT_VERDICTS = [
                               enumerate(WORDS_ARE_NOT_VERDICTS)])
 def test_a_runtime_s_words_in_a_failure_make_no_other_verdict(
         sandbox: Sandbox, run: Run, language: str, source: str, outcome: str) -> None:
-    """A program that runs out of memory is ``memory`` because its runtime says so on a line
-    of its own (or the memory cgroup's OOM killer acts); the same words inside an assertion's
-    message are a failure."""
+    """A program that runs out of memory is ``memory`` because its runtime says so (or the
+    memory cgroup's OOM killer acts); the same words inside an assertion's message are a
+    failure."""
     result = run(sandbox, language, source, LIMITS)
     assert result.outcome == outcome, result
 
@@ -534,6 +550,8 @@ def test_java_runs_the_tests_main(sandbox: Sandbox, run: Run) -> None:
     ("// all of it\n/* the\n   library */ #include <bits/stdc++.h> // here\n", True),
     ("#define _GLIBCXX_DEBUG\n#include <bits/stdc++.h>\n", False),  # would change the header
     ('#include "mine.h"\n#include <bits/stdc++.h>\n', False),  # a header of its own first
+    ("#include <vector>\n#include <stdio.h>\n#include <bits/stdc++.h>\n", True),  # standard ones
+    ("#include <unistd.h>\n#include <bits/stdc++.h>\n", False),  # another library's first
     ("int x;\n#include <bits/stdc++.h>\n", False),
     ("// #include <bits/stdc++.h>\n#include <cstdio>\n", False),  # only in a comment
     ("// a comment that goes on \\\n#include <bits/stdc++.h>\n", False),  # (still a comment)
@@ -557,15 +575,18 @@ def test_a_cpp_program_means_what_it_says_before_its_headers(sandbox: Sandbox, r
     assert result.outcome == outcome, result
 
 
-@pytest.mark.parametrize(("source", "outcome"), [
+@pytest.mark.parametrize(("source", "outcome", "memory_mb"), [
+    # 600 MB of initialised data: the object and the program outgrow the build's 1 GB tmpfs
+    ("int a[150000000] = {1};\nint main() { return a[0] - 1; }\n", MEMORY, 2048),
     # 800 MB of zeros (bss) over a 512 MB limit: the kernel would kill it in exec (SIGSEGV)
-    ("static int a[200000000];\nint main() { a[5] = 1; return a[5] - 1; }\n", MEMORY),
+    ("static int a[200000000];\nint main() { a[5] = 1; return a[5] - 1; }\n", MEMORY, 512),
     # 80 MB of initialised data: larger than the file limit of a program, not of its build
-    ("int a[20000000] = {1};\nint main() { return a[0] - 1; }\n", PASSED),
+    ("int a[20000000] = {1};\nint main() { return a[0] - 1; }\n", PASSED, 512),
 ])
 def test_a_cpp_program_s_static_data_is_judged_as_memory(sandbox: Sandbox, run: Run,
-                                                         source: str, outcome: str) -> None:
-    result = run(sandbox, "cpp", source, LIMITS)
+                                                         source: str, outcome: str,
+                                                         memory_mb: int) -> None:
+    result = run(sandbox, "cpp", source, Limits(timeout_s=10.0, memory_mb=memory_mb))
     assert result.outcome == outcome, result
 
 
