@@ -7,10 +7,10 @@ import sys
 from collections.abc import Sequence
 
 from hybridmetric import __version__
-from hybridmetric.cli import audit, fit, list_scorers, run, score
+from hybridmetric.cli import audit, fit, list_scorers, passk, run, score
 from hybridmetric.schema import RecordError
 
-COMMANDS = (run, score, fit, audit, list_scorers)
+COMMANDS = (run, score, fit, audit, passk, list_scorers)
 
 
 def parser() -> argparse.ArgumentParser:

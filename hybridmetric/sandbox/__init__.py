@@ -2,7 +2,7 @@
 
 ``Sandbox`` (a pool of isolated workers: a fork server for Python, node, g++ with a precompiled
 ``<bits/stdc++.h>``, a warm javac for Java), ``Program``, ``Limits``, ``RunResult``, the outcome
-names, and ``pass_at_k``.
+names, and ``pass_at_k`` (with ``pass_at_k_table``, its mean over a scored table's tasks).
 
 Walls (``isolation.py``, ``cgroup.py``): per worker a network namespace (without root, inside a
 user namespace), a seccomp filter (sockets other than AF_UNIX fail), PID and IPC namespaces (its
@@ -31,11 +31,11 @@ from hybridmetric.sandbox.limits import (
     Limits,
     RunResult,
 )
-from hybridmetric.sandbox.passk import pass_at_k
+from hybridmetric.sandbox.passk import pass_at_k, pass_at_k_table
 from hybridmetric.sandbox.pool import Program, Sandbox
 
 __all__ = [
     "CRASH", "FAILED", "LANGUAGES", "MEMORY", "OUTCOMES", "PASSED", "SANDBOX_ERROR",
     "SYNTAX_ERROR", "TIMEOUT", "Limits", "Program", "RunResult", "Sandbox", "canonical",
-    "pass_at_k",
+    "pass_at_k", "pass_at_k_table",
 ]

@@ -1,9 +1,13 @@
 """The unbiased pass@k estimator of Chen et al. 2021 ("Evaluating Large Language Models Trained
-on Code", arXiv 2107.03374, section 2.1): ``1 - C(n - c, k) / C(n, k)``."""
+on Code", arXiv 2107.03374, section 2.1): ``1 - C(n - c, k) / C(n, k)``, and its mean over the
+tasks of a scores table, per system, with a bootstrap interval over tasks."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
+import pandas as pd
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -28,3 +32,56 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     if n - c < k:
         return 1.0
     return float(1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+
+
+def pass_at_k_table(frame: pd.DataFrame, ks: Sequence[int], column: str = "score.pass",
+                    by: str | None = "system", n_resamples: int = 10000,
+                    seed: int = 0) -> list[dict]:
+    """pass@k per group of ``frame`` (each value of ``by``; one group when ``by`` is None or
+    absent): the mean over tasks of :func:`pass_at_k`, where a task's ``n`` is its number of rows
+    in the group and ``c`` those whose ``column`` is 1, with a 95% percentile bootstrap interval
+    over tasks (``n_resamples`` resamples from ``numpy.random.default_rng(seed)``; none when 0).
+
+    Every row must have ``column`` 0 or 1 (a row without tests has no verdict: leave it out), and
+    every task of a group at least ``max(ks)`` rows; an error names the rows or tasks that do not.
+    """
+    if column not in frame.columns:
+        raise ValueError(f"no {column!r} column: score the table with pass_rate first "
+                         "('hybridmetric score INPUT --scorers pass_rate'), or name the column "
+                         "with --column")
+    if not ks:
+        raise ValueError("pass@k: give at least one k")
+    values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)
+    bad = np.flatnonzero(~np.isin(values, (0.0, 1.0)))
+    if len(bad):
+        shown = ", ".join(f"row {r} (task {frame['task_id'].iloc[r]}: {frame[column].iloc[r]})"
+                          for r in bad[:5])
+        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+        raise ValueError(f"pass@k needs {column} to be 0 or 1 in every row; not so in {shown}"
+                         f"{more} (rows without tests have no verdict: leave them out)")
+    keys = frame[by].astype(str) if by and by in frame.columns else pd.Series("all", frame.index)
+    counts = (pd.DataFrame({"group": keys.to_numpy(), "task": frame["task_id"].astype(str),
+                            "passed": values})
+              .groupby(["group", "task"], sort=True)["passed"].agg(["size", "sum"]))
+    rng = np.random.default_rng(seed)
+    table = []
+    for group, tasks in counts.groupby(level="group", sort=True):
+        n, c = tasks["size"].to_numpy(), tasks["sum"].to_numpy().astype(int)
+        short = tasks.index.get_level_values("task")[n < max(ks)]
+        if len(short):
+            raise ValueError(
+                f"pass@{max(ks)} needs at least {max(ks)} samples of each task; {by or 'group'} "
+                f"{group!r} has fewer for task(s) {', '.join(short[:5])}"
+                + (f" and {len(short) - 5} more" if len(short) > 5 else "")
+                + f" (fewest: {n.min()}); lower k")
+        row = {"group": group, "tasks": len(n), "samples": int(n.sum()),
+               "min_samples": int(n.min()), "max_samples": int(n.max())}
+        draws = rng.integers(0, len(n), size=(n_resamples, len(n)))
+        for k in ks:
+            per_task = np.array([pass_at_k(int(a), int(b), k) for a, b in zip(n, c, strict=True)])
+            row[f"pass@{k}"] = float(per_task.mean())
+            if n_resamples:
+                low, high = np.percentile(per_task[draws].mean(axis=1), [2.5, 97.5])
+                row[f"pass@{k}_ci"] = [float(low), float(high)]
+        table.append(row)
+    return table

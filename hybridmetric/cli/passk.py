@@ -1,0 +1,93 @@
+"""``hybridmetric passk SCORES --k 1,10``: pass@k per system from a scored table."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from hybridmetric.combine import read_scores
+from hybridmetric.sandbox import pass_at_k_table
+from hybridmetric.signature import environment, signature
+
+PASSK_VERSION = "1"
+
+
+def parse_ks(text: str) -> list[int]:
+    try:
+        ks = sorted({int(v) for v in text.split(",") if v.strip()})
+    except ValueError:
+        raise ValueError(f"--k expects comma-separated integers (e.g. 1,10,100), got {text!r}") \
+            from None
+    if not ks or ks[0] < 1:
+        raise ValueError(f"--k expects integers of at least 1, got {text!r}")
+    return ks
+
+
+def register(commands: argparse._SubParsersAction) -> None:
+    parser = commands.add_parser(
+        "passk", help="pass@k per system (Chen et al. 2021's unbiased estimator)",
+        description="pass@k per system: for each task, the unbiased estimator of Chen et al. "
+                    "2021 over its n samples (rows) of which c passed every test; the mean over "
+                    "tasks, with a 95% bootstrap interval over tasks.")
+    parser.add_argument("scores", help="scores file written by 'hybridmetric score' with pass_rate")
+    parser.add_argument("--k", default="1,10,100", help="comma-separated k values "
+                                                        "(default 1,10,100)")
+    parser.add_argument("--column", default="score.pass",
+                        help="the 0/1 column of whole-program passes (default score.pass; "
+                             "score.ALIAS.pass for an aliased pass_rate)")
+    parser.add_argument("--by", default="system", help="the column whose values are compared "
+                                                       "(default system; absent: one group)")
+    parser.add_argument("--resamples", type=int, default=10000,
+                        help="bootstrap resamples over tasks (0: no interval)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    parser.add_argument("-o", "--output", help="write the table and its signature as JSON")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    frame, scorer_signatures = read_scores(args.scores)
+    ks = parse_ks(args.k)
+    if args.resamples < 0:
+        raise ValueError(f"--resamples must be 0 or more, got {args.resamples}")
+    table = pass_at_k_table(frame, ks, column=args.column, by=args.by,
+                            n_resamples=args.resamples, seed=args.seed)
+    scorer = ("pass_rate" if args.column == "score.pass"
+              else args.column.removeprefix("score.").removesuffix(".pass"))
+    fields = {"passk": PASSK_VERSION, "k": ",".join(map(str, ks)), "column": args.column,
+              "by": args.by if args.by in frame.columns else "none", "unit": "task",
+              "boot": args.resamples, "ci": 0.95, "seed": args.seed,
+              **environment(["numpy", "pandas"])}
+    sign = signature(fields)
+    label = args.by if args.by in frame.columns else "group"
+    print(format_table(table, ks, args.resamples > 0, label))
+    print(f"signature: {sign}")
+    if scorer in scorer_signatures:
+        print(f"{scorer}: {scorer_signatures[scorer]}")
+    if args.output:
+        Path(args.output).write_text(json.dumps(
+            {"signature": sign, "scorer_signature": scorer_signatures.get(scorer),
+             "scores": str(args.scores), "rows": table}, indent=2) + "\n", encoding="utf-8")
+        print(f"pass@k -> {args.output}")
+    return 0
+
+
+def format_table(table: list[dict], ks: list[int], with_ci: bool, label: str) -> str:
+    """A plain-text table: one line a group, pass@k in percent with its interval."""
+    header = [label, "tasks", "samples/task", *(f"pass@{k}" for k in ks)]
+    lines = []
+    for row in table:
+        spread = (str(row["min_samples"]) if row["min_samples"] == row["max_samples"]
+                  else f"{row['min_samples']}-{row['max_samples']}")
+        cells = [str(row["group"]), str(row["tasks"]), spread]
+        for k in ks:
+            cell = f"{100 * row[f'pass@{k}']:.2f}"
+            if with_ci:
+                low, high = row[f"pass@{k}_ci"]
+                cell += f" [{100 * low:.2f}, {100 * high:.2f}]"
+            cells.append(cell)
+        lines.append(cells)
+    widths = [max(len(r[i]) for r in [header, *lines]) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                               for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+                     for r in [header, *lines])

