@@ -66,10 +66,16 @@ def test_bootstrap_interval_is_seeded_and_brackets_the_mean() -> None:
     assert row["pass@1_ci"] == pytest.approx([0.5, 0.5])
 
 
-def test_without_system_column_is_one_group() -> None:
-    (row,) = pass_at_k_table(table().drop(columns="system"), [1])
+def test_no_grouping_is_one_group() -> None:
+    (row,) = pass_at_k_table(table().drop(columns="system"), [1], by=None)
     assert row["group"] == "all" and row["tasks"] == 2 and row["samples"] == 12
     assert row["pass@1"] == pytest.approx((3 / 6 + 1 / 6) / 2)
+    with pytest.raises(ValueError, match="no 'system' column to group by"):
+        pass_at_k_table(table().drop(columns="system"), [1])
+    frame = table()
+    frame.loc[7, "system"] = None
+    with pytest.raises(ValueError, match=r"system is missing in row\(s\) 7;"):
+        pass_at_k_table(frame, [1])
 
 
 def test_errors_name_the_row_or_task() -> None:
@@ -81,7 +87,8 @@ def test_errors_name_the_row_or_task() -> None:
     with pytest.raises(ValueError, match="0 or 1"):
         pass_at_k_table(frame, [1])
     short = {**PASSES, ("B", "t2"): [1]}
-    with pytest.raises(ValueError, match=r"pass@2 needs at least 2 samples.*system 'B'.*t2"):
+    with pytest.raises(ValueError, match=r"pass@2 needs at least 2 samples of each task; "
+                                         r"task\(s\) of system 'B' with fewer: t2 \(fewest: 1\)"):
         pass_at_k_table(table(short), [1, 2])
     with pytest.raises(ValueError, match="score the table with pass_rate"):
         pass_at_k_table(table().drop(columns="score.pass"), [1])
@@ -113,3 +120,5 @@ def test_command_line_scores_then_counts(tmp_path, capsys) -> None:
     assert main(["passk", str(scores), "--k", "4"]) == 2
     assert "pass@4 needs at least 4 samples" in capsys.readouterr().err
     assert main(["passk", str(scores), "--k", "0"]) == 2
+    assert main(["passk", str(scores), "--k", "1", "--by", "model"]) == 2
+    assert "no 'model' column" in capsys.readouterr().err

@@ -36,8 +36,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--column", default="score.pass",
                         help="the 0/1 column of whole-program passes (default score.pass; "
                              "score.ALIAS.pass for an aliased pass_rate)")
-    parser.add_argument("--by", default="system", help="the column whose values are compared "
-                                                       "(default system; absent: one group)")
+    parser.add_argument("--by", help="the column whose values are compared (default: system "
+                                     "where the table has it, else one group)")
     parser.add_argument("--resamples", type=int, default=10000,
                         help="bootstrap resamples over tasks (0: no interval)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
@@ -50,17 +50,17 @@ def run(args: argparse.Namespace) -> int:
     ks = parse_ks(args.k)
     if args.resamples < 0:
         raise ValueError(f"--resamples must be 0 or more, got {args.resamples}")
-    table = pass_at_k_table(frame, ks, column=args.column, by=args.by,
+    by = args.by or ("system" if "system" in frame.columns else None)
+    table = pass_at_k_table(frame, ks, column=args.column, by=by,
                             n_resamples=args.resamples, seed=args.seed)
     scorer = ("pass_rate" if args.column == "score.pass"
               else args.column.removeprefix("score.").removesuffix(".pass"))
     fields = {"passk": PASSK_VERSION, "k": ",".join(map(str, ks)), "column": args.column,
-              "by": args.by if args.by in frame.columns else "none", "unit": "task",
+              "by": by or "none", "unit": "task",
               "boot": args.resamples, "ci": 0.95, "seed": args.seed,
               **environment(["numpy", "pandas"])}
     sign = signature(fields)
-    label = args.by if args.by in frame.columns else "group"
-    print(format_table(table, ks, args.resamples > 0, label))
+    print(format_table(table, ks, args.resamples > 0, by or "group"))
     print(f"signature: {sign}")
     if scorer in scorer_signatures:
         print(f"{scorer}: {scorer_signatures[scorer]}")

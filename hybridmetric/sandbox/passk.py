@@ -37,10 +37,11 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 def pass_at_k_table(frame: pd.DataFrame, ks: Sequence[int], column: str = "score.pass",
                     by: str | None = "system", n_resamples: int = 10000,
                     seed: int = 0) -> list[dict]:
-    """pass@k per group of ``frame`` (each value of ``by``; one group when ``by`` is None or
-    absent): the mean over tasks of :func:`pass_at_k`, where a task's ``n`` is its number of rows
-    in the group and ``c`` those whose ``column`` is 1, with a 95% percentile bootstrap interval
-    over tasks (``n_resamples`` resamples from ``numpy.random.default_rng(seed)``; none when 0).
+    """pass@k per group of ``frame`` (each value of column ``by``; one group, ``all``, when
+    ``by`` is None): the mean over tasks of :func:`pass_at_k`, where a task's ``n`` is its number
+    of rows in the group and ``c`` those whose ``column`` is 1, with a 95% percentile bootstrap
+    interval over tasks (``n_resamples`` resamples from ``numpy.random.default_rng(seed)``; none
+    when 0).
 
     Every row must have ``column`` 0 or 1 (a row without tests has no verdict: leave it out), and
     every task of a group at least ``max(ks)`` rows; an error names the rows or tasks that do not.
@@ -59,7 +60,18 @@ def pass_at_k_table(frame: pd.DataFrame, ks: Sequence[int], column: str = "score
         more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
         raise ValueError(f"pass@k needs {column} to be 0 or 1 in every row; not so in {shown}"
                          f"{more} (rows without tests have no verdict: leave them out)")
-    keys = frame[by].astype(str) if by and by in frame.columns else pd.Series("all", frame.index)
+    if by is None:
+        keys = pd.Series("all", frame.index)
+    elif by not in frame.columns:
+        raise ValueError(f"no {by!r} column to group by; the columns are "
+                         f"{', '.join(map(str, frame.columns))}")
+    else:
+        absent = np.flatnonzero(frame[by].isna().to_numpy())
+        if len(absent):
+            raise ValueError(f"{by} is missing in row(s) {', '.join(map(str, absent[:5]))}"
+                             + (f" and {len(absent) - 5} more" if len(absent) > 5 else "")
+                             + f"; give every row its {by}, or compare no groups")
+        keys = frame[by].astype(str)
     counts = (pd.DataFrame({"group": keys.to_numpy(), "task": frame["task_id"].astype(str),
                             "passed": values})
               .groupby(["group", "task"], sort=True)["passed"].agg(["size", "sum"]))
@@ -69,9 +81,10 @@ def pass_at_k_table(frame: pd.DataFrame, ks: Sequence[int], column: str = "score
         n, c = tasks["size"].to_numpy(), tasks["sum"].to_numpy().astype(int)
         short = tasks.index.get_level_values("task")[n < max(ks)]
         if len(short):
+            where = f" of {by} {group!r}" if by else ""
             raise ValueError(
-                f"pass@{max(ks)} needs at least {max(ks)} samples of each task; {by or 'group'} "
-                f"{group!r} has fewer for task(s) {', '.join(short[:5])}"
+                f"pass@{max(ks)} needs at least {max(ks)} samples of each task; task(s)"
+                f"{where} with fewer: {', '.join(short[:5])}"
                 + (f" and {len(short) - 5} more" if len(short) > 5 else "")
                 + f" (fewest: {n.min()}); lower k")
         row = {"group": group, "tasks": len(n), "samples": int(n.sum()),
