@@ -55,12 +55,15 @@ _C_HEADERS = frozenset(f"{name}.h" for name in (
 #: ``unhandledRejection`` handler decides, as under plain node, whether a failure ends it.)
 _JS_EPILOGUE = """
 ;(function () {
-  // through globalThis: a program may name its own process, require or Buffer; an ES module
-  // (import syntax) has no require, Node before 20.16 no getBuiltinModule
-  const node = globalThis.process;
+  // the global object through no name: a program's own top-level globalThis, process,
+  // require, Buffer or Uint8Array would stand for the global one; an ES module (import
+  // syntax) has no require, Node before 20.16 no getBuiltinModule
+  const global = ({}).constructor.constructor("return this")();
+  const node = global.process;
   const fs = node.getBuiltinModule ? node.getBuiltinModule("fs") : require("fs");
+  const Bytes = global.Uint8Array;
   node.once("beforeExit", function () {
-    const buffer = new Uint8Array(64);
+    const buffer = new Bytes(64);
     const n = fs.readSync(3, buffer, 0, 64, null);
     fs.writeSync(4, "T");
     fs.writeSync(4, buffer.subarray(0, n));
@@ -84,8 +87,10 @@ static long raw(long number, long fd, const void *buffer, long size) {
 }
 extern "C" int __real_main(int, char **, char **);
 extern "C" int __wrap_main(int argc, char **argv, char **envp) {
+  long self = raw(SYS_getpid, 0, nullptr, 0);
   int status = __real_main(argc, argv, envp);
-  if (status != 0) return status;
+  // the exit status is its low byte; a process the program forked sends no token
+  if ((status & 0xff) != 0 || raw(SYS_getpid, 0, nullptr, 0) != self) return status;
   char token[64];
   long n = raw(SYS_read, 3, token, sizeof token);
   if (n > 0 && raw(SYS_write, 4, "T", 1) == 1 && raw(SYS_write, 4, token, n) == n) return 0;

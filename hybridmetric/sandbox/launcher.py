@@ -27,6 +27,7 @@ This module uses the standard library only: it is the fork server's whole progra
 
 from __future__ import annotations
 
+import atexit
 import builtins
 import collections.abc
 import contextlib
@@ -395,6 +396,14 @@ def _repeated(count: int) -> list[str]:
     return [f"  [Previous line repeated {more} more time{'s' if more > 1 else ''}]\n"]
 
 
+def file_bytes(source: str) -> bytes:
+    """The bytes of the program's file (UTF-8; lone surrogates stand for the bytes they escape):
+    compiled as bytes, as ``python path`` reads the file, a coding declaration (PEP 263) decides
+    how they are decoded. (The caller compiles: no frame of the harness is left between a
+    syntax error and the program.)"""
+    return source.encode("utf-8", "surrogateescape")
+
+
 def precompile(source: str, path: str) -> bytes | str | None:
     """Compile the Python program that will run as ``path`` as its child would (the caller
     checks that the warning filters are the child's: see ``ForkServer.compiles_here``): its
@@ -406,7 +415,7 @@ def precompile(source: str, path: str) -> bytes | str | None:
         return None
     try:
         with warnings.catch_warnings(record=True) as shown:  # (the filters as they are)
-            code = compile(source, path, "exec", dont_inherit=True)
+            code = compile(file_bytes(source), path, "exec", dont_inherit=True)
     except (RecursionError, MemoryError):
         return None
     except COMPILE_ERRORS as exc:  # (after a warning, the child shows both)
@@ -427,7 +436,8 @@ def _rehearse(times: int = 64) -> None:
     path = os.path.join(os.sep, "rehearsal.py")
     for source in _REHEARSALS * times:
         try:
-            exec(compile(source, path, "exec", dont_inherit=True), {"__name__": "__main__"})
+            code = compile(file_bytes(source), path, "exec", dont_inherit=True)
+            exec(code, {"__name__": "__main__"})
         except Exception as exc:  # noqa: BLE001 - the point
             _error_text(exc, source, path)
 
@@ -444,6 +454,8 @@ def _python_main(source: str, path: str, folder: str, code: CodeType | None) -> 
     this (child) process; emit the token after it returns. (Every object this touches is a page
     the child copies, so it does little, with no helper such as ``contextlib.suppress``.)"""
     write, read, leave = os.write, os.read, os._exit  # held before the program can patch them
+    run_exit_functions, getpid = atexit._run_exitfuncs, os.getpid
+    own_pid = getpid()
     os.close(FAILURE_FD)  # what fails from here on is the program's (see FAILURE_FD)
     # Its folder first on the import path, from here: had the forking process looked it up
     # before the folder existed, the import system would remember it as a dead end.
@@ -459,7 +471,7 @@ def _python_main(source: str, path: str, folder: str, code: CodeType | None) -> 
 
     try:
         if code is None:
-            code = compile(source, path, "exec", dont_inherit=True)
+            code = compile(file_bytes(source), path, "exec", dont_inherit=True)
     except COMPILE_ERRORS as exc:
         report(b"S", exc)
     except MemoryError as exc:
@@ -479,16 +491,37 @@ def _python_main(source: str, path: str, folder: str, code: CodeType | None) -> 
         report(b"M", exc)
     except BaseException as exc:
         report(b"E", exc)
+    # Then what the interpreter does at exit (Py_FinalizeEx), in its order: wait for the
+    # program's other threads (``threading._shutdown``, which also joins a ThreadPoolExecutor's
+    # workers), send the token (the tests are over; a process the program forked that got here
+    # sends none), run the atexit callbacks (an error there is printed, not a failure, as in
+    # python; ``os._exit(n)`` there is the exit status), flush the standard streams (failing:
+    # status 120). Objects alive at the end are not finalized (no ``__del__`` at shutdown).
+    threading = sys.modules.get("threading")
+    try:  # noqa: SIM105 - see the docstring
+        if threading is not None:
+            threading._shutdown()
+    except BaseException:  # noqa: BLE001 - python prints it and goes on
+        pass
+    if getpid() == own_pid:
+        try:
+            write(4, b"T" + read(3, 64))
+        except OSError:  # the program closed fd 3 or 4: no token, a failure
+            leave(1)
+    run_exit_functions()
+    status = 0
     for name in ("stdout", "stderr"):
-        try:  # noqa: SIM105 - see the docstring
-            getattr(sys, name).flush()
-        except BaseException:  # noqa: BLE001 - a stream the program broke or removed
-            pass
-    try:
-        write(4, b"T" + read(3, 64))
-    except OSError:  # the program closed fd 3 or 4: no token, a failure
-        leave(1)
-    leave(0)
+        stream = getattr(sys, name, None)
+        try:
+            if stream is not None and not stream.closed:
+                stream.flush()
+        except BaseException as exc:  # noqa: BLE001 - a stream the program broke
+            status = 120
+            try:  # noqa: SIM105 - see the docstring
+                write(2, f"Exception ignored flushing sys.{name} at exit: {exc!r}\n".encode())
+            except BaseException:  # noqa: BLE001
+                pass
+    leave(status)
 
 
 class Forker:

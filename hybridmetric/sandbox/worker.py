@@ -31,6 +31,7 @@ from hybridmetric.sandbox.launcher import (
     InProcess,
     LauncherError,
     Rlimits,
+    file_bytes,
     precompile,
     read_message,
     set_dumpable,
@@ -242,6 +243,11 @@ class Worker:
     def run(self, language: str, source: str, limits: Limits,
             classpath: list[str]) -> RunResult:
         case, work = self.case, self.env["HOME"]
+        if not source.isascii():
+            try:
+                file_bytes(source)
+            except UnicodeEncodeError as exc:  # a lone surrogate that escapes no byte
+                return RunResult(SYNTAX_ERROR, f"the program cannot be written to a file: {exc}")
         try:
             os.mkdir(case, 0o711)
             os.mkdir(work, 0o700)
@@ -422,7 +428,7 @@ class Worker:
     def _write(path: str, text: str, owner: int | None) -> None:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
         try:
-            data = memoryview(text.encode("utf-8", "surrogateescape"))
+            data = memoryview(file_bytes(text))
             while data:
                 data = data[os.write(fd, data):]
             if owner is not None:

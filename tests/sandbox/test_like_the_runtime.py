@@ -1,0 +1,118 @@
+"""A program ends as its own runtime ends it: what Python does after the last line (other threads
+joined, atexit callbacks, the standard streams flushed), the file's coding declaration, a C++
+process the program forks returning from ``main``, a JavaScript program's own top-level names.
+Each verdict is checked against the runtime itself, run on the same file outside the sandbox."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hybridmetric.sandbox import FAILED, PASSED, SYNTAX_ERROR, TIMEOUT, Limits, Program, Sandbox
+
+LIMITS = Limits(timeout_s=1.5, memory_mb=512)
+
+CASES = [
+    # Python: the interpreter waits for non-daemon threads (and a ThreadPoolExecutor's workers,
+    # and, through multiprocessing's atexit callback, its child processes) ...
+    ("thread_still_running", "python",
+     "import threading, time\nthreading.Thread(target=time.sleep, args=(30,)).start()\n", TIMEOUT),
+    ("executor_still_busy", "python",
+     "from concurrent.futures import ThreadPoolExecutor\nimport time\n"
+     "ThreadPoolExecutor(1).submit(time.sleep, 30)\n", TIMEOUT),
+    ("child_process_still_running", "python",
+     "import multiprocessing as mp, time\nif __name__ == '__main__':\n"
+     "    mp.Process(target=time.sleep, args=(30,)).start()\n", TIMEOUT),
+    ("thread_ends_soon", "python",
+     "import threading, time\nthreading.Thread(target=time.sleep, args=(0.2,)).start()\n", PASSED),
+    ("thread_exits_the_process", "python",
+     "import threading, os\nthreading.Timer(0.1, os._exit, (1,)).start()\n", FAILED),
+    # ... runs the atexit callbacks (whose errors are printed, not a failure) ...
+    ("atexit_exit_status_1", "python", "import atexit, os\natexit.register(os._exit, 1)\n", FAILED),
+    ("atexit_exit_status_0", "python", "import atexit, os\natexit.register(os._exit, 0)\n", PASSED),
+    ("atexit_raises", "python", "import atexit\natexit.register(lambda: 1 / 0)\n", PASSED),
+    ("atexit_hangs", "python", "import atexit, time\natexit.register(time.sleep, 30)\n", TIMEOUT),
+    # ... and flushes stdout (a failed flush is exit status 120)
+    ("stdout_full", "python", "import sys\nsys.stdout = open('/dev/full', 'w')\nprint('x')\n",
+     FAILED),
+    ("stdout_closed_nothing_written", "python", "import os\nos.close(1)\nassert 1 == 1\n", PASSED),
+    ("forked_child_runs_to_the_end", "python",
+     "import os\npid = os.fork()\nif pid:\n    os.waitpid(pid, 0)\nassert 1 == 1\n", PASSED),
+    # the file is UTF-8, decoded as its coding declaration says
+    ("coding_latin1_sees_two_characters", "python",
+     "# -*- coding: latin-1 -*-\nassert len('\u00e9') == 1\n", FAILED),
+    ("coding_latin1_as_python_reads_it", "python",
+     "# -*- coding: latin-1 -*-\nassert len('\u00e9') == 2\n", PASSED),
+    ("coding_unknown", "python", "# coding: foobar\nx = 1\n", SYNTAX_ERROR),
+    ("coding_ascii_with_utf8", "python", "# coding: ascii\ns = '\u00e9'\n", SYNTAX_ERROR),
+    # C++: a process the program forks may return from main; the status is its low byte
+    ("cpp_forked_child_returns", "cpp",
+     "#include <unistd.h>\n#include <sys/wait.h>\n"
+     "int main() {\n  if (fork() == 0) return 0;\n  wait(nullptr);\n}\n", PASSED),
+    ("cpp_forked_child_returns_parent_fails", "cpp",
+     "#include <unistd.h>\n#include <sys/wait.h>\n"
+     "int main() {\n  if (fork() == 0) return 0;\n  wait(nullptr);\n  return 2;\n}\n", FAILED),
+    ("cpp_status_256_is_0", "cpp", "int main() { return 256; }\n", PASSED),
+    # JavaScript: a program's own top-level names do not reach the harness
+    ("js_own_globalThis", "javascript", "const globalThis = {};\n", PASSED),
+    ("js_own_Uint8Array", "javascript", "class Uint8Array {}\n", PASSED),
+    ("js_own_globalThis_fails", "javascript",
+     "const globalThis = {};\nthrow new Error('x');\n", FAILED),
+]
+
+RUNTIMES = {"python": [sys.executable, "program.py"], "javascript": ["node", "program.js"]}
+
+
+def by_the_runtime(language: str, source: str, folder: Path) -> str:
+    """The outcome when the runtime runs the file itself: exit 0 passes."""
+    name = {"python": "program.py", "javascript": "program.js", "cpp": "program.cpp"}[language]
+    (folder / name).write_text(source, encoding="utf-8")
+    command = RUNTIMES.get(language, ["./program"])
+    if language == "cpp":
+        subprocess.run(["g++", "-std=c++17", "program.cpp", "-o", "program"], cwd=folder,
+                       check=True)
+    process = subprocess.Popen(command, cwd=folder, stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               env={"PATH": "/usr/bin:/bin"}, start_new_session=True)
+    try:
+        stderr = process.communicate(timeout=LIMITS.timeout_s)[1]
+    except subprocess.TimeoutExpired:
+        return TIMEOUT
+    finally:  # the program's group: a process it started must not outlive the test
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+    if process.returncode == 0:
+        return PASSED
+    lines = stderr.strip().splitlines()
+    return SYNTAX_ERROR if lines and "SyntaxError" in lines[-1] else FAILED
+
+
+def test_programs_end_as_their_runtime_ends_them(sandbox: Sandbox, tmp_path: Path) -> None:
+    results = sandbox.run([Program(language, source, LIMITS) for _, language, source, _ in CASES])
+    for (name, language, source, expected), result in zip(CASES, results, strict=True):
+        assert result.outcome == expected, (name, result)
+        if language == "cpp" and shutil.which("g++") is None:
+            continue
+        folder = tmp_path / name
+        folder.mkdir()
+        assert by_the_runtime(language, source, folder) == expected, name
+
+
+def test_a_failed_flush_at_exit_is_explained(sandbox: Sandbox) -> None:
+    [result] = sandbox.run([Program("python", CASES[9][2], LIMITS)])
+    assert "flushing sys.stdout at exit" in result.error and "No space left" in result.error
+
+
+@pytest.mark.parametrize("source", ["s = '\ud800'\n", "# coding: latin-1\ns = '\ud800'\n"])
+def test_a_source_no_file_can_hold_is_a_syntax_error(sandbox: Sandbox, source: str) -> None:
+    [result] = sandbox.run([Program("python", source, LIMITS)])
+    assert result.outcome == SYNTAX_ERROR
+    assert "cannot be written to a file" in result.error
