@@ -392,24 +392,43 @@ def _pid_namespace_works() -> None:
         raise OSError(errno.EPERM, "a new PID namespace with its own /proc is not allowed here")
 
 
-def pid_namespace(own_mounts: bool) -> None:
+def pid_namespace(own_mounts: bool, watch: int | None = None) -> None:
     """Become the init (pid 1) of a new PID namespace whose ``/proc`` shows only it and what it
     starts: programs can neither see nor signal any process outside, and the kernel drops the
     unhandled signals they send the worker itself. The calling process stays outside, waits for
-    the new worker and exits with its status; only the new worker returns."""
+    the new worker and exits with its status; only the new worker returns.
+
+    ``watch``: the write end of a pipe whose reader is the one the worker serves (its replies).
+    When no reader is left (that process died without closing the worker down), the calling
+    process kills the new worker, and with it every process of the namespace, at once: nothing
+    waits out a program's time limit for nobody (the init dies with its parent)."""
     _pid_namespace_works()
     init = _new_pid_namespace(own_mounts)
-    if init != 0:
-        status = os.waitpid(init, 0)[1]
-        os._exit(os.waitstatus_to_exitcode(status) % 256)
+    if init == 0:
+        return
+    waiting = select.poll()
+    pidfd = os.pidfd_open(init)
+    waiting.register(pidfd, select.POLLIN)
+    if watch is not None:
+        waiting.register(watch, 0)  # POLLERR alone: the pipe has no reader
+    while True:
+        events = dict(waiting.poll())
+        if pidfd in events:
+            break
+        if events.get(watch, 0) & (select.POLLERR | select.POLLHUP):
+            os.kill(init, signal.SIGKILL)
+            break
+    status = os.waitpid(init, 0)[1]
+    os._exit(os.waitstatus_to_exitcode(status) % 256)
 
 
 def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
-                   home: str | None) -> tuple[Isolation, list[str]]:
+                   home: str | None, replies: int | None = None) -> tuple[Isolation, list[str]]:
     """Apply the per-worker walls; return what worked and why the rest did not.
 
     ``needed``: paths the programs must be able to read (see :func:`private_mounts`); ``home``:
-    the user's home directory, hidden from programs without root (see :func:`read_only_files`).
+    the user's home directory, hidden from programs without root (see :func:`read_only_files`);
+    ``replies``: the pipe the worker answers on (see :func:`pid_namespace`).
     """
     problems: list[str] = []
 
@@ -436,7 +455,8 @@ def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
     may_unshare = root or netns  # without root, only a user namespace grants the capability
     ipcns = may_unshare and wall("IPC namespace", lambda: unshare(CLONE_NEWIPC))
     mountns = root and wall("mount namespace", lambda: private_mounts(needed))
-    pidns = may_unshare and wall("PID namespace", lambda: pid_namespace(own_mounts=not mountns))
+    pidns = may_unshare and wall("PID namespace",
+                                 lambda: pid_namespace(own_mounts=not mountns, watch=replies))
     read_only = not root and netns and wall("read-only file system", read_only_mounts)
     mountns = mountns or read_only
     queues = False

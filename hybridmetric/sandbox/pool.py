@@ -45,7 +45,8 @@ class Program:
 
 
 def _claim_uid() -> tuple[int, socket.socket]:
-    """Claim a free sandbox uid for this process's lifetime (released when the socket closes)."""
+    """Claim a free sandbox uid (released when the socket closes in this process and in the
+    workers that inherit it)."""
     for uid in range(UID_BASE, UID_BASE + UID_SLOTS):
         claim = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -86,6 +87,8 @@ class _Worker:
              json.dumps(config)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env,
             start_new_session=True,
+            # the uid stays claimed while the worker lives, even past this process
+            pass_fds=() if self._claim is None else (self._claim.fileno(),),
             cwd="/",  # not the caller's: its compile server's /proc/PID/cwd would show it
         )
 

@@ -152,10 +152,10 @@ def _identity(path: str) -> tuple[int, int, int]:
 
 class Worker:
     def __init__(self, uid: int | None, allow_network: bool, preload: list[str],
-                 home: str | None):
+                 home: str | None, replies: int | None = None):
         host_pid = os.getpid()  # before the PID namespace, where the worker is pid 1
         self.isolation, self.problems = isolation.isolate_worker(uid, allow_network,
-                                                                 needed_paths(), home)
+                                                                 needed_paths(), home, replies)
         # Without root, programs share the worker's uid: they must not be able to interrupt it
         # (a handled signal reaches a namespace's init) or read and write its memory.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -512,7 +512,7 @@ def main() -> None:
         if config["cpu"] is not None:  # first: the servers and programs inherit it
             os.sched_setaffinity(0, {config["cpu"]})
         worker = Worker(config["uid"], config["allow_network"], config["preload"],
-                        config["home"])
+                        config["home"], replies)
     except BaseException as exc:
         write_message(replies, {"error": f"{type(exc).__name__}: {exc}"})
         raise SystemExit(1) from exc

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import math
 import os
 import signal
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -690,6 +693,48 @@ def test_dead_worker_gives_sandbox_error_and_is_replaced() -> None:
         assert lost.outcome == SANDBOX_ERROR and "worker died" in lost.error
         [again] = box.run([Program("python", "assert True\n", LIMITS)])
         assert again.outcome == PASSED
+
+
+HOST = """
+import json, sys
+from hybridmetric.sandbox import Limits, Program, Sandbox
+with Sandbox(workers=2, cache=None) as box:
+    print(json.dumps([box.uids, [w.process.pid for w in box._workers]]), flush=True)
+    box.run([Program("python", "import time\\ntime.sleep(300)\\n", Limits(timeout_s=300))] * 2)
+"""
+
+
+def _of_uids(uids: set[int]) -> list[int]:
+    found = []
+    for entry in os.listdir("/proc"):
+        with contextlib.suppress(FileNotFoundError):
+            if entry.isdigit() and os.stat(f"/proc/{entry}").st_uid in uids:
+                found.append(int(entry))
+    return found
+
+
+def test_a_killed_caller_leaves_no_worker_or_program_behind() -> None:
+    """SIGKILL the process that runs the sandbox while its programs sleep: the workers and the
+    programs end at once (not when the programs' 300 s run out), and their uids are free."""
+    if os.getuid() != 0:
+        pytest.skip("the programs' own uids need root")
+    host = subprocess.Popen([sys.executable, "-c", HOST], stdout=subprocess.PIPE, text=True)
+    uids, workers = json.loads(host.stdout.readline())
+    for _ in range(500):  # both programs started
+        if len(_of_uids(set(uids))) >= 2:
+            break
+        time.sleep(0.01)
+    host.kill()
+    host.wait()
+    host.stdout.close()
+    for _ in range(3000):
+        if not _of_uids(set(uids)) and not [p for p in workers if os.path.exists(f"/proc/{p}")]:
+            break
+        time.sleep(0.01)
+    assert _of_uids(set(uids)) == []
+    assert [p for p in workers if os.path.exists(f"/proc/{p}")] == []
+    with Sandbox(workers=2, cache=None) as box:  # the same uids are free to claim again
+        assert set(box.uids) == set(uids)
 
 
 def test_scorer_refuses_sandbox_errors(monkeypatch: pytest.MonkeyPatch) -> None:
