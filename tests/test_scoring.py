@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 
 from hybridmetric import read_generations, score
+from hybridmetric.sandbox import pool
 from hybridmetric.scorers import build
 from hybridmetric.scorers.edit_sim import EditSim
 from hybridmetric.scoring import journal_path, signature_path
@@ -175,3 +176,62 @@ def test_detail_columns_survive_journal_and_formats(tmp_path, extension):
     table = score(data, [_WithDetails()], out, chunk_size=7, progress=False)
     assert table.loc[3, "outcomes.edit_sim"] == [{"outcome": "passed", "n": 4}]
     pd.testing.assert_frame_equal(read_generations(out), table)
+
+
+@pytest.mark.parametrize(("stop", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_stopped_pass_rate_run_ends_at_once_and_keeps_finished_rows(tmp_path, stop, status):
+    """SIGTERM, or Ctrl-C to the whole process group, while a program sleeps: the run stops
+    now (not when the program's 300 s run out), says where the finished rows are, and leaves
+    no program behind; --resume then has the rows that finished."""
+    if os.getuid() != 0:
+        pytest.skip("the sandbox's own uids need root")
+    rows = [{"task_id": f"t{i}", "candidate": "x = 1\n",
+             "tests": {"cases": ["assert x == 1\n"]}} for i in range(3)]
+    rows.append({"task_id": "sleeper", "candidate": "import time\ntime.sleep(300)\n",
+                 "tests": {"cases": ["\n"], "timeout_s": 300}})
+    data = tmp_path / "g.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "s.jsonl"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hybridmetric.cli", "score", str(data), "-o", str(out),
+         "--scorers", "pass_rate", "--chunk-size", "1", "--no-progress",
+         "--set", "pass_rate.cache=none", "--set", "pass_rate.workers=1"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    journal = journal_path(out)
+    for _ in range(6000):  # the three quick rows journaled: the sleeper runs
+        if journal.exists() and journal.read_text().count("\n") >= 4:  # header + 3 rows
+            break
+        time.sleep(0.01)
+    for _ in range(1000):
+        if _sandbox_programs():
+            break
+        time.sleep(0.01)
+    try:
+        if stop == signal.SIGINT:  # as a terminal sends it
+            os.killpg(process.pid, stop)
+        else:
+            process.send_signal(stop)
+        _, err = process.communicate(timeout=20)  # (not the 300 s, nor a 30 s grace)
+    finally:
+        process.kill()
+    assert process.returncode == status, err
+    assert b"finished rows are kept in" in err and b"--resume" in err
+    for _ in range(1000):
+        if not _sandbox_programs():
+            break
+        time.sleep(0.01)
+    assert _sandbox_programs() == []
+    assert journal.read_text().count("\n") == 4
+
+
+def _sandbox_programs() -> list[int]:
+    """Processes of the sandbox's uids (programs: between programs only root's run)."""
+    uids = range(pool.UID_BASE, pool.UID_BASE + pool.UID_SLOTS)
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            if entry.isdigit() and os.stat(f"/proc/{entry}").st_uid in uids:
+                found.append(int(entry))
+        except FileNotFoundError:
+            continue
+    return found

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 
 from hybridmetric import __version__
 from hybridmetric.cli import audit, fit, list_scorers, passk, run, score
+from hybridmetric.cli.signals import exit_status, terminate
 from hybridmetric.schema import RecordError
 
 COMMANDS = (run, score, fit, audit, passk, list_scorers)
@@ -27,11 +30,16 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, terminate) if main_thread else None
     try:
         return args.func(args) or 0
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         print("hybridmetric: interrupted", file=sys.stderr)
-        return 130
+        return exit_status(stop)
     except (RecordError, ValueError, FileNotFoundError, RuntimeError) as error:
         print(f"hybridmetric: error: {error}", file=sys.stderr)
         return 2
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)

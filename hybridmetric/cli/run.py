@@ -21,6 +21,7 @@ from hybridmetric.audit import audit
 from hybridmetric.cli.audit import add_audit_options
 from hybridmetric.cli.fit import add_fit_options, fit_options
 from hybridmetric.cli.options import add_scorer_options, build_scorers
+from hybridmetric.cli.signals import exit_status
 from hybridmetric.combine import (
     HYBRID_COLUMN,
     RATER_MODELS,
@@ -132,11 +133,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"[1/3] scoring {len(frame)} rows of {study.name} with {args.scorers}", file=sys.stderr)
     try:
         table = score(study.path, scorers, out / "scores.jsonl", resume=args.resume)
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as stop:
         print(f"hybridmetric: interrupted; finished rows are kept in "
               f"{journal_path(out / 'scores.jsonl')}; rerun with --resume to continue",
               file=sys.stderr)
-        return 130
+        return exit_status(stop)
     finally:
         for scorer in scorers:
             scorer.close()

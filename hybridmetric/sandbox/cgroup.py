@@ -12,8 +12,10 @@ of the cgroups above it still apply. Elsewhere the sandbox runs with rlimits alo
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import re
+import time
 from dataclasses import dataclass
 
 
@@ -149,6 +151,27 @@ class MemoryCgroup:
     def _write(self, name: str, value: str) -> None:
         with open(os.path.join(self.path, name), "w") as handle:
             handle.write(value)
+
+
+def cgroup_name(uid: int | None, worker_pid: int) -> str:
+    """The memory cgroup of the worker that runs programs as ``uid`` (without root, none: the
+    worker with host pid ``worker_pid``)."""
+    return f"hybridmetric-uid{uid}" if uid is not None else f"hybridmetric-pid{worker_pid}"
+
+
+def remove_leftover(name: str, rounds: int = 500) -> None:
+    """Remove the cgroup ``name`` where a worker killed before it could left it, once the
+    processes killed with it are gone (``rounds`` of 10 ms at most; nothing where there is
+    none)."""
+    for parent, _ in parents():
+        for _ in range(rounds):
+            try:
+                os.rmdir(os.path.join(parent, name))
+            except OSError as exc:
+                if exc.errno == errno.EBUSY:  # its programs are still dying
+                    time.sleep(0.01)
+                    continue
+            break
 
 
 def _enable_memory(parent: str) -> None:

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hybridmetric.sandbox.cache import ResultCache, cache_key
+from hybridmetric.sandbox.cgroup import cgroup_name, remove_leftover
 from hybridmetric.sandbox.isolation import Isolation
 from hybridmetric.sandbox.languages import DEFAULT_JAVA_CLASSPATH, SEARCH_PATH, canonical, tool
 from hybridmetric.sandbox.launcher import INTERPRETER_OPTIONS, read_message, write_message
@@ -71,6 +72,8 @@ class _Worker:
             self.uid, self._claim = _claim_uid()
         self.process: subprocess.Popen[bytes] | None = None
         self.retired = False  # it asked to be replaced before its next program
+        self.interrupted = False  # killed by interrupt(): no program of it gets a verdict
+        self.busy = False  # a program of it is running
         self.isolation: Isolation | None = None
         self.problems: list[str] = []
 
@@ -127,18 +130,31 @@ class _Worker:
         assert self.process is not None and self.process.stdin and self.process.stdout
         request = {"language": program.language, "source": program.source,
                    "limits": program.limits.as_dict(), "java_classpath": list(java_classpath)}
+        self.busy = True
         try:
             write_message(self.process.stdin.fileno(), request)
             answer = read_message(self.process.stdout.fileno())
         except OSError:  # a broken pipe, or the end of its stdout
             answer = None
+        finally:
+            self.busy = False
         if answer is not None:
             # it could not clear what this program left: a fresh one takes over next time
             self.retired = bool(answer.pop("retire", ""))
             return RunResult(**answer)
+        if self.interrupted:  # (a fresh one takes over if this sandbox runs anything again)
+            self.retired = True
+            return RunResult(SANDBOX_ERROR, "interrupted: the program was stopped unfinished")
         error = f"sandbox worker died:\n{self.log_tail()}"
         self._restart()
         return RunResult(SANDBOX_ERROR, error)
+
+    def interrupt(self) -> None:
+        """Kill the worker and, with it, its program (Ctrl-C: nobody waits for a verdict)."""
+        self.interrupted = True
+        if self.process is not None:
+            with contextlib.suppress(OSError):
+                self.process.kill()
 
     def _restart(self) -> None:
         self.stop()
@@ -159,7 +175,11 @@ class _Worker:
         if self.process.stdout:
             self.process.stdout.close()
         self.log.close()
+        # a worker killed before it could clean up (interrupted, or dead) leaves its memory
+        # cgroup, empty once its programs are gone
+        remove_leftover(cgroup_name(self.uid, self.process.pid))
         self.process = None
+        self.interrupted = False
 
     def close(self) -> None:
         self.stop()
@@ -293,7 +313,7 @@ class Sandbox:
             finally:
                 unsaved.clear()
 
-        def drain(worker: _Worker) -> None:
+        def drain(worker: _Worker, done: threading.Event) -> None:
             try:
                 while not stop.is_set():
                     try:
@@ -311,20 +331,31 @@ class Sandbox:
             except BaseException as exc:
                 failures.append(exc)
                 stop.set()
+            finally:
+                done.set()
 
-        threads: list[threading.Thread] = []
+        # Waited for through events, not Thread.join: a join that Ctrl-C interrupts leaves
+        # Python 3.11 calling the thread ended while it still runs.
+        ends: list[threading.Event] = []
+        interrupted = False
         try:
             for worker in self._workers:
-                threads.append(threading.Thread(target=drain, args=(worker,), daemon=True))
-                threads[-1].start()
-            for thread in threads:
-                thread.join()
-        finally:  # Ctrl-C included: what finished stays in the cache, the rest as it finishes
+                ends.append(threading.Event())
+                threading.Thread(target=drain, args=(worker, ends[-1]), daemon=True).start()
+            for end in ends:
+                end.wait()
+        except BaseException:  # Ctrl-C: the programs still running are stopped, not waited for
+            interrupted = True
+            raise
+        finally:  # what finished stays in the cache
             stop.set()
             with lock:
                 save()
-            for thread in threads:
-                thread.join()
+            for end in ends:
+                while not end.wait(0.05):
+                    for worker in self._workers if interrupted else ():
+                        if worker.busy and not worker.interrupted:
+                            worker.interrupt()
             with lock:
                 save()
         if failures:

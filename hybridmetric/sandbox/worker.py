@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from hybridmetric.sandbox import isolation, languages
-from hybridmetric.sandbox.cgroup import MemoryCgroup
+from hybridmetric.sandbox.cgroup import MemoryCgroup, cgroup_name
 from hybridmetric.sandbox.javac import CompileError, JavacServer
 from hybridmetric.sandbox.launcher import (
     PROGRAM,
@@ -174,8 +174,7 @@ class Worker:
         self.javac = JavacServer(self.root, self.uid)  # started on the first Java program
         self.cgroup: MemoryCgroup | None = None
         try:
-            owner = f"uid{self.uid}" if self.uid is not None else f"pid{host_pid}"
-            self.cgroup = MemoryCgroup.create(f"hybridmetric-{owner}")
+            self.cgroup = MemoryCgroup.create(cgroup_name(self.uid, host_pid))
             self.isolation = replace(self.isolation, memory_cgroup=True)
         except OSError as exc:
             self.problems.append(f"memory cgroup: {exc}")

@@ -12,6 +12,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pandas as pd
@@ -396,6 +397,42 @@ def test_an_interrupted_run_keeps_what_finished_in_the_cache(tmp_path: Path) -> 
     # the batch saved on the way, the rest at the stop, and the program then in flight
     assert pool.SAVE_EVERY + 3 <= len(cache) <= pool.SAVE_EVERY + 4
     cache.close()
+
+
+def test_ctrl_c_stops_the_programs_still_running(tmp_path: Path) -> None:
+    """Ctrl-C while programs sleep: the run ends at once (not when their 300 s run out), they
+    are gone, none gets a verdict in the cache, and the sandbox runs the next program."""
+    if os.getuid() != 0:
+        pytest.skip("the programs' own uids need root")
+    main = threading.main_thread().ident
+    assert main is not None
+    sleeper = Program("python", "import time\ntime.sleep(300)\n", Limits(timeout_s=300))
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with Sandbox(workers=2, cache=tmp_path / "v.sqlite") as box:
+            uids = set(box.uids)
+
+            def interrupt() -> None:  # once both workers run a sleeper
+                for _ in range(3000):
+                    if len(_of_uids(uids)) >= 2:
+                        break
+                    time.sleep(0.01)
+                signal.pthread_kill(main, signal.SIGINT)
+
+            threading.Thread(target=interrupt, daemon=True).start()
+            with pytest.raises(KeyboardInterrupt):
+                box.run([sleeper, replace(sleeper, source=sleeper.source + "# 2\n"),
+                         replace(sleeper, source=sleeper.source + "# 3\n")])
+            for _ in range(1000):  # killed with their worker's PID namespace, as it ends
+                if not _of_uids(uids):
+                    break
+                time.sleep(0.01)
+            assert _of_uids(uids) == []
+            assert len(box.cache) == 0
+            [after] = box.run([Program("python", "assert 2 + 2 == 4\n", LIMITS)])
+            assert after.outcome == PASSED
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def test_cache_key_depends_on_program_limits_language_network() -> None:
