@@ -58,6 +58,8 @@ MS_NOEXEC = 0x8
 _LINUX_CAPABILITY_VERSION_3 = 0x20080522
 MS_REC = 0x4000
 MS_BIND = 0x1000
+MS_REMOUNT = 0x20
+MS_RDONLY = 0x1
 MS_PRIVATE = 1 << 18
 MS_NOSUID = 0x2
 MS_NODEV = 0x4
@@ -192,6 +194,34 @@ def private_mounts(needed: list[str]) -> None:
     still = [path for path in needed if _blocker(path) is not None]
     if still:
         raise OSError(errno.EACCES, f"the sandbox uid cannot reach {still}")
+
+
+def name_the_uid(uid: int) -> None:
+    """Give the programs' uid a name in this mount namespace (after :func:`private_mounts`):
+    ``/etc/passwd`` and ``/etc/group`` with an entry for it (home ``/nonexistent``),
+    bind-mounted read-only over the host's, so that ``getpass.getuser()``, ``pwd.getpwuid`` or
+    node's ``os.userInfo()`` find it as they find the user a program normally runs as. (Each
+    copy is made in the private ``/run``, the source of a bind mount having to be in this
+    namespace, and unlinked once mounted.)"""
+    for path, entry in (("/etc/passwd", f"sandbox:x:{uid}:{uid}::/nonexistent:/usr/sbin/nologin"),
+                        ("/etc/group", f"sandbox:x:{uid}:")):
+        with open(path, "rb") as handle:
+            text = handle.read()
+        if any(line.split(b":")[2:3] == [str(uid).encode()] for line in text.splitlines()):
+            continue  # the machine names it already
+        copy = f"/run/hybridmetric-{os.path.basename(path)}"
+        named = os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+        try:
+            os.write(named, text.rstrip(b"\n") + b"\n" + entry.encode() + b"\n")
+        finally:
+            os.close(named)
+        try:
+            _check(_libc.mount(copy.encode(), path.encode(), None, MS_BIND, None),
+                   f"bind-mount {path}")
+            _check(_libc.mount(None, path.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY, None),
+                   f"remount {path} read-only")
+        finally:
+            os.unlink(copy)
 
 
 def new_mount_namespace() -> None:
@@ -455,6 +485,8 @@ def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
     may_unshare = root or netns  # without root, only a user namespace grants the capability
     ipcns = may_unshare and wall("IPC namespace", lambda: unshare(CLONE_NEWIPC))
     mountns = root and wall("mount namespace", lambda: private_mounts(needed))
+    if mountns and uid is not None:
+        wall("a name for the programs' uid", lambda: name_the_uid(uid))
     pidns = may_unshare and wall("PID namespace",
                                  lambda: pid_namespace(own_mounts=not mountns, watch=replies))
     read_only = not root and netns and wall("read-only file system", read_only_mounts)

@@ -1,6 +1,7 @@
 """A program ends as its own runtime ends it: what Python does after the last line (other threads
 joined, atexit callbacks, the standard streams flushed), the file's coding declaration, a C++
-process the program forks returning from ``main``, a JavaScript program's own top-level names.
+process the program forks returning from ``main``, a JavaScript program's own top-level names,
+a name for the user the program runs as.
 Each verdict is checked against the runtime itself, run on the same file outside the sandbox."""
 
 from __future__ import annotations
@@ -52,6 +53,13 @@ CASES = [
      "# -*- coding: latin-1 -*-\nassert len('\u00e9') == 2\n", PASSED),
     ("coding_unknown", "python", "# coding: foobar\nx = 1\n", SYNTAX_ERROR),
     ("coding_ascii_with_utf8", "python", "# coding: ascii\ns = '\u00e9'\n", SYNTAX_ERROR),
+    # the programs' uid has a name, as a user's has
+    ("user_name", "python",
+     "import getpass, os, pwd\nassert getpass.getuser() == pwd.getpwuid(os.getuid()).pw_name\n",
+     PASSED),
+    ("js_user_info", "javascript", "require('os').userInfo();\n", PASSED),
+    ("cpp_user_entry", "cpp", "#include <pwd.h>\n#include <unistd.h>\n"
+     "int main() { return getpwuid(getuid()) == nullptr; }\n", PASSED),
     # C++: a process the program forks may return from main; the status is its low byte
     ("cpp_forked_child_returns", "cpp",
      "#include <unistd.h>\n#include <sys/wait.h>\n"
@@ -107,7 +115,8 @@ def test_programs_end_as_their_runtime_ends_them(sandbox: Sandbox, tmp_path: Pat
 
 
 def test_a_failed_flush_at_exit_is_explained(sandbox: Sandbox) -> None:
-    [result] = sandbox.run([Program("python", CASES[9][2], LIMITS)])
+    [source] = [source for name, _, source, _ in CASES if name == "stdout_full"]
+    [result] = sandbox.run([Program("python", source, LIMITS)])
     assert "flushing sys.stdout at exit" in result.error and "No space left" in result.error
 
 
