@@ -8,6 +8,7 @@ from pathlib import Path
 
 from hybridmetric.combine import read_scores
 from hybridmetric.sandbox import pass_at_k_table
+from hybridmetric.scorers.pass_rate import PassRate
 from hybridmetric.signature import environment, signature
 
 PASSK_VERSION = "1"
@@ -53,8 +54,8 @@ def run(args: argparse.Namespace) -> int:
     by = args.by or ("system" if "system" in frame.columns else None)
     table = pass_at_k_table(frame, ks, column=args.column, by=by,
                             n_resamples=args.resamples, seed=args.seed)
-    scorer = ("pass_rate" if args.column == "score.pass"
-              else args.column.removeprefix("score.").removesuffix(".pass"))
+    scorer = next((alias for alias in scorer_signatures
+                   if args.column in PassRate.column_names(alias)), None)
     fields = {"passk": PASSK_VERSION, "k": ",".join(map(str, ks)), "column": args.column,
               "by": by or "none", "unit": "task",
               "boot": args.resamples, "ci": 0.95, "seed": args.seed,
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     sign = signature(fields)
     print(format_table(table, ks, args.resamples > 0, by or "group"))
     print(f"signature: {sign}")
-    if scorer in scorer_signatures:
+    if scorer is not None:
         print(f"{scorer}: {scorer_signatures[scorer]}")
     if args.output:
         Path(args.output).write_text(json.dumps(

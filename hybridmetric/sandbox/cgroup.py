@@ -154,8 +154,8 @@ class MemoryCgroup:
 
 
 def cgroup_name(uid: int | None, worker_pid: int) -> str:
-    """The memory cgroup of the worker that runs programs as ``uid`` (without root, none: the
-    worker with host pid ``worker_pid``)."""
+    """The name of the memory cgroup of the worker that runs programs as ``uid``, or, where
+    programs keep the caller's uid (``uid`` None), of the worker with host pid ``worker_pid``."""
     return f"hybridmetric-uid{uid}" if uid is not None else f"hybridmetric-pid{worker_pid}"
 
 

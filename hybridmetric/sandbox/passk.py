@@ -55,11 +55,10 @@ def pass_at_k_table(frame: pd.DataFrame, ks: Sequence[int], column: str = "score
     values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)
     bad = np.flatnonzero(~np.isin(values, (0.0, 1.0)))
     if len(bad):
-        shown = ", ".join(f"row {r} (task {frame['task_id'].iloc[r]}: {frame[column].iloc[r]})"
-                          for r in bad[:5])
-        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
-        raise ValueError(f"pass@k needs {column} to be 0 or 1 in every row; not so in {shown}"
-                         f"{more} (rows without tests have no verdict: leave them out)")
+        shown = _listed([f"row {r} (task {frame['task_id'].iloc[r]}: {frame[column].iloc[r]})"
+                         for r in bad])
+        raise ValueError(f"pass@k needs {column} to be 0 or 1 in every row; not so in {shown} "
+                         "(rows without tests have no verdict: leave them out)")
     if by is None:
         keys = pd.Series("all", frame.index)
     elif by not in frame.columns:
@@ -68,9 +67,8 @@ def pass_at_k_table(frame: pd.DataFrame, ks: Sequence[int], column: str = "score
     else:
         absent = np.flatnonzero(frame[by].isna().to_numpy())
         if len(absent):
-            raise ValueError(f"{by} is missing in row(s) {', '.join(map(str, absent[:5]))}"
-                             + (f" and {len(absent) - 5} more" if len(absent) > 5 else "")
-                             + f"; give every row its {by}, or compare no groups")
+            raise ValueError(f"{by} is missing in row(s) {_listed(list(map(str, absent)))}; "
+                             f"give every row its {by}, or compare no groups")
         keys = frame[by].astype(str)
     counts = (pd.DataFrame({"group": keys.to_numpy(), "task": frame["task_id"].astype(str),
                             "passed": values})
@@ -84,9 +82,7 @@ def pass_at_k_table(frame: pd.DataFrame, ks: Sequence[int], column: str = "score
             where = f" of {by} {group!r}" if by else ""
             raise ValueError(
                 f"pass@{max(ks)} needs at least {max(ks)} samples of each task; task(s)"
-                f"{where} with fewer: {', '.join(short[:5])}"
-                + (f" and {len(short) - 5} more" if len(short) > 5 else "")
-                + f" (fewest: {n.min()}); lower k")
+                f"{where} with fewer: {_listed(list(short))} (fewest: {n.min()}); lower k")
         row = {"group": group, "tasks": len(n), "samples": int(n.sum()),
                "min_samples": int(n.min()), "max_samples": int(n.max())}
         draws = rng.integers(0, len(n), size=(n_resamples, len(n)))
@@ -98,3 +94,9 @@ def pass_at_k_table(frame: pd.DataFrame, ks: Sequence[int], column: str = "score
                 row[f"pass@{k}_ci"] = [float(low), float(high)]
         table.append(row)
     return table
+
+
+def _listed(items: list[str], limit: int = 5) -> str:
+    """The first ``limit`` of ``items``, and how many more there are."""
+    more = f" and {len(items) - limit} more" if len(items) > limit else ""
+    return ", ".join(items[:limit]) + more
