@@ -54,8 +54,10 @@ from typing import Any, NoReturn, TextIO
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
 #: Modules every fork server imports, because generated programs import them most (a module
-#: imported in a child costs that child its whole import).
-STANDARD_MODULES = ("typing", "math", "random", "re", "collections", "itertools", "functools",
+#: imported in a child costs that child its whole import). Not ``random``: it reseeds itself in
+#: every forked child (``os.register_at_fork``), which costs each child ~0.1 ms whether it uses
+#: ``random`` or not, and few programs do (1 of 2,164 in ``analysis/bench_sandbox.py``).
+STANDARD_MODULES = ("typing", "math", "re", "collections", "itertools", "functools",
                     "string", "heapq", "bisect", "copy")
 #: Failing programs the fork server runs in itself before it forks any (see :func:`_rehearse`):
 #: an assertion that fails on a whole line, and an error inside an expression (a caret line).
@@ -557,6 +559,11 @@ class Forker:
         _rehearse()
         gc.collect()
         gc.freeze()  # the collector never writes the pages the children share
+        # Give back the free memory that imports and the rehearsal left in the heap: resident
+        # pages are page table entries every fork copies and every child's exit frees (glibc;
+        # other C libraries have no malloc_trim and keep them).
+        if hasattr(libc, "malloc_trim"):
+            libc.malloc_trim(0)
 
     def launch(self, request: Request) -> Reply:
         """Run one program to its end (or its time limit); see :data:`Request`, :data:`Reply`.

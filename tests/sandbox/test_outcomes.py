@@ -6,6 +6,7 @@ import contextlib
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -794,17 +795,31 @@ def test_preloaded_modules_are_already_imported_in_programs(sandbox: Sandbox, ru
 
 
 def test_fork_server_carries_no_threading_and_programs_may_use_it(run: Run) -> None:
-    """Modules with an at-fork handler (threading) or many mappings (numpy, the package's own
-    pandas) make every fork slower, so a fresh worker has not imported them (building the C++
-    header or the Java server later brings subprocess in); programs still can."""
+    """Modules with an at-fork handler (threading, random) or many mappings (numpy, the
+    package's own pandas) make every fork slower, so a fresh worker has not imported them
+    (building the C++ header or the Java server later brings subprocess in); programs still
+    can."""
     carried = "import sys\nassert {} & set(sys.modules) == set(), sys.modules\n".format(
-        {"threading", "subprocess", "numpy", "pandas", "hybridmetric.sandbox.pool", "sqlite3"})
+        {"threading", "random", "subprocess", "numpy", "pandas", "hybridmetric.sandbox.pool",
+         "sqlite3"})
     uses = ("import subprocess, threading\nout = []\n"
             "t = threading.Thread(target=lambda: out.append(subprocess.run(['true']).returncode))\n"
             "t.start()\nt.join()\nassert out == [0]\n")
     with Sandbox(workers=1) as box:
         assert run(box, "python", carried, LIMITS).outcome == PASSED
         assert run(box, "python", uses, LIMITS).outcome == PASSED
+
+
+@pytest.mark.parametrize("preload", [[], ["random"]])
+def test_every_program_draws_its_own_random_numbers(preload: list[str], run: Run) -> None:
+    """As in separate ``python`` runs, ``random`` is seeded afresh in each program, whether the
+    program imports it or the fork server had it preloaded (then its at-fork reseeding must
+    reach every child): no two of eight programs draw the same 64 bits."""
+    source = "import random\nraise AssertionError(f'drawn {random.getrandbits(64)}')\n"
+    with Sandbox(workers=2, preload=preload) as box:
+        results = box.run([Program("python", source + f"# {i}\n", LIMITS) for i in range(8)])
+    drawn = {re.search(r"drawn (\d+)", result.error).group(1) for result in results}
+    assert len(drawn) == 8, [result.error for result in results]
 
 
 def test_missing_preload_module_fails_loudly() -> None:

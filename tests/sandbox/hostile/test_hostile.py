@@ -256,48 +256,134 @@ def test_big_output_is_capped(sandbox: Sandbox, run: Run) -> None:
     assert "AssertionError" in result.error
 
 
+class HostListener:
+    """A listener on the host's 127.0.0.1 (opened here, never anything else, on a free port)
+    that records whatever reaches it until it is closed, after the program has ended."""
+
+    def __init__(self, kind: int) -> None:
+        self.kind, self.received = kind, []
+        self.socket = socket.socket(socket.AF_INET, kind)
+        self.socket.bind(("127.0.0.1", 0))
+        self.port = self.socket.getsockname()[1]
+        if kind == socket.SOCK_STREAM:
+            self.socket.listen(1)
+        self.socket.settimeout(0.2)
+        self.stop = threading.Event()
+        self.watcher = threading.Thread(target=self._watch)
+        self.watcher.start()
+
+    def _watch(self) -> None:
+        while True:
+            stopping = self.stop.is_set()  # one more round once stopped: what waits is read
+            try:
+                if self.kind == socket.SOCK_STREAM:
+                    connection, _ = self.socket.accept()
+                    connection.settimeout(5)
+                    self.received.append(connection.recv(100))
+                    connection.close()
+                else:
+                    self.received.append(self.socket.recv(100))
+            except TimeoutError:
+                if stopping:
+                    return
+
+    def close(self) -> list[bytes]:
+        """What reached the listener."""
+        self.stop.set()
+        self.watcher.join()
+        self.socket.close()
+        return self.received
+
+
 @pytest.mark.parametrize("kind", [socket.SOCK_STREAM, socket.SOCK_DGRAM])
 def test_cannot_reach_host_loopback(sandbox: Sandbox, run: Run, untouched: Check,
                                     kind: int) -> None:
-    """A listener on the host's 127.0.0.1 (opened here, never anything else) stays unreached."""
-    listener = socket.socket(socket.AF_INET, kind)
-    listener.bind(("127.0.0.1", 0))
-    port = listener.getsockname()[1]
-    received: list[bytes] = []
-    if kind == socket.SOCK_STREAM:
-        listener.listen(1)
-    listener.settimeout(0.2)
-
-    def watch() -> None:
-        for _ in range(15):
-            try:
-                if kind == socket.SOCK_STREAM:
-                    connection, _ = listener.accept()
-                    received.append(connection.recv(100))
-                    connection.close()
-                else:
-                    received.append(listener.recv(100))
-            except TimeoutError:
-                continue
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
+    """A listener on the host's 127.0.0.1 stays unreached."""
+    listener = HostListener(kind)
     source = (
         "import socket\n"
         f"s = socket.socket(socket.AF_INET, {int(kind)})\n"
-        f"s.connect(('127.0.0.1', {port}))\n"
+        f"s.connect(('127.0.0.1', {listener.port}))\n"
         "s.send(b'leaked')\n"
         "assert True\n"
     )
     try:
         result = run(sandbox, "python", source)
     finally:
-        watcher.join()
-        listener.close()
+        received = listener.close()
     assert result.outcome == FAILED
     assert "Permission denied" in result.error or "unreachable" in result.error
     assert received == []
     untouched(sandbox)
+
+
+#: A TCP connection to the host's 127.0.0.1 at PORT in each compiled or JIT language: each
+#: fails (with the error its runtime gives a refused socket) unless it reaches the listener.
+CONNECT = {
+    "cpp": """#include <arpa/inet.h>
+#include <cstdio>
+#include <sys/socket.h>
+#include <unistd.h>
+int main() {
+    int s = socket(AF_INET, SOCK_STREAM, 0);
+    if (s < 0) { perror("socket"); return 1; }
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(PORT);
+    inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
+    if (connect(s, (sockaddr *) &to, sizeof to) != 0) { perror("connect"); return 1; }
+    write(s, "leaked", 6);
+}
+""",
+    "javascript": """const s = require("net").connect(PORT, "127.0.0.1", () => s.end("leaked"));
+""",
+    "java": """import java.net.Socket;
+class Problem {
+    public static void main(String[] args) throws Exception {
+        try (Socket s = new Socket("127.0.0.1", PORT)) {
+            s.getOutputStream().write("leaked".getBytes());
+        }
+    }
+}
+""",
+}
+
+
+@pytest.mark.parametrize("language", sorted(CONNECT))
+def test_no_language_reaches_host_loopback(sandbox: Sandbox, run: Run, untouched: Check,
+                                           language: str) -> None:
+    """The network wall is the process's, not Python's: a C++, JavaScript or Java program's
+    connection to a listener on the host's 127.0.0.1 fails and nothing reaches it."""
+    listener = HostListener(socket.SOCK_STREAM)
+    try:
+        result = run(sandbox, language, CONNECT[language].replace("PORT", str(listener.port)),
+                     Limits(timeout_s=20.0))
+    finally:
+        received = listener.close()
+    assert result.outcome == FAILED, result
+    assert "ermission denied" in result.error or "EACCES" in result.error, result.error
+    assert received == []
+    untouched(sandbox)
+
+
+def test_the_connecting_programs_reach_the_listener_when_the_network_is_allowed(
+        run: Run, untouched: Check) -> None:
+    """The control of the test above: with ``allow_network`` the same programs pass and their
+    bytes arrive (so their failure there is the wall's doing, not a broken program)."""
+    with Sandbox(workers=1, allow_network=True) as box:
+        if box.isolation.uid is None:
+            pytest.skip("needs root (the sandbox's own uid)")
+        for language in sorted(CONNECT):
+            listener = HostListener(socket.SOCK_STREAM)
+            try:
+                result = run(box, language,
+                             CONNECT[language].replace("PORT", str(listener.port)),
+                             Limits(timeout_s=20.0))
+            finally:
+                received = listener.close()
+            assert (language, result.outcome) == (language, PASSED), result
+            assert received == [b"leaked"], language
+        untouched(box)
 
 
 IO_URING_SETUP = """
