@@ -224,6 +224,31 @@ def test_a_stopped_pass_rate_run_ends_at_once_and_keeps_finished_rows(tmp_path, 
     assert journal.read_text().count("\n") == 4
 
 
+@pytest.mark.parametrize(("stop", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_command_stopped_while_it_starts_ends_as_at_any_other_time(tmp_path, stop, status):
+    """SIGTERM or Ctrl-C while the command line is still importing (numpy is mapped, pandas
+    follows: most of a second) ends it with the signal's status and one line, no traceback.
+    (Should the imports be over by then, the command waits for its input, a FIFO nobody
+    writes, and the signal ends that the same way: no row finished, so no journal is named.)"""
+    data = tmp_path / "g.jsonl"
+    os.mkfifo(data)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hybridmetric.cli", "score", str(data), "-o",
+         str(tmp_path / "s.jsonl"), "--scorers", "exact_match", "--no-progress"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        for _ in range(3000):
+            if "numpy" in Path(f"/proc/{process.pid}/maps").read_text():
+                break
+            time.sleep(0.001)
+        os.killpg(process.pid, stop)
+        _, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == status, err
+    assert err.decode().strip() == "hybridmetric: interrupted"
+
+
 def _sandbox_programs() -> list[int]:
     """Processes of the sandbox's uids (programs: between programs only root's run)."""
     uids = range(pool.UID_BASE, pool.UID_BASE + pool.UID_SLOTS)

@@ -1,4 +1,8 @@
-"""The ``hybridmetric`` command line (see DESIGN.md, "Command line"); one module a command."""
+"""The ``hybridmetric`` command line (see DESIGN.md, "Command line"); one module a command.
+
+The commands are imported by :func:`main`, under its Ctrl-C and SIGTERM handling: they bring in
+pandas, the better part of a second, and an interrupt meanwhile ends the command as any other
+(status 130 or 143, no traceback)."""
 
 from __future__ import annotations
 
@@ -9,35 +13,33 @@ import threading
 from collections.abc import Sequence
 
 from hybridmetric import __version__
-from hybridmetric.cli import audit, fit, list_scorers, passk, run, score
 from hybridmetric.cli.signals import exit_status, terminate
-from hybridmetric.schema import RecordError
-
-COMMANDS = (run, score, fit, audit, passk, list_scorers)
 
 
 def parser() -> argparse.ArgumentParser:
+    from hybridmetric.cli import audit, fit, list_scorers, passk, run, score
+
     root = argparse.ArgumentParser(
         prog="hybridmetric",
         description="Score generated code for value, fit a hybrid metric, audit agreement.",
     )
     root.add_argument("--version", action="version", version=f"hybridmetric {__version__}")
     commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for command in COMMANDS:
+    for command in (run, score, fit, audit, passk, list_scorers):
         command.register(commands)
     return root
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, terminate) if main_thread else None
     try:
+        args = parser().parse_args(argv)
         return args.func(args) or 0
     except KeyboardInterrupt as stop:
         print("hybridmetric: interrupted", file=sys.stderr)
         return exit_status(stop)
-    except (RecordError, ValueError, FileNotFoundError, RuntimeError) as error:
+    except (ValueError, FileNotFoundError, RuntimeError) as error:  # (a RecordError too)
         print(f"hybridmetric: error: {error}", file=sys.stderr)
         return 2
     finally:

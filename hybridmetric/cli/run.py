@@ -21,7 +21,7 @@ from hybridmetric.audit import audit
 from hybridmetric.cli.audit import add_audit_options
 from hybridmetric.cli.fit import add_fit_options, fit_options
 from hybridmetric.cli.options import add_scorer_options, build_scorers
-from hybridmetric.cli.signals import exit_status
+from hybridmetric.cli.signals import interrupted
 from hybridmetric.combine import (
     HYBRID_COLUMN,
     RATER_MODELS,
@@ -134,10 +134,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         table = score(study.path, scorers, out / "scores.jsonl", resume=args.resume)
     except KeyboardInterrupt as stop:
-        print(f"hybridmetric: interrupted; finished rows are kept in "
-              f"{journal_path(out / 'scores.jsonl')}; rerun with --resume to continue",
-              file=sys.stderr)
-        return exit_status(stop)
+        return interrupted(stop, journal_path(out / "scores.jsonl"))
     finally:
         for scorer in scorers:
             scorer.close()

@@ -7,7 +7,7 @@ import json
 import sys
 
 from hybridmetric.cli.options import add_scorer_options, build_scorers
-from hybridmetric.cli.signals import exit_status
+from hybridmetric.cli.signals import interrupted
 from hybridmetric.combine import HYBRID_COLUMN, MetricCard
 from hybridmetric.io import atomic_path, write_generations
 from hybridmetric.scoring import journal_path, score, signature_path
@@ -40,9 +40,7 @@ def run(args: argparse.Namespace) -> int:
         table = score(args.input, scorers, args.output, resume=args.resume,
                       chunk_size=args.chunk_size, progress=False if args.no_progress else None)
     except KeyboardInterrupt as stop:
-        print(f"hybridmetric: interrupted; finished rows are kept in {journal_path(args.output)}; "
-              "rerun with --resume to continue", file=sys.stderr)
-        return exit_status(stop)
+        return interrupted(stop, journal_path(args.output))
     finally:
         for scorer in scorers:
             scorer.close()

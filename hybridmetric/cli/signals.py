@@ -4,6 +4,8 @@ stopped), and the exit status says which signal it was."""
 from __future__ import annotations
 
 import signal
+import sys
+from pathlib import Path
 
 
 class Terminated(KeyboardInterrupt):
@@ -18,3 +20,11 @@ def terminate(signum: int, frame: object) -> None:
 def exit_status(stop: KeyboardInterrupt) -> int:
     """What a shell expects of a program that a signal stopped: 128 + its number."""
     return 128 + (signal.SIGTERM if isinstance(stop, Terminated) else signal.SIGINT)
+
+
+def interrupted(stop: KeyboardInterrupt, journal: Path) -> int:
+    """Say where the rows a stopped scoring run finished are (when it finished any: else the
+    plain message) and return the signal's exit status."""
+    kept = f"; finished rows are kept in {journal}; rerun with --resume to continue"
+    print(f"hybridmetric: interrupted{kept if journal.exists() else ''}", file=sys.stderr)
+    return exit_status(stop)
