@@ -4,7 +4,8 @@ tasks of a scores table, per system, with a bootstrap interval over tasks."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -55,8 +56,8 @@ def pass_at_k_table(frame: pd.DataFrame, ks: Sequence[int], column: str = "score
     values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)
     bad = np.flatnonzero(~np.isin(values, (0.0, 1.0)))
     if len(bad):
-        shown = _listed([f"row {r} (task {frame['task_id'].iloc[r]}: {frame[column].iloc[r]})"
-                         for r in bad])
+        shown = _listed(bad, lambda r: f"row {r} (task {frame['task_id'].iloc[r]}: "
+                                       f"{frame[column].iloc[r]})")
         raise ValueError(f"pass@k needs {column} to be 0 or 1 in every row; not so in {shown} "
                          "(rows without tests have no verdict: leave them out)")
     if by is None:
@@ -67,7 +68,7 @@ def pass_at_k_table(frame: pd.DataFrame, ks: Sequence[int], column: str = "score
     else:
         absent = np.flatnonzero(frame[by].isna().to_numpy())
         if len(absent):
-            raise ValueError(f"{by} is missing in row(s) {_listed(list(map(str, absent)))}; "
+            raise ValueError(f"{by} is missing in row(s) {_listed(absent)}; "
                              f"give every row its {by}, or compare no groups")
         keys = frame[by].astype(str)
     counts = (pd.DataFrame({"group": keys.to_numpy(), "task": frame["task_id"].astype(str),
@@ -82,7 +83,7 @@ def pass_at_k_table(frame: pd.DataFrame, ks: Sequence[int], column: str = "score
             where = f" of {by} {group!r}" if by else ""
             raise ValueError(
                 f"pass@{max(ks)} needs at least {max(ks)} samples of each task; task(s)"
-                f"{where} with fewer: {_listed(list(short))} (fewest: {n.min()}); lower k")
+                f"{where} with fewer: {_listed(short)} (fewest: {n.min()}); lower k")
         row = {"group": group, "tasks": len(n), "samples": int(n.sum()),
                "min_samples": int(n.min()), "max_samples": int(n.max())}
         draws = rng.integers(0, len(n), size=(n_resamples, len(n)))
@@ -96,7 +97,7 @@ def pass_at_k_table(frame: pd.DataFrame, ks: Sequence[int], column: str = "score
     return table
 
 
-def _listed(items: list[str], limit: int = 5) -> str:
-    """The first ``limit`` of ``items``, and how many more there are."""
+def _listed(items: Sequence[Any], show: Callable[[Any], str] = str, limit: int = 5) -> str:
+    """The first ``limit`` of ``items`` (only those are shown), and how many more there are."""
     more = f" and {len(items) - limit} more" if len(items) > limit else ""
-    return ", ".join(items[:limit]) + more
+    return ", ".join(map(show, items[:limit])) + more
