@@ -7,9 +7,10 @@ working directory, rlimits and uid, then either runs Python source in the forked
 ``execve``\\ s a command. :meth:`Forker.launch` forks it, waits with a wall-clock limit, kills its
 group on timeout and returns what it left: exit status, report, output tails. A Python program
 is compiled by the worker where that leaves nothing behind (:func:`precompile`), which sends the
-code: a program that does not compile needs no child at all, and the compiler's memory is
-neither copied into every child nor written in the forking process (each fork write-protects
-its pages: every page written after it costs a fault).
+code for the child to load: a program that does not compile needs no child at all, and neither
+the compiler's memory nor the program's code is ever in the forking process (each fork
+write-protects its pages: every page written after it costs a fault; and code loaded there
+would leave its interned identifiers behind, from Python 3.12 on, for later programs to find).
 
 As root the worker keeps a *fork server* (:class:`ForkServer`): a fresh interpreter started
 inside the worker's namespaces that imports only this file, the standard modules programs use
@@ -69,11 +70,10 @@ _TAIL = 16384
 #: depth of the calling stack: :func:`precompile` leaves those to the child).
 COMPILE_ERRORS = (SyntaxError, ValueError, UnicodeError, RecursionError)
 #: Python sources of up to this many characters are compiled by the worker (:func:`precompile`)
-#: and their code loaded by the forking process; larger ones in the child, under the program's
-#: limits. Only where loading code leaves nothing in the forking process: from Python 3.12 the
-#: identifiers and strings it interns stay interned after the code is freed, so one program
-#: could learn what an earlier one was (``sys.intern(s) is s``) and the server would grow.
-PRECOMPILE_MAX = 1 << 16 if sys.version_info < (3, 12) else -1
+#: and their code loaded by their own child; larger ones compiled in the child, under the
+#: program's limits. (Loaded in the forking process, code would leave its identifiers there:
+#: from Python 3.12 interned strings outlive the code, and a later program could find them.)
+PRECOMPILE_MAX = 1 << 16
 #: The file a Python program runs as, in its working directory (the worker writes it there).
 PROGRAM = "program.py"
 #: Interpreter options of every process that forks Python programs (the worker, the fork
@@ -219,7 +219,7 @@ def _program_streams() -> tuple[TextIO, TextIO, TextIO]:
 
 def _tail(fd: int) -> str:
     """The end of what a program wrote to the memory file ``fd``."""
-    size = os.fstat(fd).st_size
+    size = os.lseek(fd, 0, os.SEEK_END)  # (an int, where fstat builds a stat_result)
     if not size:
         return ""
     return os.pread(fd, _TAIL, max(0, size - _TAIL)).decode("utf-8", "replace")
@@ -451,10 +451,11 @@ def _enter_python(path: str, streams: tuple[TextIO, TextIO, TextIO]) -> None:
     sys.argv = [path]
 
 
-def _python_main(source: str, path: str, folder: str, code: CodeType | None) -> NoReturn:
-    """Run ``source`` (``code``: already compiled) as ``__main__`` at ``path`` in ``folder`` in
-    this (child) process; emit the token after it returns. (Every object this touches is a page
-    the child copies, so it does little, with no helper such as ``contextlib.suppress``.)"""
+def _python_main(source: str, path: str, folder: str, compiled: bytes | None) -> NoReturn:
+    """Run ``source`` (``compiled``: its code from :func:`precompile`, or None) as ``__main__``
+    at ``path`` in ``folder`` in this (child) process; emit the token after it returns. (Every
+    object this touches is a page the child copies, so it does little, with no helper such as
+    ``contextlib.suppress``.)"""
     write, read, leave = os.write, os.read, os._exit  # held before the program can patch them
     run_exit_functions, getpid = atexit._run_exitfuncs, os.getpid
     own_pid = getpid()
@@ -471,6 +472,12 @@ def _python_main(source: str, path: str, folder: str, code: CodeType | None) -> 
         write(4, code)
         leave(1)
 
+    code: CodeType | None = None
+    if compiled is not None:
+        try:  # noqa: SIM105 - see the docstring
+            code = marshal.loads(compiled)
+        except (ValueError, EOFError, TypeError, MemoryError):  # compiled below instead
+            pass
     try:
         if code is None:
             code = compile(file_bytes(source), path, "exec", dont_inherit=True)
@@ -551,6 +558,9 @@ class Forker:
         self.uid, self.cgroup_procs, self.env, self.work = uid, cgroup_procs, env, work
         self.dedicated = dedicated
         self.devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+        # The fork server's list of its children, kept open (see _kill_children).
+        self.children = os.open(f"/proc/self/task/{os.getpid()}/children",
+                                os.O_RDONLY | os.O_CLOEXEC) if dedicated else -1
         self.path = os.path.join(work, PROGRAM)
         self.streams = _program_streams()  # made once: a fork need not build them
         if dedicated:  # what every child would set, once (this process writes to neither)
@@ -573,10 +583,6 @@ class Forker:
         made (the process is as it was)."""
         argv, source, compiled, limits, timeout_s = request
         token = os.urandom(16).hex().encode()
-        try:
-            code = marshal.loads(compiled) if compiled is not None else None
-        except (ValueError, EOFError, TypeError, MemoryError):  # the child compiles instead
-            code = None
         opened: list[int] = []
         try:
             token_r, token_w = os.pipe()
@@ -602,7 +608,7 @@ class Forker:
                 os.close(fd)
             raise LaunchFailed(exc.errno, f"no child could be made: {exc}") from exc
         if pid == 0:
-            self._child(argv, source, code, limits,
+            self._child(argv, source, compiled, limits,
                         [self.devnull, out, err, token_r, report_w, failure_w])
         for fd in (token_r, report_w, failure_w):
             os.close(fd)
@@ -615,7 +621,8 @@ class Forker:
             finally:
                 os.close(pidfd)
             status = _reap(pid)
-            escaped = _kill_children() if self.dedicated else 0  # the worker sweeps its own
+            # (the worker sweeps its own)
+            escaped = _kill_children(self.children) if self.dedicated else 0
             os.set_blocking(report_r, False)  # an escaped grandchild may still hold fd 4
             try:
                 report = os.read(report_r, 65536)
@@ -631,7 +638,7 @@ class Forker:
             for fd in (report_r, failure_r, out, err):
                 os.close(fd)
 
-    def _child(self, argv: list[str] | None, source: str | None, code: CodeType | None,
+    def _child(self, argv: list[str] | None, source: str | None, compiled: bytes | None,
                limits: Rlimits, fds: list[int]) -> NoReturn:
         channel, write, leave = fds[FAILURE_FD], os.write, os._exit  # before any program
         try:
@@ -650,7 +657,7 @@ class Forker:
                 assert source is not None
                 if not self.dedicated:
                     _enter_python(self.path, self.streams)
-                _python_main(source, self.path, self.work, code)
+                _python_main(source, self.path, self.work, compiled)
             os.execve(argv[0], argv, self.env)
         except BaseException as exc:  # the sandbox failed before the program started
             with contextlib.suppress(BaseException):  # (closed once it has: see FAILURE_FD)
@@ -709,11 +716,15 @@ def _kill_tracers(pid: int) -> None:
                 os.kill(tracer, signal.SIGKILL)
 
 
-def _kill_children(rounds: int = 200) -> int:
+def _kill_children(children: int, rounds: int = 200) -> int:
     """Kill and reap every child of this (single-threaded) process; return how many there
-    were. One system call when there is none. Children that outlast every round (or a zombie
-    held by a tracer) make it raise: the server then exits, and its children pass to the
+    were. ``children``: its ``/proc/self/task/PID/children``, open; it lists the living and the
+    dead not yet reaped, so one ``pread`` tells that there is none (no exception raised, whose
+    objects would be pages written after every fork). Children that outlast every round (or a
+    zombie held by a tracer) make it raise: the server then exits, and its children pass to the
     worker, whose sweep kills every process of the sandbox uid at once."""
+    if not os.pread(children, 1, 0):
+        return 0
     found: set[int] = set()
     for _ in range(rounds):
         try:

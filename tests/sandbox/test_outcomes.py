@@ -282,12 +282,11 @@ def test_size_of_a_tmpfs_folder_counts_its_entries(tmp_path: Path) -> None:
 
 
 def test_compiled_before_the_fork_as_if_in_the_child(run: Run) -> None:
-    """On Python 3.11 the worker compiles a program and the fork server loads its code before
-    it forks: a syntax error needs no child (the next program gets the next PID of the worker's
-    namespace), a compiler warning still reaches the program's stderr, what the worker saw of a
-    broken program never reaches the next one's ``linecache``, and a program too large to
-    compile there is compiled in its child. An expression nested too deep to compile is a
-    syntax error either way."""
+    """The worker compiles a program and its child loads the code: a syntax error needs no
+    child (the next program gets the next PID of the worker's namespace), a compiler warning
+    still reaches the program's stderr, what the worker saw of a broken program never reaches
+    the next one's ``linecache``, and a program too large to compile there is compiled in its
+    child. An expression nested too deep to compile is a syntax error either way."""
     pid = "import os\nassert False, os.getpid()\n"
     with Sandbox(workers=1) as box:
         first = int(run(box, "python", pid, LIMITS).error.split()[-1])
@@ -850,3 +849,16 @@ def test_needed_paths_inside_private_dirs_are_bind_mounted_back():
     needed = ["/tmp/ci/main/.venv/bin/python", "/tmp/ci/shared", "/usr/lib", "/tmpfoo/x"]
     assert isolation._entries_below("/tmp", needed) == {"/tmp/ci"}
     assert isolation._entries_below("/var/tmp", needed) == set()
+
+
+def test_no_program_learns_what_an_earlier_one_interned(run: Run) -> None:
+    """Each program's code is loaded in its own child, so the identifiers it interns die with
+    it (from Python 3.12 interned strings outlive the code that made them: loaded by the
+    forking process, they would stay there for every later child to find)."""
+    name = "zq_identifier_of_the_first_program"
+    probe = ("import sys\nprobe = ''.join(['zq_identifier_', 'of_the_first_program'])\n"
+             "assert sys.intern(probe) is probe, 'interned before this program'\n")
+    with Sandbox(workers=1) as box:
+        assert run(box, "python", probe, LIMITS).outcome == PASSED  # the probe itself works
+        assert run(box, "python", f"{name} = 1\nassert {name}\n", LIMITS).outcome == PASSED
+        assert run(box, "python", probe, LIMITS).outcome == PASSED
