@@ -249,6 +249,11 @@ def _lines(source: str) -> list[str]:
     return io.StringIO(source, newline=None).readlines()
 
 
+#: What changed in ``traceback``'s last lines of an exception: from Python 3.12 a ``__notes__``
+#: that is a ``str`` or ``bytes`` is one note, not a sequence of them, and one that is not a
+#: sequence ends its line; from 3.13 the type's name is formatted (``format``, not ``str``), and
+#: a ``__notes__`` that cannot be read becomes a note that says so.
+_PY312, _PY313 = sys.version_info >= (3, 12), sys.version_info >= (3, 13)
 #: What ``traceback`` writes between chained exceptions.
 _CAUSE = "\nThe above exception was the direct cause of the following exception:\n\n"
 _CONTEXT = "\nDuring handling of the above exception, another exception occurred:\n\n"
@@ -274,7 +279,12 @@ def _plain_error_text(exc: BaseException, source: str, path: str) -> str | None:
         seen.add(id(current))
         stack = _stack_text(tb, source, path, program)
         text = _safe_str(current, "exception")
-        notes = getattr(current, "__notes__", None)
+        try:
+            notes = getattr(current, "__notes__", None)
+        except Exception as error:
+            if not _PY313:
+                raise
+            notes = [f"Ignored error getting __notes__: {_safe_str(error, '__notes__', repr)}"]
         if isinstance(current, SyntaxError):  # (possible only if the program's code made it so)
             return None
         following, introduces = None, ""
@@ -302,14 +312,18 @@ def _plain_error_text(exc: BaseException, source: str, path: str) -> str | None:
                 smod = "<unknown>"
             stype = smod + "." + stype
         valuestr = _safe_str(text, "exception")
-        out.append("%s: %s\n" % (stype, valuestr) if valuestr else "%s\n" % stype)  # noqa: UP031
+        if _PY313:
+            out.append(f"{stype}: {valuestr}\n" if valuestr else f"{stype}\n")
+        else:
+            out.append("%s: %s\n" % (stype, valuestr) if valuestr else "%s\n" % stype)  # noqa: UP031
         if notes is None:  # (most often: no need to ask the ABC, whose caches it would write)
             continue
-        if isinstance(notes, collections.abc.Sequence):
+        if isinstance(notes, collections.abc.Sequence) and not (
+                _PY312 and isinstance(notes, str | bytes)):
             for note in notes:
                 out += [line + "\n" for line in _safe_str(note, "note").split("\n")]
         else:
-            out.append(_safe_str(notes, "__notes__", repr))
+            out.append(_safe_str(notes, "__notes__", repr) + ("\n" if _PY312 else ""))
     return "".join(out)
 
 

@@ -170,6 +170,7 @@ TRACEBACKS = {
     "notes_with_lines": ("e = ValueError('n')\ne.add_note('one\\ntwo')\ne.add_note('three')\n"
                          "raise e\n"),
     "notes_not_a_sequence": "e = ValueError('n')\ne.__notes__ = 42\nraise e\n",
+    "notes_a_string": "e = ValueError('n')\ne.__notes__ = 'ab'\nraise e\n",  # (3.12: one note)
     "note_str_fails": ("class N:\n    def __str__(self): raise KeyError\n"
                        "e = ValueError('n')\ne.__notes__ = [N()]\nraise e\n"),
     "syntax_error_as_context": ("try:\n    compile('1 +', 'made', 'exec')\nexcept SyntaxError:\n"
@@ -178,6 +179,11 @@ TRACEBACKS = {
                         "        if not hasattr(self, '__notes__'):\n"
                         "            self.add_note('a note')\n        return 'e'\nraise E()\n"),
 }
+
+if sys.version_info >= (3, 13):  # before, the traceback module itself fails on it
+    TRACEBACKS["notes_unreadable"] = ("class E(Exception):\n    @property\n"
+                                      "    def __notes__(self): raise KeyError('k')\n"
+                                      "raise E('m')\n")
 
 _REFERENCE = """
 import io, json, linecache, sys, traceback
