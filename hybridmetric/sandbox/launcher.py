@@ -23,7 +23,8 @@ they make its children with ``clone(CLONE_PARENT)`` it kills after each program)
 they would share its uid and could kill it, so the worker forks them itself
 (:class:`InProcess`), as the init of its PID namespace whose signals programs cannot send.
 
-This module uses the standard library only: it is the fork server's whole program.
+This module uses the standard library only: with ``_boot.py``, it is the fork server's whole
+program.
 """
 
 from __future__ import annotations
@@ -782,8 +783,8 @@ class InProcess:
 
 class ForkServer:
     """The worker's end of a fork server (see the module docstring): started by ``python -B -P
-    launcher.py``, the interpreter the worker runs in with its ``site`` (the builtins ``exit``
-    and ``help``, ``.pth`` import hooks) and its import path, writing no bytecode.
+    _boot.py serve``, the interpreter the worker runs in with its ``site`` (the builtins
+    ``exit`` and ``help``, ``.pth`` import hooks) and its import path, writing no bytecode.
 
     ``compiles_here``: whether a program compiled in the worker (:func:`precompile`) compiles
     as it would in the server's child: the server's warning filters, once its preloads are
@@ -796,7 +797,8 @@ class ForkServer:
         requests_r, self._requests = os.pipe()
         self._replies, replies_w = os.pipe()
         try:
-            argv = [sys.executable, "-B", "-P", *INTERPRETER_OPTIONS, __file__]
+            argv = [sys.executable, "-B", "-P", *INTERPRETER_OPTIONS,
+                    os.path.join(os.path.dirname(__file__), "_boot.py"), "serve"]
             server_env = dict(os.environ)  # the worker's (one BLAS thread), for the imports
             fds = [requests_r, replies_w, 2] + ([cgroup_procs] if cgroup_procs is not None
                                                else [])
@@ -894,7 +896,3 @@ def serve() -> None:
         except LaunchFailed as exc:  # nothing ran: say why, and go on (anything else ends us)
             reply = str(exc)
         write_message(replies, reply)
-
-
-if __name__ == "__main__":
-    serve()

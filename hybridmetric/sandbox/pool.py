@@ -161,12 +161,16 @@ class _Worker:
         self.start()
         self.handshake()
 
+    def hang_up(self) -> None:
+        """Close its requests: it finishes, cleans up and exits (see :meth:`stop`)."""
+        with contextlib.suppress(OSError):
+            if self.process is not None and self.process.stdin:
+                self.process.stdin.close()
+
     def stop(self) -> None:
         if self.process is None:
             return
-        with contextlib.suppress(OSError):
-            if self.process.stdin:
-                self.process.stdin.close()
+        self.hang_up()
         try:
             self.process.wait(timeout=30)
         except subprocess.TimeoutExpired:
@@ -198,6 +202,8 @@ def _stamp(path: str) -> str:
 
 
 def _close_all(workers: list[_Worker]) -> None:
+    for worker in workers:  # all at once: each then exits while the others do
+        worker.hang_up()
     for worker in workers:
         worker.close()
 

@@ -532,6 +532,10 @@ def main() -> None:
                 break
     finally:
         worker.close()
+    # Nothing is left to finalize (replies go out unbuffered, the log is stderr): the
+    # interpreter's own teardown would hold the pool's close up by ~25 ms a worker.
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

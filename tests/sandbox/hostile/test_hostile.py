@@ -602,7 +602,7 @@ def test_a_fork_server_that_dies_retires_its_worker(untouched: Check) -> None:
         [outside] = [box._workers[0].process.pid]
         [worker] = _children(outside)
         [server] = [pid for pid in _children(worker)
-                    if b"launcher.py" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+                    if Path(f"/proc/{pid}/cmdline").read_bytes().endswith(b"_boot.py\0serve\0")]
 
         def kill_server_once_the_program_runs() -> None:
             for _ in range(500):
