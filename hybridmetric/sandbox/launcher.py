@@ -34,7 +34,6 @@ import builtins
 import collections.abc
 import contextlib
 import ctypes
-import fcntl
 import gc
 import importlib
 import io
@@ -203,7 +202,10 @@ def _install_fds(fds: Sequence[int], private: int | None = None) -> None:
     """Put ``fds`` on 0, 1, 2, ... and close everything else; from number ``private`` on, they
     close on exec."""
     if min(fds) < len(fds):  # one would be overwritten before it is copied: move them up first
-        fds = [fcntl.fcntl(fd, fcntl.F_DUPFD, 64) for fd in fds]
+        # (above them all: what they replace is closed below anyway; no ``fcntl``, whose
+        # library would be five more mappings for every fork to copy)
+        top = max(fds) + 1
+        fds = [os.dup2(fd, top + index) for index, fd in enumerate(fds)]
     for number, fd in enumerate(fds):
         os.dup2(fd, number, inheritable=private is None or number < private)
     os.closerange(len(fds), 1 << 20)

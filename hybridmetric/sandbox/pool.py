@@ -79,8 +79,7 @@ class _Worker:
 
     def start(self) -> None:
         config = {"uid": self.uid, "allow_network": self.allow_network, "preload": self.preload,
-                  "home": os.path.expanduser("~"),  # hidden from programs run without root
-                  "cpu": self.cpu}
+                  "home": os.path.expanduser("~")}  # hidden from programs run without root
         env = {"PATH": SEARCH_PATH, "LANG": "C.UTF-8",
                "PYTHONDONTWRITEBYTECODE": "1",
                "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -94,6 +93,9 @@ class _Worker:
             pass_fds=() if self._claim is None else (self._claim.fileno(),),
             cwd="/",  # not the caller's: its compile server's /proc/PID/cwd would show it
         )
+        if self.cpu is not None:  # from its start (its servers and programs inherit it)
+            with contextlib.suppress(ProcessLookupError):  # (dead already: see handshake)
+                os.sched_setaffinity(self.process.pid, {self.cpu})
 
     def handshake(self) -> None:
         assert self.process is not None and self.process.stdout is not None

@@ -508,8 +508,6 @@ def main() -> None:
     os.dup2(null, 0)
     os.dup2(null, 1)
     try:
-        if config["cpu"] is not None:  # first: the servers and programs inherit it
-            os.sched_setaffinity(0, {config["cpu"]})
         worker = Worker(config["uid"], config["allow_network"], config["preload"],
                         config["home"], replies)
     except BaseException as exc:

@@ -94,6 +94,41 @@ def test_a_preload_that_does_not_import_stops_the_start(tmp_path: Path) -> None:
         ForkServer(None, None, {"PATH": os.defpath}, str(tmp_path), ["no_such_module_xyz"])
 
 
+@pytest.mark.parametrize("order", ["crossed", "high"])
+def test_descriptors_land_in_place_and_nothing_else_stays_open(order: str) -> None:
+    """``_install_fds`` puts each descriptor on its number, even where one's target is another
+    one's source (the crossed case: they are moved up first), closes on exec from ``private``
+    on, and closes everything else."""
+    read_end, write_end = os.pipe()
+    spare = os.open(os.devnull, os.O_RDONLY)
+    pid = os.fork()
+    if pid == 0:  # the child reports through its exit status: 0 when all is as it should be
+        try:
+            fds = [write_end, 0, spare] if order == "crossed" else [spare, write_end]
+            identity = [os.fstat(fd)[1:3] for fd in fds]
+            launcher._install_fds(fds, private=1)
+            placed = [os.fstat(number)[1:3] for number in range(len(fds))]
+            inheritable = [os.get_inheritable(number) for number in range(len(fds))]
+            os.write(fds.index(write_end), b"ok")
+            try:
+                os.fstat(len(fds))
+                others_closed = False
+            except OSError:
+                others_closed = True
+            good = (placed == identity and inheritable == [True] + [False] * (len(fds) - 1)
+                    and others_closed)
+            os._exit(0 if good else 1)
+        finally:
+            os._exit(2)
+    os.close(write_end)
+    os.close(spare)
+    try:
+        assert os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]) == 0
+        assert os.read(read_end, 2) == b"ok"
+    finally:
+        os.close(read_end)
+
+
 def test_a_failing_prctl_still_says_why() -> None:
     """The children's ``prctl`` goes around ctypes' errno copy (through it, a child paid about
     65 more page faults); a failure still carries its errno."""
