@@ -367,32 +367,35 @@ def _stack_text(tb: TracebackType | None, source: str, path: str,
     """``StackSummary.extract(...).format()`` for the frames from ``tb`` on: line numbers
     from the code's positions, ``linecache`` asked for other files' lines after
     ``lazycache`` and ``checkcache``; ``path``'s lines from ``source`` (split into
-    ``program`` once)."""
-    frames: list[tuple[str, int | None, str]] = []
+    ``program`` once). Equal consecutive frames are counted as they come, and a frame that
+    repeats the one before (same code, instruction and globals: a recursion) is not looked at
+    again, so that a recursion a million deep costs a fraction of a second and no memory."""
+    runs: list[list[Any]] = []  # [(file, line, function), count] per run of equal frames
     files: set[str] = set()
+    last: tuple[CodeType, int, dict[str, Any]] | None = None
+    where: tuple[str, int | None, str] = ("", None, "")
     while tb is not None:
         frame = tb.tb_frame
-        code = frame.f_code
-        lineno = (next(itertools.islice(code.co_positions(), tb.tb_lasti // 2, None))[0]
-                  if tb.tb_lasti >= 0 else None)
-        frames.append((code.co_filename, tb.tb_lineno if lineno is None else lineno,
-                       code.co_name))
-        if code.co_filename != path:
-            files.add(code.co_filename)
-            linecache.lazycache(code.co_filename, frame.f_globals)
+        code, lasti, namespace = frame.f_code, tb.tb_lasti, frame.f_globals
+        if last is None or code is not last[0] or lasti != last[1] or namespace is not last[2]:
+            last = code, lasti, namespace
+            lineno = (next(itertools.islice(code.co_positions(), lasti // 2, None))[0]
+                      if lasti >= 0 else None)
+            where = (code.co_filename, tb.tb_lineno if lineno is None else lineno, code.co_name)
+            if lineno is None:  # (then the entry's own line, which a made one may set)
+                last = None
+            if code.co_filename != path:
+                files.add(code.co_filename)
+                linecache.lazycache(code.co_filename, namespace)
+        if runs and runs[-1][0] == where:
+            runs[-1][1] += 1
+        else:
+            runs.append([where, 1])
         tb = tb.tb_next
     for name in files:
         linecache.checkcache(name)
     out: list[str] = []
-    last, count = None, 0
-    for where in frames:
-        filename, lineno, name = where
-        if where != last:
-            out += _repeated(count)
-            last, count = where, 0
-        count += 1
-        if count > _REPEATS_SHOWN:
-            continue
+    for (filename, lineno, name), count in runs:
         if lineno is None:
             line = ""
         elif filename == path:
@@ -404,8 +407,8 @@ def _stack_text(tb: TracebackType | None, source: str, path: str,
         row = '  File "{}", line {}, in {}\n'.format(filename, lineno, name)  # noqa: UP032
         if line.strip():
             row += "    {}\n".format(line.strip())  # noqa: UP032
-        out.append(row)
-    return out + _repeated(count)
+        out += [row] * min(count, _REPEATS_SHOWN) + _repeated(count)
+    return out
 
 
 def _repeated(count: int) -> list[str]:

@@ -153,6 +153,13 @@ TRACEBACKS = {
     "mutual_recursion": ("def a(n):\n    if n == 30: raise RecursionError(n)\n    return b(n)\n"
                          "def b(n):\n    return a(n + 1)\na(0)\n"),
     "four_repeats": "def f(n):\n    if n == 0: raise KeyError(n)\n    return f(n - 1)\nf(4)\n",
+    "deep_recursion": ("import sys\nsys.setrecursionlimit(30000)\ndef f(n):\n"
+                       "    if n == 20000: raise RecursionError(n)\n    return f(n + 1)\nf(0)\n"),
+    "one_code_two_globals": ("code = compile('def g(n):\\n    if n == 0: raise KeyError(n)\\n'\n"
+                             "               '    return other(n - 1)\\n', 'mod.py', 'exec')\n"
+                             "a, b = {'__name__': 'a'}, {'__name__': 'b'}\n"
+                             "exec(code, a)\nexec(code, b)\n"
+                             "a['other'], b['other'] = b['g'], a['g']\na['g'](5)\n"),
     "in_the_stdlib": "import json\njson.loads('{')\n",
     "class_of_a_module": "import json\nraise json.JSONDecodeError('m', 'doc', 0)\n",
     "nested_class": "class A:\n    class E(Exception): pass\nraise A.E('x')\n",
