@@ -262,6 +262,9 @@ _CAUSE = "\nThe above exception was the direct cause of the following exception:
 _CONTEXT = "\nDuring handling of the above exception, another exception occurred:\n\n"
 #: Identical consecutive frames ``traceback`` shows before it counts the rest.
 _REPEATS_SHOWN = 3
+#: Runs of equal frames an error text shows at most (see _stack_text): each is a line of 23
+#: bytes or more (``  File "", line 0, in`` and its newline), so that these fill the tail kept.
+_KEPT_RUNS = _TAIL // len('  File "", line 0, in \n') + 1
 
 
 def _plain_error_text(exc: BaseException, source: str, path: str) -> str | None:
@@ -274,7 +277,7 @@ def _plain_error_text(exc: BaseException, source: str, path: str) -> str | None:
     if hasattr(sys, "tracebacklimit") or _needs_traceback(exc):
         return None
     program: list[str] = []  # the source's lines, split when first needed
-    found: list[tuple[BaseException, list[str], str, object, str]] = []
+    found: list[tuple[BaseException, tuple[list[str], bool], str, object, str]] = []
     seen: set[int] = set()
     current: BaseException | None = exc
     tb = exc.__traceback__.tb_next if exc.__traceback__ is not None else None
@@ -303,11 +306,14 @@ def _plain_error_text(exc: BaseException, source: str, path: str) -> str | None:
         current = following
         tb = current.__traceback__ if current is not None else None
     out: list[str] = []
-    for current, stack, text, notes, introduces in reversed(found):  # as its format() writes
-        out.append(introduces)
-        if stack:
-            out.append("Traceback (most recent call last):\n")
-            out += stack
+    for current, (stack, cut), text, notes, introduces in reversed(found):  # as format() writes
+        if cut:  # what comes before its stack is not in the tail kept (see _stack_text)
+            out = stack
+        else:
+            out.append(introduces)
+            if stack:
+                out.append("Traceback (most recent call last):\n")
+                out += stack
         kind = type(current)
         stype, smod = kind.__qualname__, kind.__module__
         if smod not in ("__main__", "builtins"):
@@ -363,35 +369,49 @@ def _safe_str(value: object, what: str, show: Callable[[object], str] = str) -> 
 
 
 def _stack_text(tb: TracebackType | None, source: str, path: str,
-                program: list[str]) -> list[str]:
+                program: list[str]) -> tuple[list[str], bool]:
     """``StackSummary.extract(...).format()`` for the frames from ``tb`` on: line numbers
     from the code's positions, ``linecache`` asked for other files' lines after
     ``lazycache`` and ``checkcache``; ``path``'s lines from ``source`` (split into
-    ``program`` once). Equal consecutive frames are counted as they come, and a frame that
-    repeats the one before (same code, instruction and globals: a recursion) is not looked at
-    again, so that a recursion a million deep costs a fraction of a second and no memory."""
+    ``program`` once). Equal consecutive frames are counted as they come, and the line of
+    each code and instruction is found once, so that a recursion a million deep costs a
+    fraction of a second and little memory.
+
+    Only the last :data:`_KEPT_RUNS` runs of equal frames are written, and whether others were
+    left out: their text is longer than the tail of a program's stderr that the sandbox keeps
+    (:data:`_TAIL`), so that what it keeps is the same, and a deep recursion through two
+    functions (which ``traceback`` writes in full, 3 lines a frame) costs no more time."""
     runs: list[list[Any]] = []  # [(file, line, function), count] per run of equal frames
+    cut = False
     files: set[str] = set()
-    last: tuple[CodeType, int, dict[str, Any]] | None = None
-    where: tuple[str, int | None, str] = ("", None, "")
+    # (id of the code, instruction) -> (file, line, function); (file, id of the globals) seen
+    wheres: dict[tuple[int, int], tuple[str, int | None, str]] = {}
+    cached: set[tuple[str, int]] = set()
     while tb is not None:
         frame = tb.tb_frame
-        code, lasti, namespace = frame.f_code, tb.tb_lasti, frame.f_globals
-        if last is None or code is not last[0] or lasti != last[1] or namespace is not last[2]:
-            last = code, lasti, namespace
+        code, lasti = frame.f_code, tb.tb_lasti
+        where = wheres.get((id(code), lasti))  # (the frames, and so their code, are alive)
+        if where is None:
             lineno = (next(itertools.islice(code.co_positions(), lasti // 2, None))[0]
                       if lasti >= 0 else None)
             where = (code.co_filename, tb.tb_lineno if lineno is None else lineno, code.co_name)
-            if lineno is None:  # (then the entry's own line, which a made one may set)
-                last = None
-            if code.co_filename != path:
-                files.add(code.co_filename)
-                linecache.lazycache(code.co_filename, namespace)
+            if lineno is not None:  # (else the entry's own line, which a made one may set)
+                wheres[id(code), lasti] = where
+        if where[0] != path and (where[0], id(frame.f_globals)) not in cached:
+            cached.add((where[0], id(frame.f_globals)))  # (again, the same call: no change)
+            files.add(where[0])
+            linecache.lazycache(where[0], frame.f_globals)
         if runs and runs[-1][0] == where:
             runs[-1][1] += 1
         else:
             runs.append([where, 1])
+            if len(runs) > 2 * _KEPT_RUNS:
+                del runs[:-_KEPT_RUNS]
+                cut = True
         tb = tb.tb_next
+    if len(runs) > _KEPT_RUNS:
+        del runs[:-_KEPT_RUNS]
+        cut = True
     for name in files:
         linecache.checkcache(name)
     out: list[str] = []
@@ -408,7 +428,7 @@ def _stack_text(tb: TracebackType | None, source: str, path: str,
         if line.strip():
             row += "    {}\n".format(line.strip())  # noqa: UP032
         out += [row] * min(count, _REPEATS_SHOWN) + _repeated(count)
-    return out
+    return out, cut
 
 
 def _repeated(count: int) -> list[str]:

@@ -155,6 +155,19 @@ TRACEBACKS = {
     "four_repeats": "def f(n):\n    if n == 0: raise KeyError(n)\n    return f(n - 1)\nf(4)\n",
     "deep_recursion": ("import sys\nsys.setrecursionlimit(30000)\ndef f(n):\n"
                        "    if n == 20000: raise RecursionError(n)\n    return f(n + 1)\nf(0)\n"),
+    # deeper than the sandbox writes (see launcher._stack_text): the tail it keeps is the same
+    "alternating_deep": ("import sys\nsys.setrecursionlimit(30000)\ndef a(n):\n"
+                         "    if n == 5000: raise RecursionError(n)\n    return b(n)\n"
+                         "def b(n):\n    return a(n + 1)\na(0)\n"),
+    "alternating_deep_then_context": ("import sys\nsys.setrecursionlimit(30000)\n"
+                                      "def a(n):\n    if n == 5000: raise RecursionError(n)\n"
+                                      "    return b(n)\ndef b(n):\n    return a(n + 1)\n"
+                                      "try:\n    a(0)\nexcept RecursionError:\n"
+                                      "    raise ValueError('after')\n"),
+    "context_then_alternating_deep": ("import sys\nsys.setrecursionlimit(30000)\n"
+                                      "def a(n):\n    if n == 5000: raise RecursionError(n)\n"
+                                      "    return b(n)\ndef b(n):\n    return a(n + 1)\n"
+                                      "try:\n    1 / 0\nexcept ZeroDivisionError:\n    a(0)\n"),
     "one_code_two_globals": ("code = compile('def g(n):\\n    if n == 0: raise KeyError(n)\\n'\n"
                              "               '    return other(n - 1)\\n', 'mod.py', 'exec')\n"
                              "a, b = {'__name__': 'a'}, {'__name__': 'b'}\n"
@@ -248,8 +261,9 @@ def test_error_text_is_the_traceback_module_s(tmp_path: Path, name: str) -> None
     done = subprocess.run([sys.executable, "-B", "-X", "no_debug_ranges", "-c", _REFERENCE],
                           input=json.dumps([source, path]), capture_output=True, text=True,
                           check=True, cwd=tmp_path)
-    expected = json.loads(done.stdout).encode("utf-8", "replace").decode()  # as a child writes
-    assert "Traceback (most recent call last):" in expected
+    written = json.loads(done.stdout).encode("utf-8", "replace")  # as a child writes it
+    expected = written[-launcher._TAIL:].decode("utf-8", "replace")  # the tail the server reads
+    assert "Traceback (most recent call last):" in written.decode()
     assert 'File "<string>", line 6' not in expected  # the reference's own exec line
     server = ForkServer(None, None, {"PATH": os.defpath}, str(tmp_path), [])
     try:
