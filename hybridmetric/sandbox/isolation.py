@@ -562,6 +562,22 @@ def _kill_uid(uid: int) -> None:
     os.waitpid(pid, 0)
 
 
+#: (pid, descriptor) of the sweeping process's own ``children`` file, kept open: after each
+#: program one ``pread`` tells that no child but ``spare`` is left (see :func:`sweep`).
+_OWN_CHILDREN: tuple[int, int] | None = None
+
+
+def _only_spare_children(spare: Collection[int]) -> bool:
+    """Whether this process certainly has no child but ``spare`` (one read of its list; a list
+    that may not have come whole in it says no)."""
+    global _OWN_CHILDREN
+    me = os.getpid()
+    if _OWN_CHILDREN is None or _OWN_CHILDREN[0] != me:  # (a forked copy opens its own)
+        _OWN_CHILDREN = me, os.open(f"/proc/{me}/task/{me}/children", os.O_RDONLY | os.O_CLOEXEC)
+    listed = os.pread(_OWN_CHILDREN[1], 4096, 0)
+    return len(listed) < 4000 and all(int(child) in spare for child in listed.split())
+
+
 def sweep(uid: int | None, rounds: int = 200, spare: Collection[int] = ()) -> int:
     """Kill every leftover process of the sandbox; return how many were found.
 
@@ -572,10 +588,10 @@ def sweep(uid: int | None, rounds: int = 200, spare: Collection[int] = ()) -> in
     compile server (other uids; once the server has reaped the program and killed what the
     program made its children, no program's ancestors).
     """
-    me = os.getpid()
     with contextlib.suppress(OSError):  # the usual case, in one read: no child but ``spare``
-        if set(_children(me, me)) <= set(spare):  # (orphans go to the main thread, the only)
+        if _only_spare_children(spare):  # (orphans go to the main thread, the only)
             return 0
+    me = os.getpid()
     found: set[int] = set()
     for _ in range(rounds):
         if _reap():  # one system call when no child is left (as root the fork server stays)
@@ -645,12 +661,16 @@ def empty_private_dirs(keep: str) -> None:
         _remember_emptied(path)
 
 
+#: What the ``*_INFO`` calls fill (shm_info, seminfo, msginfo), made once.
+_IPC_INFO = ((ctypes.c_int * 16)(), (ctypes.c_int * 10)(), (ctypes.c_int * 8)())
+
+
 def ipc_objects_exist() -> bool:
     """Whether this IPC namespace holds any System V object (three ``*_INFO`` calls, cheaper
     than reading ``/proc/sysvipc``): ``shm_info.used_ids``, ``seminfo.semusz`` and
     ``msginfo.msgpool`` count the segments, semaphore sets and message queues. (The calls
     return the highest index in use, not 0, on success.)"""
-    shm_info, seminfo, msginfo = (ctypes.c_int * 16)(), (ctypes.c_int * 10)(), (ctypes.c_int * 8)()
+    shm_info, seminfo, msginfo = _IPC_INFO
     if _libc.shmctl(0, SHM_INFO, shm_info) < 0:
         _check(-1, "shmctl(SHM_INFO)")
     if _libc.semctl(0, 0, SEM_INFO, seminfo) < 0:

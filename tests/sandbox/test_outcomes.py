@@ -723,6 +723,28 @@ def test_programs_reach_the_interpreter_but_not_root_home(sandbox: Sandbox, run:
     assert run(sandbox, "python", source, LIMITS).outcome == PASSED
 
 
+SWEEP_LOOK = """
+import json, subprocess, sys
+from hybridmetric.sandbox.isolation import _only_spare_children
+alone = _only_spare_children(())
+kids = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(30)"]) for _ in range(2)]
+pids = [kid.pid for kid in kids]
+seen = [_only_spare_children(pids), _only_spare_children(pids[:1]), _only_spare_children(())]
+for kid in kids:
+    kid.kill()
+    kid.wait()
+print(json.dumps([alone, seen, _only_spare_children(())]))
+"""
+
+
+def test_the_sweeps_one_read_sees_every_child_but_the_spared() -> None:
+    """After each program the worker reads its list of children once (a descriptor it keeps
+    open): only the spared ones (its servers) there, and nothing is left to hunt."""
+    done = subprocess.run([sys.executable, "-c", SWEEP_LOOK], capture_output=True, text=True,
+                          check=True, timeout=60)
+    assert json.loads(done.stdout) == [True, [True, False, False], True]
+
+
 def test_dead_worker_gives_sandbox_error_and_is_replaced() -> None:
     with Sandbox(workers=1) as box:
         worker = box._workers[0]
