@@ -273,7 +273,9 @@ def _plain_error_text(exc: BaseException, source: str, path: str) -> str | None:
     often as, they would there), touching far fewer of the objects a forked child shares with
     its parent (each page it writes is a page copied); None when the ``traceback`` module is
     needed: a syntax error or an exception group among the chained exceptions (looked for
-    before any of the program's code runs), or a ``sys.tracebacklimit``."""
+    before any of the program's code runs), or a ``sys.tracebacklimit``. Of a stack too deep
+    for the tail of stderr the sandbox keeps, only the end that fills it (see
+    :func:`_stack_text`)."""
     if hasattr(sys, "tracebacklimit") or _needs_traceback(exc):
         return None
     program: list[str] = []  # the source's lines, split when first needed
