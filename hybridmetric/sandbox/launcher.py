@@ -383,9 +383,9 @@ def _stack_text(tb: TracebackType | None, source: str, path: str,
     left out: their text is longer than the tail of a program's stderr that the sandbox keeps
     (:data:`_TAIL`), so that what it keeps is the same, and a deep recursion through two
     functions (which ``traceback`` writes in full, 3 lines a frame) costs no more time."""
-    runs: list[list[Any]] = []  # [(file, line, function), count] per run of equal frames
-    cut = False
-    files: set[str] = set()
+    # [(file, line, function), count] per run of equal frames, the last _KEPT_RUNS of them
+    runs: collections.deque[list[Any]] = collections.deque(maxlen=_KEPT_RUNS)
+    made = 0  # runs in all
     # (id of the code, instruction) -> (file, line, function); (file, id of the globals) seen
     wheres: dict[tuple[int, int], tuple[str, int | None, str]] = {}
     cached: set[tuple[str, int]] = set()
@@ -401,20 +401,14 @@ def _stack_text(tb: TracebackType | None, source: str, path: str,
                 wheres[id(code), lasti] = where
         if where[0] != path and (where[0], id(frame.f_globals)) not in cached:
             cached.add((where[0], id(frame.f_globals)))  # (again, the same call: no change)
-            files.add(where[0])
             linecache.lazycache(where[0], frame.f_globals)
         if runs and runs[-1][0] == where:
             runs[-1][1] += 1
         else:
             runs.append([where, 1])
-            if len(runs) > 2 * _KEPT_RUNS:
-                del runs[:-_KEPT_RUNS]
-                cut = True
+            made += 1
         tb = tb.tb_next
-    if len(runs) > _KEPT_RUNS:
-        del runs[:-_KEPT_RUNS]
-        cut = True
-    for name in files:
+    for name in {name for name, _ in cached}:
         linecache.checkcache(name)
     out: list[str] = []
     for (filename, lineno, name), count in runs:
@@ -430,7 +424,7 @@ def _stack_text(tb: TracebackType | None, source: str, path: str,
         if line.strip():
             row += "    {}\n".format(line.strip())  # noqa: UP032
         out += [row] * min(count, _REPEATS_SHOWN) + _repeated(count)
-    return out, cut
+    return out, made > _KEPT_RUNS
 
 
 def _repeated(count: int) -> list[str]:

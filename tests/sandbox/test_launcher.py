@@ -137,6 +137,10 @@ def test_a_failing_prctl_still_says_why() -> None:
     assert failure.value.errno == errno.EINVAL
 
 
+#: Two functions that call each other 10,000 frames deep, then raise.
+ALTERNATING = ("import sys\nsys.setrecursionlimit(30000)\ndef a(n):\n"
+               "    if n == 5000: raise RecursionError(n)\n    return b(n)\n"
+               "def b(n):\n    return a(n + 1)\n")
 #: Failing programs whose error text must read as ``traceback.format_exception`` writes it.
 TRACEBACKS = {
     "plain": "def f(x):\n    return [x][x] + 1\n\nf(1)\n",
@@ -156,18 +160,11 @@ TRACEBACKS = {
     "deep_recursion": ("import sys\nsys.setrecursionlimit(30000)\ndef f(n):\n"
                        "    if n == 20000: raise RecursionError(n)\n    return f(n + 1)\nf(0)\n"),
     # deeper than the sandbox writes (see launcher._stack_text): the tail it keeps is the same
-    "alternating_deep": ("import sys\nsys.setrecursionlimit(30000)\ndef a(n):\n"
-                         "    if n == 5000: raise RecursionError(n)\n    return b(n)\n"
-                         "def b(n):\n    return a(n + 1)\na(0)\n"),
-    "alternating_deep_then_context": ("import sys\nsys.setrecursionlimit(30000)\n"
-                                      "def a(n):\n    if n == 5000: raise RecursionError(n)\n"
-                                      "    return b(n)\ndef b(n):\n    return a(n + 1)\n"
-                                      "try:\n    a(0)\nexcept RecursionError:\n"
+    "alternating_deep": ALTERNATING + "a(0)\n",
+    "alternating_deep_then_context": (ALTERNATING + "try:\n    a(0)\nexcept RecursionError:\n"
                                       "    raise ValueError('after')\n"),
-    "context_then_alternating_deep": ("import sys\nsys.setrecursionlimit(30000)\n"
-                                      "def a(n):\n    if n == 5000: raise RecursionError(n)\n"
-                                      "    return b(n)\ndef b(n):\n    return a(n + 1)\n"
-                                      "try:\n    1 / 0\nexcept ZeroDivisionError:\n    a(0)\n"),
+    "context_then_alternating_deep": (ALTERNATING + "try:\n    1 / 0\n"
+                                      "except ZeroDivisionError:\n    a(0)\n"),
     "one_code_two_globals": ("code = compile('def g(n):\\n    if n == 0: raise KeyError(n)\\n'\n"
                              "               '    return other(n - 1)\\n', 'mod.py', 'exec')\n"
                              "a, b = {'__name__': 'a'}, {'__name__': 'b'}\n"
