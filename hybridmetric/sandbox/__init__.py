@@ -9,7 +9,8 @@ user namespace), a seccomp filter (sockets other than AF_UNIX fail), PID and IPC
 own ``/proc``, whose init is the worker), a mount namespace with private tmpfs ``/tmp``-like
 directories (without root, every other mount read-only and the user's home hidden), and, as root,
 a memory cgroup for the program's process tree. Per program: its
-own session, rlimits (data, CPU, file size, open files, processes), a private working directory,
+own session, rlimits (data, CPU, file size, open files, processes; without a memory cgroup, address
+space for Python and C++, which can make shared memory), a private working directory,
 stdin from /dev/null, capped output, a clean environment and, as root, an unprivileged uid whose
 processes are all killed afterwards. A sandbox that gets no network block refuses to start
 unless ``allow_network``; ``Sandbox.isolation`` records which walls a machine gave.

@@ -17,7 +17,8 @@ Per worker (a long-lived process that owns one sandbox uid):
 - a PID namespace whose init is the worker, with its own ``/proc``: programs see and can signal
   only the worker's processes, and signals they send the worker are dropped by the kernel;
 - an IPC namespace: no System V shared memory, semaphore or message queue, nor POSIX message
-  queue, of the host's is in reach, and those a program makes are removed after it;
+  queue, of the host's is in reach, and those a program makes are removed after it (System V
+  shared memory capped at :data:`SHARED_MEMORY_MB` in all, where the worker may set that);
 - it is a child subreaper, so a process that escapes its group is re-parented to it and found.
 
 Per program: its own session and process group, rlimits, a private working directory, stdin from
@@ -484,6 +485,8 @@ def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
     seccomp = blocked and filtered
     may_unshare = root or netns  # without root, only a user namespace grants the capability
     ipcns = may_unshare and wall("IPC namespace", lambda: unshare(CLONE_NEWIPC))
+    if ipcns:
+        wall("System V shared memory limit", limit_shared_memory)
     mountns = root and wall("mount namespace", lambda: private_mounts(needed))
     if mountns and uid is not None:
         wall("a name for the programs' uid", lambda: name_the_uid(uid))
@@ -696,6 +699,20 @@ def remove_ipc_objects() -> int:
                 _check(getattr(_libc, f"{kind}ctl")(ident, IPC_RMID, None), f"{kind}ctl(IPC_RMID)")
             removed += 1
     return removed
+
+
+#: The System V shared memory that programs may hold at once, all segments together: without a
+#: memory cgroup no limit of a process's counts a segment that no process has attached.
+SHARED_MEMORY_MB = 1024
+
+
+def limit_shared_memory() -> None:
+    """Cap the System V shared memory of this process's (own) IPC namespace at
+    :data:`SHARED_MEMORY_MB` (its ``kernel.shmall`` and ``kernel.shmmax``)."""
+    size = SHARED_MEMORY_MB * 2**20
+    for name, value in (("shmall", size // os.sysconf("SC_PAGE_SIZE")), ("shmmax", size)):
+        with open(f"/proc/sys/kernel/{name}", "w") as handle:
+            handle.write(str(value))
 
 
 def mount_message_queues() -> bool:

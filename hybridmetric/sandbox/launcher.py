@@ -92,8 +92,10 @@ _prctl = ctypes.CDLL(None).prctl
 _errno_location = ctypes.CDLL(None).__errno_location
 _errno_location.restype = ctypes.POINTER(ctypes.c_int)
 
-#: (memory bytes, CPU seconds, file bytes, open files, processes): a child's rlimits.
-Rlimits = tuple[int, int, int, int, int]
+#: (memory bytes, CPU seconds, file bytes, open files, processes, address space bytes): a
+#: child's rlimits. The address space (0: no limit) is what a program may map: an executed
+#: command's whole, a forked Python's beyond the mappings it starts with (its forking process's).
+Rlimits = tuple[int, int, int, int, int, int]
 #: (argv, or None for the Python source; the source; its code from :func:`precompile`, or None
 #: for the child to compile; rlimits; wall-clock limit in seconds).
 Request = tuple[list[str] | None, str | None, bytes | None, Rlimits, float]
@@ -144,8 +146,10 @@ def drop_privileges(uid: int | None) -> None:
 
 def set_limits(limits: Rlimits) -> None:
     """Set the rlimits of the calling process (the child, before the program starts)."""
-    memory, cpu, file_size, open_files, processes = limits
+    memory, cpu, file_size, open_files, processes, address_space = limits
     resource.setrlimit(resource.RLIMIT_DATA, (memory, memory))
+    if address_space:
+        resource.setrlimit(resource.RLIMIT_AS, (address_space, address_space))
     resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
     resource.setrlimit(resource.RLIMIT_FSIZE, (file_size, file_size))
     resource.setrlimit(resource.RLIMIT_NOFILE, (open_files, open_files))
@@ -218,6 +222,12 @@ def _program_streams() -> tuple[TextIO, TextIO, TextIO]:
             open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False),  # noqa: SIM115
             open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False,  # noqa: SIM115
                  buffering=1))
+
+
+def _mapped_bytes() -> int:
+    """The address space this process maps (its ``VmSize``)."""
+    with open("/proc/self/statm", "rb") as handle:
+        return int(handle.read().split(None, 1)[0]) * resource.getpagesize()
 
 
 def _tail(fd: int) -> str:
@@ -618,6 +628,8 @@ class Forker:
         counted as escaped; in the worker, its sweep finds them. LaunchFailed: no child was
         made (the process is as it was)."""
         argv, source, compiled, limits, timeout_s = request
+        if limits[5] and argv is None:  # the child starts with this process's mappings
+            limits = (*limits[:5], limits[5] + _mapped_bytes())
         token = os.urandom(16).hex().encode()
         opened: list[int] = []
         try:

@@ -88,6 +88,14 @@ _LIBRARIES_OUT_OF_ROOM = "error while loading shared libraries"
 #: The memory a C++ program needs beside its static data to start (its libraries' data, the
 #: loader's, the first allocations).
 STARTUP_ROOM = 32 * 2**20
+#: Without a memory cgroup, RLIMIT_DATA alone would not hold shared memory (an anonymous
+#: ``MAP_SHARED`` mapping, a mapped memory file, an attached System V segment), which Python and
+#: C++ programs can make: those also get an address-space limit (RLIMIT_AS) this far above their
+#: memory limit, room for what threads' stacks and malloc's arenas reserve. (node and the JVM
+#: reserve many GiB they never touch, and make no shared memory.)
+ADDRESS_SPACE_ROOM_MB = 1024
+#: The languages whose programs get that limit.
+MAKE_SHARED_MEMORY = frozenset({"python", "cpp"})
 
 
 def program_env(work: str) -> dict[str, str]:
@@ -289,7 +297,8 @@ class Worker:
         code = precompile(source, path) if self.launcher.compiles_here else None
         if isinstance(code, str):  # it does not compile: no child needed
             return RunResult(SYNTAX_ERROR, cap(code))
-        process = self._spawn(None, source, limits, limits.memory_mb, limits.timeout_s, code)
+        process = self._spawn(None, source, limits, limits.memory_mb, limits.timeout_s, code,
+                              shared_memory=True)
         return self._verdict("python", process, limits)
 
     def _built(self, language: str, source: str, limits: Limits, case: str, work: str,
@@ -337,7 +346,7 @@ class Worker:
                 return RunResult(MEMORY, f"the program's static data takes {static / 2**20:.0f} "
                                          f"MiB, over its memory limit of {limits.memory_mb} MiB")
         process = self._spawn(recipe.run, None, limits, limits.memory_mb + overhead,
-                              limits.timeout_s)
+                              limits.timeout_s, shared_memory=language in MAKE_SHARED_MEMORY)
         return self._verdict(language, process, limits, static)
 
     def _compile(self, recipe: languages.Build, limits: Limits,
@@ -437,13 +446,17 @@ class Worker:
 
     def _spawn(self, argv: list[str] | None, source: str | None, limits: Limits,
                memory_mb: int, timeout_s: float, code: bytes | None = None,
-               file_mb: int | None = None) -> Process:
+               file_mb: int | None = None, shared_memory: bool = False) -> Process:
         """Run ``argv`` (or, when None, the Python ``source``, whose ``code`` is from
-        :func:`precompile`) in an isolated child; files up to ``file_mb`` (the limits')."""
+        :func:`precompile`) in an isolated child; files up to ``file_mb`` (the limits');
+        ``shared_memory``: a program that can make shared memory (see
+        :data:`ADDRESS_SPACE_ROOM_MB`)."""
         oom_before = self.cgroup.prepare(memory_mb) if self.cgroup is not None else 0
+        bound = shared_memory and self.cgroup is None
         rlimits: Rlimits = (memory_mb * 2**20, int(timeout_s) + 1,
                             (file_mb or limits.file_mb) * 2**20, limits.open_files,
-                            limits.processes)
+                            limits.processes,
+                            (memory_mb + ADDRESS_SPACE_ROOM_MB) * 2**20 if bound else 0)
         try:
             status, timed_out, report, token, stdout, stderr, strays, failure = (
                 self.launcher.launch((argv, source, code, rlimits, timeout_s)))

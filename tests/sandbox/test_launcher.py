@@ -21,7 +21,7 @@ from hybridmetric.sandbox.launcher import (
     set_dumpable,
 )
 
-LIMITS = (2**30, 5, 2**26, 64, 512)  # memory, CPU seconds, file size, open files, processes
+LIMITS = (2**30, 5, 2**26, 64, 512, 0)  # memory, CPU s, file size, open files, processes, AS
 
 
 def _passed(reply: tuple) -> bool:

@@ -71,6 +71,22 @@ programs = {
     "exit_early": ("python", "import os\nos._exit(0)\nassert False\n"),
     "loops": ("python", "while True:\n    pass\n"),
     "memory": ("python", "x = bytearray(4 * 1024**3)\n"),
+    # shared memory, which RLIMIT_DATA does not count (and no memory cgroup here): held by the
+    # address-space limit
+    "shared_memory": ("python", "import mmap\nm = mmap.mmap(-1, 3 << 30)\n"
+                                "for i in range(0, 3 << 30, 4096):\n    m[i] = 1\n"),
+    "memory_files": ("python", "import mmap, os\nkeep = []\nfor _ in range(60):\n"
+                               "    fd = os.memfd_create('x')\n    os.ftruncate(fd, 50 << 20)\n"
+                               "    keep.append(mmap.mmap(fd, 50 << 20))\n    os.close(fd)\n"
+                               "    for i in range(0, 50 << 20, 4096):\n        keep[-1][i] = 1\n"),
+    "cpp_shared_memory": ("cpp", "#include <sys/mman.h>\nint main() {\n"
+                                 "  unsigned long n = 3ul << 30;\n  char *p = (char *)mmap(0, n, "
+                                 "PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);\n"
+                                 "  if (p == MAP_FAILED) return 1;\n"
+                                 "  for (unsigned long i = 0; i < n; i += 4096) p[i] = 1;\n}\n"),
+    "threads": ("python", "import threading\nts = [threading.Thread(target=sum, "
+                          "args=(range(10**5),)) for _ in range(50)]\n"
+                          "[t.start() for t in ts]\n[t.join() for t in ts]\n"),
     "fork_bomb": ("python", "import os\nwhile True:\n    os.fork()\n"),
     "escapes": ("python", escape),
     "secret": ("python", "import os\nassert 'HM_SECRET' not in os.environ, 'leaked'\n"),
@@ -232,7 +248,9 @@ def _run_as_user(home: str, data: str) -> None:
                      "ipc_namespace": True, "message_queues": True, "no_keyrings": True}
     assert seen["outcomes"] == {
         "passes": "passed", "fails": "failed", "exit_early": "failed", "loops": "timeout",
-        "memory": "memory", "fork_bomb": seen["outcomes"]["fork_bomb"], "escapes": "passed",
+        "memory": "memory", "shared_memory": "failed", "memory_files": "failed",
+        "cpp_shared_memory": "failed", "threads": "passed",
+        "fork_bomb": seen["outcomes"]["fork_bomb"], "escapes": "passed",
         "secret": "passed", "connects": "failed", "abstract_unix": "failed",
         "capabilities": "passed", "java_first": "passed", "kills_by_pid": "failed",
         "kills_all": "failed", "interrupts_worker": "passed",
@@ -250,6 +268,8 @@ def _run_as_user(home: str, data: str) -> None:
                                                                   "modules_after")]
     assert modules[0] == modules[1] and "AssertionError: (False, " in modules[0], modules
     assert seen["queues"] == {"outcomes": ["passed", "passed"], "replaced": False}
+    for name in ("shared_memory", "memory_files"):
+        assert "Cannot allocate memory" in seen["errors"][name], seen["errors"][name]
     for name in ("writes_home", "writes_files"):
         assert "Read-only file system" in seen["errors"][name], seen["errors"][name]
     with open(os.path.join(data, "public.txt")) as handle:

@@ -108,8 +108,36 @@ if added > 0:  # the wall is down: leave nothing behind (KEYCTL_INVALIDATE), the
 assert added < 0 and error == 1, (added, error)
 """
 
+#: Shared memory, which RLIMIT_DATA does not count: an anonymous ``MAP_SHARED`` mapping
+#: (``mmap.mmap(-1, n)``'s default), and System V segments detached once filled (no process maps
+#: them, yet they hold their memory until removed).
+SHARED_MAPPING = """
+import mmap
+m = mmap.mmap(-1, 3 << 30)
+for i in range(0, 3 << 30, 4096):
+    m[i] = 1
+"""
+DETACHED_SEGMENTS = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.shmat.restype = ctypes.c_void_p
+for k in range(30):
+    i = libc.shmget(0, 50 << 20, 0o1600)
+    assert i >= 0, f"segment {k}: errno {ctypes.get_errno()}"
+    p = libc.shmat(i, None, 0)
+    ctypes.memset(p, 1, 50 << 20)
+    libc.shmdt(ctypes.c_void_p(p))
+"""
+
 # (id, language, source, allowed outcomes[, limits])
 HOSTILE: list[tuple[Any, ...]] = [
+    # the memory cgroup counts it; without one, the address-space limit stops the mapping
+    ("shared_memory_bomb", "python", SHARED_MAPPING, {MEMORY, FAILED}, SLOW),
+    ("cpp_shared_memory_bomb", "cpp",
+     "#include <sys/mman.h>\nint main() {\n  unsigned long n = 3ul << 30;\n"
+     "  char *p = (char *)mmap(0, n, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);"
+     "\n  if (p == MAP_FAILED) return 1;\n  for (unsigned long i = 0; i < n; i += 4096) p[i] = 1;"
+     "\n}\n", {MEMORY, FAILED}, SLOW),
     ("fork_bomb", "python", "import os\nwhile True:\n    os.fork()\n", {FAILED, TIMEOUT}),
     ("thread_bomb", "python",
      "import threading, time\nwhile True:\n    threading.Thread(target=time.sleep, "
@@ -212,6 +240,18 @@ def test_hostile_program(sandbox: Sandbox, run: Run, untouched: Check,
     _, language, source, allowed, *limits = case
     result = run(sandbox, language, source, *limits)
     assert result.outcome in allowed, result
+    untouched(sandbox)
+
+
+def test_system_v_shared_memory_is_capped(sandbox: Sandbox, run: Run, untouched: Check) -> None:
+    """Segments that no process maps count toward no limit of a process's (nor, after a
+    program, do they stay: the sweep removes them): the worker's IPC namespace holds them all to
+    1 GiB, under a memory limit that would allow more."""
+    if "System V shared memory limit" in " ".join(sandbox._workers[0].problems):
+        pytest.skip("this kernel does not let the worker set its IPC namespace's limits")
+    result = run(sandbox, "python", DETACHED_SEGMENTS, Limits(timeout_s=20.0, memory_mb=4096))
+    assert result.outcome == FAILED, result
+    assert "segment 20: errno 28" in result.error  # ENOSPC: 20 segments of 50 MiB fill 1 GiB
     untouched(sandbox)
 
 
