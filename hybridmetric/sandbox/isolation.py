@@ -316,6 +316,17 @@ IO_URING_CALLS = (b"io_uring_setup", b"io_uring_enter", b"io_uring_register")
 def load_filter(deny_sockets: bool) -> None:
     """Load a seccomp filter (libseccomp) that makes the keyring calls fail (EPERM), io_uring
     (ENOSYS) and, with ``deny_sockets``, ``socket()`` unless it is AF_UNIX (EACCES)."""
+    rules: list[tuple[bytes, int, _ArgCmp | None]] = [
+        *((name, errno.EPERM, None) for name in KEYRING_CALLS),
+        *((name, errno.ENOSYS, None) for name in IO_URING_CALLS)]
+    if deny_sockets:
+        rules.append((b"socket", errno.EACCES, _ArgCmp(0, SCMP_CMP_NE, AF_UNIX, 0)))
+    _load_rules(rules)
+
+
+def _load_rules(rules: list[tuple[bytes, int, _ArgCmp | None]]) -> None:
+    """Load a seccomp filter that makes each call named fail with its errno (when its argument
+    comparison, if any, holds); it adds to the filters already loaded."""
     try:
         lib = ctypes.CDLL(SECCOMP_LIBRARY, use_errno=True)
     except OSError as exc:
@@ -331,19 +342,13 @@ def load_filter(deny_sockets: bool) -> None:
     if not ctx:
         raise OSError(errno.EINVAL, "seccomp_init failed")
     try:
-        for names, code in ((KEYRING_CALLS, errno.EPERM), (IO_URING_CALLS, errno.ENOSYS)):
-            for name in names:
-                number = lib.seccomp_syscall_resolve_name(name)
-                if number < 0 or lib.seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO | code, number,
-                                                            0, None) != 0:
-                    raise OSError(errno.EINVAL, f"seccomp_rule_add_array({name.decode()}) failed"
-                                  " (libseccomp 2.5 or later knows every call it is given)")
-        if deny_sockets:
-            number = lib.seccomp_syscall_resolve_name(b"socket")
-            only_unix = _ArgCmp(0, SCMP_CMP_NE, AF_UNIX, 0)
-            if lib.seccomp_rule_add_array(ctx, SCMP_ACT_ERRNO | errno.EACCES, number, 1,
-                                          ctypes.byref(only_unix)) != 0:
-                raise OSError(errno.EINVAL, "seccomp_rule_add_array(socket) failed")
+        for name, code, comparison in rules:
+            number = lib.seccomp_syscall_resolve_name(name)
+            if number < 0 or lib.seccomp_rule_add_array(
+                    ctx, SCMP_ACT_ERRNO | code, number, int(comparison is not None),
+                    None if comparison is None else ctypes.byref(comparison)) != 0:
+                raise OSError(errno.EINVAL, f"seccomp_rule_add_array({name.decode()}) failed"
+                              " (libseccomp 2.5 or later knows every call it is given)")
         if os.getuid() != 0:
             _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
         if lib.seccomp_load(ctx) != 0:
@@ -708,11 +713,16 @@ SHARED_MEMORY_MB = 1024
 
 def limit_shared_memory() -> None:
     """Cap the System V shared memory of this process's (own) IPC namespace at
-    :data:`SHARED_MEMORY_MB` (its ``kernel.shmall`` and ``kernel.shmmax``)."""
+    :data:`SHARED_MEMORY_MB` (its ``kernel.shmall`` and ``kernel.shmmax``). Where the kernel
+    does not let the worker set them (inside a user namespace), programs get no segment at all:
+    ``shmget`` fails as past the limit (ENOSPC)."""
     size = SHARED_MEMORY_MB * 2**20
-    for name, value in (("shmall", size // os.sysconf("SC_PAGE_SIZE")), ("shmmax", size)):
-        with open(f"/proc/sys/kernel/{name}", "w") as handle:
-            handle.write(str(value))
+    try:
+        for name, value in (("shmall", size // os.sysconf("SC_PAGE_SIZE")), ("shmmax", size)):
+            with open(f"/proc/sys/kernel/{name}", "w") as handle:
+                handle.write(str(value))
+    except PermissionError:
+        _load_rules([(b"shmget", errno.ENOSPC, None)])
 
 
 def mount_message_queues() -> bool:

@@ -83,6 +83,15 @@ programs = {
                                  "PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);\n"
                                  "  if (p == MAP_FAILED) return 1;\n"
                                  "  for (unsigned long i = 0; i < n; i += 4096) p[i] = 1;\n}\n"),
+    # System V segments hold memory that no process maps: capped, or (where the kernel does not
+    # let the worker set its IPC namespace's limit) none made
+    "shared_segments": ("python", "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                                  "libc.shmat.restype = ctypes.c_void_p\nfor k in range(30):\n"
+                                  "    i = libc.shmget(0, 50 << 20, 0o1600)\n"
+                                  "    assert i >= 0, f'segment {k}: errno {ctypes.get_errno()}'\n"
+                                  "    p = libc.shmat(i, None, 0)\n"
+                                  "    ctypes.memset(p, 1, 50 << 20)\n"
+                                  "    libc.shmdt(ctypes.c_void_p(p))\n"),
     "threads": ("python", "import threading\nts = [threading.Thread(target=sum, "
                           "args=(range(10**5),)) for _ in range(50)]\n"
                           "[t.start() for t in ts]\n[t.join() for t in ts]\n"),
@@ -248,7 +257,7 @@ def _run_as_user(home: str, data: str) -> None:
     assert seen["outcomes"] == {
         "passes": "passed", "fails": "failed", "exit_early": "failed", "loops": "timeout",
         "memory": "memory", "shared_memory": "failed", "memory_files": "failed",
-        "cpp_shared_memory": "failed", "threads": "passed",
+        "cpp_shared_memory": "failed", "shared_segments": "failed", "threads": "passed",
         "fork_bomb": seen["outcomes"]["fork_bomb"], "escapes": "passed",
         "secret": "passed", "connects": "failed", "abstract_unix": "failed",
         "capabilities": "passed", "java_first": "passed", "kills_by_pid": "failed",
@@ -269,6 +278,7 @@ def _run_as_user(home: str, data: str) -> None:
     assert seen["queues"] == {"outcomes": ["passed", "passed"], "replaced": False}
     for name in ("shared_memory", "memory_files"):
         assert "Cannot allocate memory" in seen["errors"][name], seen["errors"][name]
+    assert "errno 28" in seen["errors"]["shared_segments"]  # ENOSPC
     for name in ("writes_home", "writes_files"):
         assert "Read-only file system" in seen["errors"][name], seen["errors"][name]
     with open(os.path.join(data, "public.txt")) as handle:
