@@ -38,7 +38,7 @@ import shutil
 import signal
 import stat
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -411,6 +411,30 @@ def _new_pid_namespace(own_mounts: bool) -> int:
     return pid
 
 
+@contextlib.contextmanager
+def children_in_a_new_pid_namespace() -> Iterator[None]:
+    """The first process this one starts within the block is the init of a new PID namespace,
+    and any others it starts there join it; afterwards its children are made in its own again.
+    (Needs CAP_SYS_ADMIN where it is used: as root, or before :func:`drop_capabilities`.)"""
+    own = os.open("/proc/self/ns/pid", os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        unshare(CLONE_NEWPID)
+        try:
+            yield
+        finally:
+            _check(_libc.setns(own, CLONE_NEWPID), "setns(PID namespace)")
+    finally:
+        os.close(own)
+
+
+def own_proc() -> None:
+    """In the init of a new PID namespace: a mount namespace of its own where ``/proc`` shows
+    that namespace (what :func:`pid_namespace` gives the worker)."""
+    new_mount_namespace()
+    _check(_libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None),
+           "mount /proc")
+
+
 def _pid_namespace_works() -> None:
     """Try :func:`_new_pid_namespace` in a throwaway child (with its own mounts, so that its
     ``/proc`` does not stay behind); raise OSError if it fails."""
@@ -507,8 +531,6 @@ def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
             queues = mount_message_queues()
         except OSError as exc:
             problems.append(f"POSIX message queues stay between programs: {exc}")
-    if not root and netns:
-        drop_capabilities()
     _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
     return Isolation(netns, seccomp, mountns, uid if root else None, pid_namespace=pidns,
                      read_only=read_only, ipc_namespace=ipcns, message_queues=queues,

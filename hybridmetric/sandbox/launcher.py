@@ -20,8 +20,10 @@ fork write-protects the forking process's pages, so every page it then writes co
 the worker's own bookkeeping (requests, verdicts, sweeps) runs in a process that never forks a
 program. Programs run under another uid and can neither signal, trace nor read the server (what
 they make its children with ``clone(CLONE_PARENT)`` it kills after each program). Without root
-they would share its uid and could kill it, so the worker forks them itself
-(:class:`InProcess`), as the init of its PID namespace whose signals programs cannot send.
+they share its uid, so the server is the init of their PID namespace, whose signals they cannot
+send (the kernel drops them), and which, not dumpable, they cannot trace or read; the worker
+checks what they could still change (:func:`process_settings`) after each program. Where no PID
+namespace can be made, the worker forks programs itself (:class:`InProcess`).
 
 This module uses the standard library only: with ``_boot.py``, it is the fork server's whole
 program.
@@ -585,10 +587,10 @@ class Forker:
     directory (the same for every program).
 
     ``dedicated``: this process does nothing but fork programs (the fork server), so it sets
-    the programs' signal dispositions once for all its children; otherwise (the worker itself)
-    each child does. (Each child joins the memory cgroup itself: a fork server inside it could
-    be chosen by the OOM killer, and keeping it out of that choice takes CAP_SYS_RESOURCE, which
-    containers often drop.)
+    the programs' signal dispositions once for all its children, unless it is the ``init`` of
+    their PID namespace; otherwise (the worker itself) each child does. (Each child joins the
+    memory cgroup itself: a fork server inside it could be chosen by the OOM killer, and
+    keeping it out of that choice takes CAP_SYS_RESOURCE, which containers often drop.)
 
     Making one readies the calling process to fork programs: it imports what they will use
     (``preload`` and the standard modules, under the caller's environment: one BLAS thread),
@@ -596,21 +598,25 @@ class Forker:
     """
 
     def __init__(self, uid: int | None, cgroup_procs: int | None, env: dict[str, str],
-                 work: str, preload: Sequence[str], dedicated: bool):
+                 work: str, preload: Sequence[str], dedicated: bool, init: bool = False):
         for module in (*STANDARD_MODULES, *preload):
             importlib.import_module(module)
         os.environ.clear()
         os.environ.update(env)
         self.uid, self.cgroup_procs, self.env, self.work = uid, cgroup_procs, env, work
-        self.dedicated = dedicated
+        self.dedicated, self.init = dedicated, init
+        # The init of a PID namespace gets the signals its programs send it only where it has a
+        # handler: it keeps SIGINT ignored, and each child takes the programs' dispositions.
+        self.shared_signals = dedicated and not init
         self.devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         # The fork server's list of its children, kept open (see _kill_children).
         self.children = os.open(f"/proc/self/task/{os.getpid()}/children",
                                 os.O_RDONLY | os.O_CLOEXEC) if dedicated else -1
         self.path = os.path.join(work, PROGRAM)
         self.streams = _program_streams()  # made once: a fork need not build them
-        if dedicated:  # what every child would set, once (this process writes to neither)
+        if self.shared_signals:  # what every child would set, once
             program_signals()
+        if dedicated:  # (this process writes to neither)
             _enter_python(self.path, self.streams)
         _rehearse()
         gc.collect()
@@ -670,7 +676,7 @@ class Forker:
                 os.close(pidfd)
             status = _reap(pid)
             # (the worker sweeps its own)
-            escaped = _kill_children(self.children) if self.dedicated else 0
+            escaped = _kill_children(self.children, self.init) if self.dedicated else 0
             os.set_blocking(report_r, False)  # an escaped grandchild may still hold fd 4
             try:
                 report = os.read(report_r, 65536)
@@ -696,7 +702,7 @@ class Forker:
             _install_fds(fds, private=FAILURE_FD)
             channel = FAILURE_FD
             os.chdir(self.work)
-            if not self.dedicated:
+            if not self.shared_signals:
                 program_signals()  # exec then turns SIGINT's handler back to the default
             set_limits(limits)
             drop_privileges(self.uid)
@@ -764,13 +770,17 @@ def _kill_tracers(pid: int) -> None:
                 os.kill(tracer, signal.SIGKILL)
 
 
-def _kill_children(children: int, rounds: int = 200) -> int:
+def _kill_children(children: int, everything: bool, rounds: int = 200) -> int:
     """Kill and reap every child of this (single-threaded) process; return how many there
     were. ``children``: its ``/proc/self/task/PID/children``, open; it lists the living and the
     dead not yet reaped, so one ``pread`` tells that there is none (no exception raised, whose
-    objects would be pages written after every fork). Children that outlast every round (or a
-    zombie held by a tracer) make it raise: the server then exits, and its children pass to the
-    worker, whose sweep kills every process of the sandbox uid at once."""
+    objects would be pages written after every fork). ``everything``: this process is the init
+    of the programs' PID namespace, where every process is a program's (each descends from a
+    child of its: with none, none is left), all killed at once each round (``kill(-1)``), so
+    that a fork bomb's new processes cannot outrun the rounds. Children that outlast every round
+    (or a zombie held by a tracer) make it raise: the server then exits, and its children pass
+    to the worker, whose sweep kills every process of the sandbox uid at once (or, with the
+    namespace's init, the kernel kills every process in it)."""
     if not os.pread(children, 1, 0):
         return 0
     found: set[int] = set()
@@ -783,6 +793,9 @@ def _kill_children(children: int, rounds: int = 200) -> int:
         with open(f"/proc/self/task/{os.getpid()}/children", "rb") as handle:
             alive = [int(child) for child in handle.read().split()]
         found.update(alive)
+        if everything:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(-1, signal.SIGKILL)
         for child in alive:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(child, signal.SIGKILL)
@@ -791,9 +804,22 @@ def _kill_children(children: int, rounds: int = 200) -> int:
     raise RuntimeError(f"children of the fork server survive {rounds} kill rounds")
 
 
+#: Every resource limit a process has (each a program's child inherits, and may not raise).
+RESOURCES = tuple(sorted({getattr(resource, name) for name in dir(resource)
+                          if name.startswith("RLIMIT_")}))
+
+
+def process_settings(pid: int) -> tuple[object, ...]:
+    """The resource limits, niceness and CPUs of process ``pid`` (0: this one): what another
+    process of its uid may change without any privilege (``prlimit``, ``setpriority``,
+    ``sched_setaffinity``), and every program forked from it would inherit."""
+    return (*(resource.prlimit(pid, limit) for limit in RESOURCES),
+            os.getpriority(os.PRIO_PROCESS, pid), frozenset(os.sched_getaffinity(pid)))
+
+
 class InProcess:
-    """The worker forks its programs itself (without root: as its PID namespace's init, the
-    one process that programs running under its uid cannot signal)."""
+    """The worker forks its programs itself (without root, where it has no PID namespace to
+    give a fork server)."""
 
     pid = None  # no process apart from the worker
     #: Programs compile in their child: compiling in the worker would change the process every
@@ -824,7 +850,8 @@ class ForkServer:
     imported (one may change them), are the worker's."""
 
     def __init__(self, uid: int | None, cgroup_procs: int | None, env: dict[str, str],
-                 work: str, preload: Sequence[str]):
+                 work: str, preload: Sequence[str],
+                 before_exec: Callable[[], None] | None = None):
         self.pid: int | None = None
         self._pidfd: int | None = None
         requests_r, self._requests = os.pipe()
@@ -838,6 +865,8 @@ class ForkServer:
             self.pid = os.fork()
             if self.pid == 0:
                 try:
+                    if before_exec is not None:
+                        before_exec()
                     _install_fds(fds)
                     os.execve(argv[0], argv, server_env)
                 except BaseException as exc:
@@ -914,7 +943,7 @@ def serve() -> None:
     try:
         sys.path[:] = config["path"]
         forker = Forker(config["uid"], config["cgroup_procs"], config["env"], config["work"],
-                        config["preload"], dedicated=True)
+                        config["preload"], dedicated=True, init=os.getpid() == 1)
     except BaseException as exc:
         write_message(replies, "".join(traceback.format_exception(exc)[-3:]))
         raise SystemExit(1) from exc

@@ -33,6 +33,7 @@ from hybridmetric.sandbox.launcher import (
     Rlimits,
     file_bytes,
     precompile,
+    process_settings,
     read_message,
     set_dumpable,
     write_message,
@@ -186,15 +187,31 @@ class Worker:
             self.isolation = replace(self.isolation, memory_cgroup=True)
         except OSError as exc:
             self.problems.append(f"memory cgroup: {exc}")
-        # As root, programs run under another uid and cannot touch a fork server of root's.
-        start = ForkServer if self.uid is not None else InProcess
         try:
-            self.launcher = start(self.uid, self.cgroup.procs if self.cgroup else None,
-                                  self.env, self.env["HOME"], preload)
+            self.launcher = self._start_launcher(preload)
         except BaseException:  # a preload that does not import: leave no cgroup behind
             self._release()
             raise
+        finally:  # (those of the user namespace, held until the launcher's namespace is made)
+            if os.getuid() != 0 and self.isolation.network_namespace:
+                isolation.drop_capabilities()
+        self._forker_settings = process_settings(self.launcher.pid or 0)
         self.sweep()
+
+    def _start_launcher(self, preload: list[str]) -> ForkServer | InProcess:
+        """What forks the programs. As root, a fork server: programs run under another uid and
+        cannot touch it. Without root they share its uid, so the server is the init of a PID
+        namespace of its own, where they can neither signal it (the kernel drops what they send
+        their namespace's init) nor, as it is not dumpable, trace or read it; where the worker
+        has no PID namespace to make (no user namespace), it forks them itself."""
+        procs = self.cgroup.procs if self.cgroup is not None else None
+        if self.uid is not None:
+            return ForkServer(self.uid, procs, self.env, self.env["HOME"], preload)
+        if self.isolation.pid_namespace and self.isolation.network_namespace:
+            with isolation.children_in_a_new_pid_namespace():
+                return ForkServer(None, procs, self.env, self.env["HOME"], preload,
+                                  before_exec=isolation.own_proc)
+        return InProcess(None, procs, self.env, self.env["HOME"], preload)
 
     def sweep(self) -> int:
         try:
@@ -226,6 +243,18 @@ class Worker:
             intact = False
         if not intact:
             self.retiring = "a program changed the worker's own folder"
+
+    def _guard_forker(self) -> None:
+        """Without root, programs share the uid of the process that forks them, and so may
+        change its resource limits, niceness and CPUs, which later programs would inherit (a
+        hard limit lowered cannot be raised again): a worker whose forking process changed
+        retires after this program."""
+        try:
+            intact = process_settings(self.launcher.pid or 0) == self._forker_settings
+        except OSError:  # the fork server is gone
+            intact = False
+        if not intact:
+            self.retiring = "a program changed the limits, niceness or CPUs of its fork server"
 
     def _clean(self, remove: Callable[[], object], where: str) -> None:
         """Clear what the last program left; a worker that cannot retires after this program
@@ -271,6 +300,8 @@ class Worker:
             self._clean(lambda: self._remove_case(language), case)
             if self.uid is None and not self.retiring:
                 self._guard_root()
+            if self.uid is None and not self.retiring:
+                self._guard_forker()
 
     def _plain(self, text: str) -> str:
         """Error text without the worker's own folders, whose names are random: the same program

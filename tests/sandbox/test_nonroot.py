@@ -92,6 +92,18 @@ programs = {
                                   "    p = libc.shmat(i, None, 0)\n"
                                   "    ctypes.memset(p, 1, 50 << 20)\n"
                                   "    libc.shmdt(ctypes.c_void_p(p))\n"),
+    # programs share the uid of the process that forks them (their namespace's init): they
+    # may lower its limits, which every later program would inherit, or renice it
+    "lowers_forker_limits": ("python", "import resource\nfor limit in (resource.RLIMIT_NOFILE, "
+                                       "resource.RLIMIT_FSIZE, resource.RLIMIT_NPROC):\n"
+                                       "    resource.prlimit(1, limit, (8, 8))\n"),
+    "after_limits": ("python", "assert sum([1, 2]) == 3\n"),
+    "renices_forker": ("python", "import os\nos.setpriority(os.PRIO_PROCESS, 1, 19)\n"
+                                 "os.sched_setaffinity(1, {0})\n"),
+    "after_renice": ("python", "import os\nassert os.getpriority(os.PRIO_PROCESS, 1) == 0\n"),
+    "forked_by_init": ("python", "import os\nassert os.getppid() == 1\n"
+                                 "assert open('/proc/1/cmdline', 'rb').read()[-6:] == "
+                                 "b'serve\\0'\n"),
     "threads": ("python", "import threading\nts = [threading.Thread(target=sum, "
                           "args=(range(10**5),)) for _ in range(50)]\n"
                           "[t.start() for t in ts]\n[t.join() for t in ts]\n"),
@@ -258,6 +270,8 @@ def _run_as_user(home: str, data: str) -> None:
         "passes": "passed", "fails": "failed", "exit_early": "failed", "loops": "timeout",
         "memory": "memory", "shared_memory": "failed", "memory_files": "failed",
         "cpp_shared_memory": "failed", "shared_segments": "failed", "threads": "passed",
+        "lowers_forker_limits": "passed", "after_limits": "passed", "renices_forker": "passed",
+        "after_renice": "passed", "forked_by_init": "passed",
         "fork_bomb": seen["outcomes"]["fork_bomb"], "escapes": "passed",
         "secret": "passed", "connects": "failed", "abstract_unix": "failed",
         "capabilities": "passed", "java_first": "passed", "kills_by_pid": "failed",

@@ -131,6 +131,10 @@ for k in range(30):
 
 # (id, language, source, allowed outcomes[, limits])
 HOSTILE: list[tuple[Any, ...]] = [
+    # (as root, the fork server is another uid's; without root, see test_nonroot.py)
+    ("lowers_the_fork_server_s_limits", "python",
+     "import os, resource\nresource.prlimit(os.getppid(), resource.RLIMIT_NOFILE, (8, 8))\n",
+     {FAILED}),
     # the memory cgroup counts it; without one, the address-space limit stops the mapping
     ("shared_memory_bomb", "python", SHARED_MAPPING, {MEMORY, FAILED}, SLOW),
     ("cpp_shared_memory_bomb", "cpp",
