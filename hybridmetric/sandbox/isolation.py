@@ -488,7 +488,9 @@ def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
 
     ``needed``: paths the programs must be able to read (see :func:`private_mounts`); ``home``:
     the user's home directory, hidden from programs without root (see :func:`read_only_files`);
-    ``replies``: the pipe the worker answers on (see :func:`pid_namespace`).
+    ``replies``: the pipe the worker answers on (see :func:`pid_namespace`). Without root, the
+    capabilities the user namespace grants are left to the caller to drop
+    (:func:`drop_capabilities`), once it has made its fork server's PID namespace.
     """
     problems: list[str] = []
 
