@@ -15,7 +15,9 @@ Per worker (a long-lived process that owns one sandbox uid):
   and the user's home is covered, so that programs can neither change the user's files nor read
   what lies there;
 - a PID namespace whose init is the worker, with its own ``/proc``: programs see and can signal
-  only the worker's processes, and signals they send the worker are dropped by the kernel;
+  only the worker's processes, and signals they send the worker are dropped by the kernel
+  (without root, programs share the worker's uid and run in one more, nested, whose init is the
+  fork server: see :func:`children_in_a_new_pid_namespace`);
 - an IPC namespace: no System V shared memory, semaphore or message queue, nor POSIX message
   queue, of the host's is in reach, and those a program makes are removed after it (System V
   shared memory capped at :data:`SHARED_MEMORY_MB` in all, where the worker may set that);
