@@ -404,8 +404,7 @@ def _new_pid_namespace(own_mounts: bool) -> int:
             if select.select([parent_r], [], [], 0)[0]:
                 os._exit(70)  # the parent is already gone
             os.close(parent_r)
-            _check(_libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC,
-                               None), "mount /proc")
+            _mount_proc()
         except BaseException:
             os._exit(70)
         return 0
@@ -433,6 +432,11 @@ def own_proc() -> None:
     """In the init of a new PID namespace: a mount namespace of its own where ``/proc`` shows
     that namespace (what :func:`pid_namespace` gives the worker)."""
     new_mount_namespace()
+    _mount_proc()
+
+
+def _mount_proc() -> None:
+    """Mount at ``/proc`` the proc file system of this process's PID namespace."""
     _check(_libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None),
            "mount /proc")
 

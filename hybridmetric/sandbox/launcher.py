@@ -96,7 +96,8 @@ _errno_location.restype = ctypes.POINTER(ctypes.c_int)
 
 #: (memory bytes, CPU seconds, file bytes, open files, processes, address space bytes): a
 #: child's rlimits. The address space (0: no limit) is what a program may map: an executed
-#: command's whole, a forked Python's beyond the mappings it starts with (its forking process's).
+#: command's whole, a forked Python's beyond the mappings it starts with (its forking process's,
+#: once warm).
 Rlimits = tuple[int, int, int, int, int, int]
 #: (argv, or None for the Python source; the source; its code from :func:`precompile`, or None
 #: for the child to compile; rlimits; wall-clock limit in seconds).
@@ -626,6 +627,9 @@ class Forker:
         # other C libraries have no malloc_trim and keep them).
         if hasattr(libc, "malloc_trim"):
             libc.malloc_trim(0)
+        # What a forked child starts with: its address-space limit counts above this (what the
+        # process maps later is far inside the room the worker leaves, ADDRESS_SPACE_ROOM_MB).
+        self.mapped = _mapped_bytes()
 
     def launch(self, request: Request) -> Reply:
         """Run one program to its end (or its time limit); see :data:`Request`, :data:`Reply`.
@@ -635,7 +639,7 @@ class Forker:
         made (the process is as it was)."""
         argv, source, compiled, limits, timeout_s = request
         if limits[5] and argv is None:  # the child starts with this process's mappings
-            limits = (*limits[:5], limits[5] + _mapped_bytes())
+            limits = (*limits[:5], limits[5] + self.mapped)
         token = os.urandom(16).hex().encode()
         opened: list[int] = []
         try:

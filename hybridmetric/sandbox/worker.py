@@ -300,8 +300,8 @@ class Worker:
             self._clean(lambda: self._remove_case(language), case)
             if self.uid is None and not self.retiring:
                 self._guard_root()
-            if self.uid is None and not self.retiring:
-                self._guard_forker()
+                if not self.retiring:
+                    self._guard_forker()
 
     def _plain(self, text: str) -> str:
         """Error text without the worker's own folders, whose names are random: the same program
