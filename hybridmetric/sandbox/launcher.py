@@ -847,14 +847,15 @@ class InProcess:
 class ForkServer:
     """The worker's end of a fork server (see the module docstring): started by ``python -B -P
     _boot.py serve``, the interpreter the worker runs in with its ``site`` (the builtins
-    ``exit`` and ``help``, ``.pth`` import hooks) and its import path, writing no bytecode.
+    ``exit`` and ``help``, ``.pth`` import hooks) and its import path, writing no bytecode;
+    it imports this module from ``code``, the pool's memory file (``pool.compiled_modules``).
 
     ``compiles_here``: whether a program compiled in the worker (:func:`precompile`) compiles
     as it would in the server's child: the server's warning filters, once its preloads are
     imported (one may change them), are the worker's."""
 
     def __init__(self, uid: int | None, cgroup_procs: int | None, env: dict[str, str],
-                 work: str, preload: Sequence[str],
+                 work: str, preload: Sequence[str], code: int,
                  before_exec: Callable[[], None] | None = None):
         self.pid: int | None = None
         self._pidfd: int | None = None
@@ -864,8 +865,8 @@ class ForkServer:
             argv = [sys.executable, "-B", "-P", *INTERPRETER_OPTIONS,
                     os.path.join(os.path.dirname(__file__), "_boot.py"), "serve"]
             server_env = dict(os.environ)  # the worker's (one BLAS thread), for the imports
-            fds = [requests_r, replies_w, 2] + ([cgroup_procs] if cgroup_procs is not None
-                                               else [])
+            fds = [requests_r, replies_w, 2, code] + ([cgroup_procs] if cgroup_procs is not None
+                                                     else [])
             self.pid = os.fork()
             if self.pid == 0:
                 try:
@@ -879,7 +880,7 @@ class ForkServer:
                 finally:
                     os._exit(70)
             self._pidfd = os.pidfd_open(self.pid)
-            config = {"uid": uid, "cgroup_procs": 3 if cgroup_procs is not None else None,
+            config = {"uid": uid, "cgroup_procs": 4 if cgroup_procs is not None else None,
                       "env": env, "work": work, "preload": list(preload), "path": sys.path}
             write_message(self._requests, config)
             hello = read_message(self._replies, STARTUP_TIMEOUT_S)

@@ -23,6 +23,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from hybridmetric.sandbox._boot import compiled_modules
 from hybridmetric.sandbox.cache import ResultCache, cache_key
 from hybridmetric.sandbox.cgroup import cgroup_name, remove_leftover
 from hybridmetric.sandbox.isolation import Isolation
@@ -60,9 +61,10 @@ def _claim_uid() -> tuple[int, socket.socket]:
 
 
 class _Worker:
-    """One worker process and the pipe protocol to it: the config as JSON on its command line,
-    then one message (``marshal``, length first; see ``launcher.write_message``) per request
-    on its stdin and per reply on its stdout."""
+    """One worker process and the pipe protocol to it: the config as JSON on its command line
+    (and the descriptor of the sandbox's compiled modules: see ``_boot.py``), then one message
+    (``marshal``, length first; see ``launcher.write_message``) per request on its stdin and
+    per reply on its stdout."""
 
     def __init__(self, allow_network: bool, preload: Sequence[str], cpu: int | None):
         self.allow_network, self.preload, self.cpu = allow_network, list(preload), cpu
@@ -84,13 +86,14 @@ class _Worker:
                "PYTHONDONTWRITEBYTECODE": "1",
                "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
         self.log = tempfile.TemporaryFile()  # noqa: SIM115 - closed in stop()
+        code = compiled_modules()
         self.process = subprocess.Popen(
             [sys.executable, *INTERPRETER_OPTIONS, str(Path(__file__).with_name("_boot.py")),
-             json.dumps(config)],
+             json.dumps(config), str(code)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env,
             start_new_session=True,
             # the uid stays claimed while the worker lives, even past this process
-            pass_fds=() if self._claim is None else (self._claim.fileno(),),
+            pass_fds=(code,) if self._claim is None else (code, self._claim.fileno()),
             cwd="/",  # not the caller's: its compile server's /proc/PID/cwd would show it
         )
         if self.cpu is not None:  # from its start (its servers and programs inherit it)

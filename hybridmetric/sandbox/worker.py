@@ -161,7 +161,7 @@ def _identity(path: str) -> tuple[int, int, int]:
 
 class Worker:
     def __init__(self, uid: int | None, allow_network: bool, preload: list[str],
-                 home: str | None, replies: int | None = None):
+                 home: str | None, code: int, replies: int | None = None):
         host_pid = os.getpid()  # before the PID namespace, where the worker is pid 1
         self.isolation, self.problems = isolation.isolate_worker(uid, allow_network,
                                                                  needed_paths(), home, replies)
@@ -188,7 +188,7 @@ class Worker:
         except OSError as exc:
             self.problems.append(f"memory cgroup: {exc}")
         try:
-            self.launcher = self._start_launcher(preload)
+            self.launcher = self._start_launcher(preload, code)
         except BaseException:  # a preload that does not import: leave no cgroup behind
             self._release()
             raise
@@ -198,18 +198,19 @@ class Worker:
         self._forker_settings = process_settings(self.launcher.pid or 0)
         self.sweep()
 
-    def _start_launcher(self, preload: list[str]) -> ForkServer | InProcess:
+    def _start_launcher(self, preload: list[str], code: int) -> ForkServer | InProcess:
         """What forks the programs. As root, a fork server: programs run under another uid and
         cannot touch it. Without root they share its uid, so the server is the init of a PID
         namespace of its own, where they can neither signal it (the kernel drops what they send
         their namespace's init) nor, as it is not dumpable, trace or read it; where the worker
-        has no PID namespace to make (no user namespace), it forks them itself."""
+        has no PID namespace to make (no user namespace), it forks them itself. ``code``: the
+        memory file the server imports ``launcher`` from (see ``_boot.py``)."""
         procs = self.cgroup.procs if self.cgroup is not None else None
         if self.uid is not None:
-            return ForkServer(self.uid, procs, self.env, self.env["HOME"], preload)
+            return ForkServer(self.uid, procs, self.env, self.env["HOME"], preload, code)
         if self.isolation.pid_namespace and self.isolation.network_namespace:
             with isolation.children_in_a_new_pid_namespace():
-                return ForkServer(None, procs, self.env, self.env["HOME"], preload,
+                return ForkServer(None, procs, self.env, self.env["HOME"], preload, code,
                                   before_exec=isolation.own_proc)
         return InProcess(None, procs, self.env, self.env["HOME"], preload)
 
@@ -545,7 +546,7 @@ class Worker:
 
 
 def main() -> None:
-    config = json.loads(sys.argv[1])
+    config, code = json.loads(sys.argv[1]), int(sys.argv[2])
     os.umask(0o022)  # what the worker makes, programs of another uid must reach (mode 0o755)
     requests, replies = os.dup(0), os.dup(1)
     null = os.open(os.devnull, os.O_RDWR)
@@ -553,10 +554,12 @@ def main() -> None:
     os.dup2(null, 1)
     try:
         worker = Worker(config["uid"], config["allow_network"], config["preload"],
-                        config["home"], replies)
+                        config["home"], code, replies)
     except BaseException as exc:
         write_message(replies, {"error": f"{type(exc).__name__}: {exc}"})
         raise SystemExit(1) from exc
+    finally:
+        os.close(code)
     write_message(replies, {"isolation": worker.isolation.as_dict(), "problems": worker.problems})
     try:
         while True:

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import errno
+import fcntl
+import importlib.util
 import json
+import marshal
 import os
 import resource
 import subprocess
@@ -12,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from hybridmetric.sandbox import launcher
+from hybridmetric.sandbox import PASSED, Program, Sandbox, _boot, launcher, limits, pool
+from hybridmetric.sandbox._boot import WORKER_MODULES, Compiled, compiled_modules
 from hybridmetric.sandbox.launcher import (
     ForkServer,
     LauncherError,
@@ -34,7 +38,7 @@ def test_a_launch_that_fails_leaves_the_server_running(tmp_path: Path) -> None:
     runs the next one."""
     if os.getuid() != 0:
         pytest.skip("the server is not dumpable: only root may list its descriptors")
-    server = ForkServer(None, None, {"PATH": os.defpath}, str(tmp_path), [])
+    server = ForkServer(None, None, {"PATH": os.defpath}, str(tmp_path), [], compiled_modules())
     request = (None, "print('hello')\nassert 1 + 1 == 2\n", None, LIMITS, 5.0)
     try:
         reply = server.launch(request)
@@ -56,7 +60,7 @@ def test_a_launch_that_fails_leaves_the_server_running(tmp_path: Path) -> None:
 
 
 def test_a_server_that_dies_is_reported_and_stopped(tmp_path: Path) -> None:
-    server = ForkServer(None, None, {"PATH": os.defpath}, str(tmp_path), [])
+    server = ForkServer(None, None, {"PATH": os.defpath}, str(tmp_path), [], compiled_modules())
     assert server.pid is not None
     os.kill(server.pid, 9)
     with pytest.raises(LauncherError, match="fork server failed"):
@@ -71,7 +75,8 @@ def test_a_preload_that_changes_warning_filters_keeps_compiling_in_the_child(
     is then a syntax error)."""
     (tmp_path / "strict_preload.py").write_text("import warnings\nwarnings.simplefilter('error')\n")
     monkeypatch.syspath_prepend(str(tmp_path))  # the server gets the caller's import path
-    strict = ForkServer(None, None, {"PATH": os.defpath}, str(tmp_path), ["strict_preload"])
+    strict = ForkServer(None, None, {"PATH": os.defpath}, str(tmp_path), ["strict_preload"],
+                        compiled_modules())
     try:
         assert not strict.compiles_here
         reply = strict.launch((None, "x = '\\d'\n", None, LIMITS, 20.0))
@@ -81,8 +86,9 @@ def test_a_preload_that_changes_warning_filters_keeps_compiling_in_the_child(
     # from a process with the interpreter's own filters, as a worker has them (pytest's and
     # hybridmetric's imports change them; the worker imports neither)
     plain = (f"import os, sys\nsys.path.insert(0, {str(Path(launcher.__file__).parent)!r})\n"
-             "from launcher import ForkServer\n"
-             f"server = ForkServer(None, None, {{'PATH': os.defpath}}, {str(tmp_path)!r}, [])\n"
+             "from _boot import compiled_modules\nfrom launcher import ForkServer\n"
+             f"server = ForkServer(None, None, {{'PATH': os.defpath}}, {str(tmp_path)!r}, [],"
+             " compiled_modules())\n"
              "print(server.compiles_here)\nserver.stop()\n")
     done = subprocess.run([sys.executable, "-X", "no_debug_ranges", "-c", plain],
                           capture_output=True, text=True, check=True)
@@ -91,7 +97,8 @@ def test_a_preload_that_changes_warning_filters_keeps_compiling_in_the_child(
 
 def test_a_preload_that_does_not_import_stops_the_start(tmp_path: Path) -> None:
     with pytest.raises(LauncherError, match="(?s)did not start.*no_such_module_xyz"):
-        ForkServer(None, None, {"PATH": os.defpath}, str(tmp_path), ["no_such_module_xyz"])
+        ForkServer(None, None, {"PATH": os.defpath}, str(tmp_path), ["no_such_module_xyz"],
+                   compiled_modules())
 
 
 @pytest.mark.parametrize("order", ["crossed", "high"])
@@ -262,7 +269,7 @@ def test_error_text_is_the_traceback_module_s(tmp_path: Path, name: str) -> None
     expected = written[-launcher._TAIL:].decode("utf-8", "replace")  # the tail the server reads
     assert "Traceback (most recent call last):" in written.decode()
     assert 'File "<string>", line 6' not in expected  # the reference's own exec line
-    server = ForkServer(None, None, {"PATH": os.defpath}, str(tmp_path), [])
+    server = ForkServer(None, None, {"PATH": os.defpath}, str(tmp_path), [], compiled_modules())
     try:
         code = precompile(source, path)
         assert not isinstance(code, str)
@@ -271,3 +278,67 @@ def test_error_text_is_the_traceback_module_s(tmp_path: Path, name: str) -> None
         server.stop()
     assert reply[2] == b"E"
     assert reply[5] == expected
+
+
+def _with_marker(module: str, marker: Path) -> int:
+    """A memory file as :func:`compiled_modules` makes, in which ``module``'s code also
+    creates ``marker`` when imported."""
+    modules = Compiled(compiled_modules()).modules
+    path = modules[f"hybridmetric.sandbox.{module}"][0]
+    source = Path(path).read_text() + f"\nopen({str(marker)!r}, 'w').close()\n"
+    modules[f"hybridmetric.sandbox.{module}"] = (path, marshal.dumps(compile(source, path, "exec")))
+    fd = os.memfd_create("marked")
+    os.write(fd, marshal.dumps(modules))
+    return fd
+
+
+def test_the_sandbox_s_modules_are_compiled_once_into_a_sealed_file(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    fd = compiled_modules()
+    assert compiled_modules() == fd  # once
+    assert fcntl.fcntl(fd, fcntl.F_GET_SEALS) & fcntl.F_SEAL_WRITE
+    with pytest.raises(PermissionError):
+        os.pwrite(fd, b"x", 0)
+    finder = Compiled(fd)
+    assert set(finder.modules) == {f"hybridmetric.sandbox.{name}" for name in WORKER_MODULES}
+    path, code = finder.modules["hybridmetric.sandbox.limits"]
+    assert path == os.path.realpath(limits.__file__)
+    assert marshal.loads(code) == compile(Path(path).read_bytes(), path, "exec")
+    assert finder.find_spec("json") is None
+    spec = finder.find_spec("hybridmetric.sandbox.limits")
+    assert spec is not None and spec.loader is finder
+    module = importlib.util.module_from_spec(spec)
+    finder.exec_module(module)
+    assert module.__file__ == path and module.Limits(timeout_s=2).timeout_s == 2
+    # made from sources that have changed since: made again, and the old file closed
+    stale = os.dup(fd)
+    monkeypatch.setattr(_boot, "_made", ((("elsewhere.py", 0, 0),), stale))
+    fresh = compiled_modules()
+    assert fresh != stale and Compiled(fresh).modules.keys() == finder.modules.keys()
+    with pytest.raises(OSError):
+        os.fstat(stale)
+    os.close(fresh)
+
+
+def test_a_fork_server_imports_launcher_from_the_compiled_file(tmp_path: Path) -> None:
+    marker = tmp_path / "imported"
+    code = _with_marker("launcher", marker)
+    try:
+        server = ForkServer(None, None, {"PATH": os.defpath}, str(tmp_path), [], code)
+        server.stop()
+    finally:
+        os.close(code)
+    assert marker.exists()
+
+
+def test_a_worker_imports_the_sandbox_from_the_compiled_file(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    marker = tmp_path / "imported"
+    code = _with_marker("worker", marker)
+    monkeypatch.setattr(pool, "compiled_modules", lambda: code)
+    try:
+        with Sandbox(workers=1) as box:
+            [result] = box.run([Program("python", "assert 1 + 1 == 2\n")])
+    finally:
+        os.close(code)
+    assert marker.exists() and result.outcome == PASSED
