@@ -40,7 +40,8 @@ def compiled_modules() -> int:
     global _made
     here = os.path.dirname(os.path.realpath(__file__))
     paths = [os.path.join(here, f"{name}.py") for name in WORKER_MODULES]
-    stamps = tuple((path, os.stat(path).st_size, os.stat(path).st_mtime_ns) for path in paths)
+    stamps = tuple((path, status.st_size, status.st_mtime_ns)
+                   for path, status in zip(paths, map(os.stat, paths), strict=True))
     if _made is not None and _made[0] == stamps:
         return _made[1]
     code = {}
@@ -91,17 +92,13 @@ if __name__ == "__main__":
     sys.meta_path.insert(0, compiled)
     if serving:
         os.close(3)
-        from hybridmetric.sandbox.launcher import serve
-
-        sys.meta_path.remove(compiled)
-        compiled.modules.clear()  # (the loader of each module: its code would stay in the heap)
-        for name in (f"{PACKAGE}.launcher", PACKAGE, "hybridmetric"):
-            del sys.modules[name]  # a program that imports them finds them as python would
-        serve()
+        from hybridmetric.sandbox.launcher import serve as start
     else:
         sys.path[0] = os.path.dirname(os.path.dirname(here))  # not the sandbox folder itself
-        from hybridmetric.sandbox.worker import main
-
-        sys.meta_path.remove(compiled)
-        compiled.modules.clear()
-        main()
+        from hybridmetric.sandbox.worker import main as start
+    sys.meta_path.remove(compiled)
+    compiled.modules.clear()  # (the loader of each module: its code would stay in the heap)
+    if serving:
+        for name in (f"{PACKAGE}.launcher", PACKAGE, "hybridmetric"):
+            del sys.modules[name]  # a program that imports them finds them as python would
+    start()

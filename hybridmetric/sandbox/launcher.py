@@ -848,7 +848,7 @@ class ForkServer:
     """The worker's end of a fork server (see the module docstring): started by ``python -B -P
     _boot.py serve``, the interpreter the worker runs in with its ``site`` (the builtins
     ``exit`` and ``help``, ``.pth`` import hooks) and its import path, writing no bytecode;
-    it imports this module from ``code``, the pool's memory file (``pool.compiled_modules``).
+    it imports this module from ``code``, the pool's memory file (``_boot.compiled_modules``).
 
     ``compiles_here``: whether a program compiled in the worker (:func:`precompile`) compiles
     as it would in the server's child: the server's warning filters, once its preloads are
