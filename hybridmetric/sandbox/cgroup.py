@@ -3,10 +3,10 @@
 RLIMIT_DATA caps each process; a program that forks (up to the process limit) could still take
 that much memory many times over. Where the sandbox may create cgroups (root, with the memory
 controller in cgroup v1 or v2), each worker makes one below its own cgroup, sets the program's
-limit before each run, moves the program's first process into it (its descendants follow), and
-reads the kernel's OOM-kill counter afterwards: a kill there is the ``memory`` outcome. The limits
-of the cgroups above it still apply. Elsewhere the sandbox runs with rlimits alone and says so
-(``Isolation.memory_cgroup``).
+limit before each run, and reads the kernel's OOM-kill counter afterwards: a kill there is the
+``memory`` outcome. Its fork server joins it, so that every program is born inside (see
+``launcher.Forker``). The limits of the cgroups above it still apply. Elsewhere the sandbox runs
+with rlimits alone and says so (``Isolation.memory_cgroup``).
 """
 
 from __future__ import annotations
@@ -87,10 +87,10 @@ class MemoryCgroup:
         if layout.swap_limit and os.path.exists(os.path.join(path, layout.swap_limit)):
             self._limit_files.append(layout.swap_limit)  # v1 wants memsw >= limit at every step
         self._limit_mb: int | None = None
-        # Kept open: a program's child joins by writing "0" to ``procs`` (see launcher.py), and
-        # the counter is read with one pread (both once per program). Closed on exec (the fork
-        # server gets ``procs`` as fd 3 on purpose), and in a program's child before its code
-        # runs.
+        # Kept open: the fork server (or, without one, each program's child) joins by writing
+        # "0" to ``procs`` (see launcher.py), and the counter is read with one pread once per
+        # program. Closed on exec (the fork server gets ``procs`` as fd 4 on purpose), and in a
+        # program's child before its code runs.
         self.procs = os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
         self._events = os.open(os.path.join(path, layout.events), os.O_RDONLY | os.O_CLOEXEC)
         self._oom_seen = self.oom_kills()
@@ -111,9 +111,7 @@ class MemoryCgroup:
                 reasons.append(f"{parent}: {exc.strerror or exc}")
                 continue
             group = cls(path, layout)
-            if layout is V2:
-                with contextlib.suppress(OSError):
-                    group._write("memory.oom.group", "1")  # an OOM kill takes the whole tree
+            if layout is V2:  # (not memory.oom.group: an OOM kill would take the fork server)
                 with contextlib.suppress(OSError):
                     group._write("memory.swap.max", "0")
             return group

@@ -138,6 +138,18 @@ def set_dumpable(dumpable: bool) -> None:
     check(_prctl(PR_SET_DUMPABLE, int(dumpable), 0, 0, 0), "prctl(DUMPABLE)", _plain_errno)
 
 
+def first_to_kill() -> None:
+    """Make the calling process (a program's, before it starts) the OOM killer's first choice,
+    in its memory cgroup or on the machine, before the sandbox's own processes and the user's.
+    (Any process may raise its own score; a program may also lower it again, down to its fork
+    server's, as lowering it further needs CAP_SYS_RESOURCE.)"""
+    fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, b"1000")
+    finally:
+        os.close(fd)
+
+
 def drop_privileges(uid: int | None) -> None:
     """Become the sandbox uid (gid = uid, no supplementary groups)."""
     if uid is None:
@@ -589,9 +601,14 @@ class Forker:
 
     ``dedicated``: this process does nothing but fork programs (the fork server), so it sets
     the programs' signal dispositions once for all its children, unless it is the ``init`` of
-    their PID namespace; otherwise (the worker itself) each child does. (Each child joins the
-    memory cgroup itself: a fork server inside it could be chosen by the OOM killer, and
-    keeping it out of that choice takes CAP_SYS_RESOURCE, which containers often drop.)
+    their PID namespace; otherwise (the worker itself) each child does. The fork server joins
+    the memory cgroup once warm (its heap so far stays charged where it was), so that its
+    children are born inside: a child that moved itself in would wait, in the kernel, for an
+    RCU grace period whenever no process had moved recently (here ~15 ms after any program that
+    ran longer than that). Every child makes itself the OOM killer's first choice
+    (:func:`first_to_kill`), so the server is chosen only when a program undid that (without
+    CAP_SYS_RESOURCE the sandbox cannot stop it): its worker then reports ``memory``, and a new
+    one takes over. The worker's own children join the cgroup one by one.
 
     Making one readies the calling process to fork programs: it imports what they will use
     (``preload`` and the standard modules, under the caller's environment: one BLAS thread),
@@ -604,7 +621,8 @@ class Forker:
             importlib.import_module(module)
         os.environ.clear()
         os.environ.update(env)
-        self.uid, self.cgroup_procs, self.env, self.work = uid, cgroup_procs, env, work
+        self.uid, self.env, self.work = uid, env, work
+        self.cgroup_procs = None if dedicated else cgroup_procs  # (each child joins itself)
         self.dedicated, self.init = dedicated, init
         # The init of a PID namespace gets the signals its programs send it only where it has a
         # handler: it keeps SIGINT ignored, and each child takes the programs' dispositions.
@@ -630,6 +648,9 @@ class Forker:
         # What a forked child starts with: its address-space limit counts above this (what the
         # process maps later is far inside the room the worker leaves, ADDRESS_SPACE_ROOM_MB).
         self.mapped = _mapped_bytes()
+        if dedicated and cgroup_procs is not None:
+            os.write(cgroup_procs, b"0")  # "0": the writer itself
+            os.close(cgroup_procs)
 
     def launch(self, request: Request) -> Reply:
         """Run one program to its end (or its time limit); see :data:`Request`, :data:`Reply`.
@@ -711,6 +732,7 @@ class Forker:
             set_limits(limits)
             drop_privileges(self.uid)
             set_dumpable(True)  # the forking process is not
+            first_to_kill()  # (its /proc/self is its own once it is dumpable)
             if argv is None:
                 assert source is not None
                 if not self.dedicated:

@@ -495,7 +495,14 @@ class Worker:
         except OSError as exc:
             if isinstance(exc, LauncherError):  # the server is gone, and with it what it knew
                 self.retiring = str(exc)
-            self.sweep()  # what it started is the worker's to kill
+            escaped = self.sweep()  # what it started is the worker's to kill
+            if (isinstance(exc, LauncherError) and self.cgroup is not None
+                    and self.cgroup.oom_kills() > oom_before):
+                # the OOM killer chose the server: the program lowered its processes' scores
+                return Process(signal.SIGKILL, False, b"", b"", "",
+                               "the memory cgroup's OOM killer ended the fork server: the "
+                               "program's processes together exceeded its memory limit",
+                               escaped, True, "")
             raise
         escaped = strays + self.sweep()
         oom = self.cgroup is not None and self.cgroup.oom_kills() > oom_before

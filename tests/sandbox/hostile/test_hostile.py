@@ -484,6 +484,63 @@ def test_forked_memory_bomb_is_held_to_one_limit(sandbox: Sandbox, run: Run,
     untouched(sandbox)
 
 
+BORN_INSIDE = """
+import os
+def memory_cgroup(pid):  # cgroup v1's memory hierarchy, else v2's
+    with open(f"/proc/{pid}/cgroup") as handle:
+        paths = {name: line.split(":", 2)[2].strip() for line in handle
+                 for name in line.split(":")[1].split(",")}
+    return paths.get("memory", paths.get(""))
+with open("/proc/self/oom_score_adj") as handle:
+    score = handle.read().strip()
+mine, server = memory_cgroup(os.getpid()), memory_cgroup(os.getppid())
+assert score == "1000", score
+assert os.path.basename(mine).startswith("hybridmetric-") and mine == server, (mine, server)
+"""
+
+
+def test_programs_are_born_in_their_memory_cgroup_as_the_oom_killer_s_first_choice(
+        sandbox: Sandbox, run: Run) -> None:
+    """The fork server sits in the worker's memory cgroup, so a program starts inside it (it
+    does not move in, which would wait for an RCU grace period whenever none passed lately), and
+    raises its OOM score above the server's."""
+    if not sandbox.isolation.memory_cgroup:
+        pytest.skip("no memory cgroup here")
+    result = run(sandbox, "python", BORN_INSIDE)
+    assert result.outcome == PASSED, result
+
+
+#: Many processes, each smaller than the fork server, whose OOM scores are lowered back to the
+#: server's: together past the memory limit, the OOM killer's largest process is the server.
+SMALL_PROCESSES_BOMB = """
+import os, time
+with open("/proc/self/oom_score_adj", "w") as handle:
+    handle.write("0")
+children = []
+for _ in range(120):
+    pid = os.fork()
+    if pid == 0:
+        block = bytearray(3 * 2**20)
+        for i in range(0, len(block), 4096):
+            block[i] = 1
+        time.sleep(10)
+        os._exit(0)
+    children.append(pid)
+assert all(os.waitpid(pid, 0)[1] == 0 for pid in children)
+"""
+
+
+def test_a_fork_server_the_oom_killer_ends_is_the_program_s_memory(
+        sandbox: Sandbox, run: Run, untouched: Check) -> None:
+    """A program can make the OOM killer choose its fork server (above): that is ``memory``,
+    not a sandbox error, and a fresh worker runs the next program."""
+    if not sandbox.isolation.memory_cgroup:
+        pytest.skip("no memory cgroup here")
+    result = run(sandbox, "python", SMALL_PROCESSES_BOMB, Limits(timeout_s=20.0, memory_mb=128))
+    assert result.outcome == MEMORY, result
+    untouched(sandbox)
+
+
 @pytest.mark.parametrize(("address", "error"), [
     (f"\0hybridmetric-hostile-{os.getpid()}", "ConnectionRefusedError"),
     (f"/run/hybridmetric-hostile-{os.getpid()}.sock", "FileNotFoundError"),
