@@ -128,7 +128,8 @@ class _Worker:
         self.log.seek(0)
         return self.log.read()[-4000:].decode("utf-8", "replace")
 
-    def run(self, program: Program, java_classpath: Sequence[str]) -> RunResult:
+    def run(self, program: Program, java_classpath: Sequence[str],
+            retry: bool = True) -> RunResult:
         if self.retired:
             self.retired = False
             self._restart()
@@ -146,6 +147,10 @@ class _Worker:
         if answer is not None:
             # it could not clear what this program left: a fresh one takes over next time
             self.retired = bool(answer.pop("retire", ""))
+            if "unrun" in answer:  # nothing ran: a fresh worker runs it (once)
+                if retry:
+                    return self.run(program, java_classpath, retry=False)
+                return RunResult(SANDBOX_ERROR, f"sandbox failure: {answer['unrun']}")
             return RunResult(**answer)
         if self.interrupted:  # (a fresh one takes over if this sandbox runs anything again)
             self.retired = True

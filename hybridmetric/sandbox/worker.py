@@ -214,6 +214,12 @@ class Worker:
                                   before_exec=isolation.own_proc)
         return InProcess(None, procs, self.env, self.env["HOME"], preload)
 
+    def launcher_died(self) -> bool:
+        """Whether the fork server died since the last program: killed from outside, or by
+        the OOM killer in that program's last moments (before the sweep, a process the program
+        left could still push its cgroup over the limit)."""
+        return self.launcher.pid is not None and not self.launcher.alive()
+
     def sweep(self) -> int:
         try:
             spare = [server.pid for server in (self.launcher, self.javac) if server.alive()]
@@ -573,6 +579,10 @@ def main() -> None:
             try:
                 request = read_message(requests)
             except LauncherError:  # the end of stdin: the pool is done with this worker
+                break
+            if worker.launcher_died():  # nothing runs: the pool gives it to a fresh worker
+                write_message(replies, {"unrun": "the fork server died between programs",
+                                        "retire": "the fork server died"})
                 break
             result = worker.run(request["language"], request["source"],
                                 Limits(**request["limits"]), request["java_classpath"])

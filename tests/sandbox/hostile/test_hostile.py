@@ -694,16 +694,22 @@ def _children(pid: int) -> list[int]:
         return [int(child) for child in handle.read().split()]
 
 
+def _worker_and_fork_server(box: Sandbox) -> tuple[int, int]:
+    """The pid of the one worker's outer process (the pool's child), and of its fork server."""
+    if box.isolation.uid is None:
+        pytest.skip("without root the worker forks its programs itself")
+    [outside] = [box._workers[0].process.pid]
+    [worker] = _children(outside)
+    [server] = [pid for pid in _children(worker)
+                if Path(f"/proc/{pid}/cmdline").read_bytes().endswith(b"_boot.py\0serve\0")]
+    return outside, server
+
+
 def test_a_fork_server_that_dies_retires_its_worker(untouched: Check) -> None:
     """Killed while its program runs, the fork server takes that program's verdict with it
     (a sandbox error, never a pass); the program is killed, and a fresh worker runs the next."""
     with Sandbox(workers=1) as box:
-        if box.isolation.uid is None:
-            pytest.skip("without root the worker forks its programs itself")
-        [outside] = [box._workers[0].process.pid]
-        [worker] = _children(outside)
-        [server] = [pid for pid in _children(worker)
-                    if Path(f"/proc/{pid}/cmdline").read_bytes().endswith(b"_boot.py\0serve\0")]
+        _, server = _worker_and_fork_server(box)
 
         def kill_server_once_the_program_runs() -> None:
             for _ in range(500):
@@ -720,3 +726,15 @@ def test_a_fork_server_that_dies_retires_its_worker(untouched: Check) -> None:
         assert result.outcome == SANDBOX_ERROR, result
         assert "fork server" in result.error
         untouched(box)  # no process of its uid left, and the replaced worker passes a program
+
+
+def test_a_fork_server_that_died_between_programs_costs_no_verdict(untouched: Check) -> None:
+    """Killed while idle (from outside, or by the OOM killer as a program's last processes
+    outgrew its cgroup), the fork server runs no program: a fresh worker runs the next one."""
+    with Sandbox(workers=1) as box:
+        outside, server = _worker_and_fork_server(box)
+        os.kill(server, 9)
+        [result] = box.run([Program("python", "assert 1 + 1 == 2\n")])
+        assert result.outcome == PASSED, result
+        assert box._workers[0].process.pid != outside
+        untouched(box)
