@@ -604,7 +604,7 @@ class Forker:
     their PID namespace; otherwise (the worker itself) each child does. The fork server joins
     the memory cgroup once warm (its heap so far stays charged where it was), so that its
     children are born inside: a child that moved itself in would wait, in the kernel, for an
-    RCU grace period whenever no process had moved recently (here ~15 ms after any program that
+    RCU grace period whenever no process had moved recently (here 10-15 ms after any program that
     ran longer than that). Every child makes itself the OOM killer's first choice
     (:func:`first_to_kill`), so the server is chosen only when a program undid that (without
     CAP_SYS_RESOURCE the sandbox cannot stop it): its worker then reports ``memory``, and a new

@@ -734,6 +734,11 @@ def test_a_fork_server_that_died_between_programs_costs_no_verdict(untouched: Ch
     with Sandbox(workers=1) as box:
         outside, server = _worker_and_fork_server(box)
         os.kill(server, 9)
+        status = Path(f"/proc/{server}/stat")  # (a zombie: its worker reaps it at the sweep)
+        for _ in range(500):  # until it has died
+            if status.read_text().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+            threading.Event().wait(0.01)
         [result] = box.run([Program("python", "assert 1 + 1 == 2\n")])
         assert result.outcome == PASSED, result
         assert box._workers[0].process.pid != outside
