@@ -68,6 +68,33 @@ def test_a_server_that_dies_is_reported_and_stopped(tmp_path: Path) -> None:
     assert server.pid is None and not server.alive()
 
 
+IN_PROCESS = f"""
+import json, os, sys
+from hybridmetric.sandbox.launcher import InProcess
+forker = InProcess(None, None, {{"PATH": os.defpath}}, sys.argv[1], [])
+found = []
+for source in sys.argv[2:]:
+    status, timed_out, report, token, stdout, stderr, escaped, failure = forker.launch(
+        (None, source, None, {LIMITS!r}, 5.0))
+    found.append([os.waitstatus_to_exitcode(status), report == b"T" + token, stderr, failure])
+print(json.dumps(found, default=bytes.decode))
+"""
+
+
+def test_a_worker_without_a_fork_server_forks_its_programs_itself(tmp_path: Path) -> None:
+    """Where no PID namespace can be made, the worker forks each program (``InProcess``): its
+    child takes the program's streams itself, and makes itself the OOM killer's first choice."""
+    done = subprocess.run(
+        [sys.executable, "-c", IN_PROCESS, str(tmp_path),
+         "import os\nassert open('/proc/self/oom_score_adj').read() == '1000\\n'\n"
+         f"assert os.getcwd() == {str(tmp_path)!r}\nprint('out')\n",
+         "assert 1 + 1 == 3, 'arithmetic'\n"],
+        capture_output=True, text=True, timeout=60, check=True)
+    passes, fails = json.loads(done.stdout)
+    assert passes == [0, True, "", ""], passes
+    assert fails[:2] == [1, False] and fails[2].endswith("AssertionError: arithmetic\n"), fails
+
+
 def test_a_preload_that_changes_warning_filters_keeps_compiling_in_the_child(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The worker compiles a program only where it compiles as in the server's child: with a
