@@ -622,7 +622,8 @@ class Forker:
         os.environ.clear()
         os.environ.update(env)
         self.uid, self.env, self.work = uid, env, work
-        self.cgroup_procs = None if dedicated else cgroup_procs  # (each child joins itself)
+        # the cgroup each child joins itself (the fork server joins it once, below)
+        self.cgroup_procs = None if dedicated else cgroup_procs
         self.dedicated, self.init = dedicated, init
         # The init of a PID namespace gets the signals its programs send it only where it has a
         # handler: it keeps SIGINT ignored, and each child takes the programs' dispositions.

@@ -148,6 +148,7 @@ class _Worker:
             # it could not clear what this program left: a fresh one takes over next time
             self.retired = bool(answer.pop("retire", ""))
             if "unrun" in answer:  # nothing ran: a fresh worker runs it (once)
+                self.retired = True
                 if retry:
                     return self.run(program, java_classpath, retry=False)
                 return RunResult(SANDBOX_ERROR, f"sandbox failure: {answer['unrun']}")

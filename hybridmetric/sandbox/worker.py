@@ -581,8 +581,7 @@ def main() -> None:
             except LauncherError:  # the end of stdin: the pool is done with this worker
                 break
             if worker.launcher_died():  # nothing runs: the pool gives it to a fresh worker
-                write_message(replies, {"unrun": "the fork server died between programs",
-                                        "retire": "the fork server died"})
+                write_message(replies, {"unrun": "the fork server died between programs"})
                 break
             result = worker.run(request["language"], request["source"],
                                 Limits(**request["limits"]), request["java_classpath"])
