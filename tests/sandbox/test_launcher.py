@@ -369,3 +369,44 @@ def test_a_worker_imports_the_sandbox_from_the_compiled_file(
     finally:
         os.close(code)
     assert marker.exists() and result.outcome == PASSED
+
+
+FRAGMENTED = """
+import json, sys
+from hybridmetric.sandbox import launcher
+kept = [bytes(15) for _ in range(20000)]  # 48-byte blocks
+del kept[::2]  # every other one free: holes all over those pools
+before = launcher._pool_vacancies()
+fillers = launcher._fill_pools()
+print(json.dumps([before, launcher._pool_vacancies(), len(fillers)]))
+"""
+
+
+def test_the_pools_free_blocks_are_filled_before_any_fork() -> None:
+    """What a child allocates goes to fresh pools, not to free blocks scattered over the heap
+    it shares: after ``_fill_pools`` each size class has at most one pool's worth of free blocks
+    (16 KiB; and a few the last round's own objects freed)."""
+    done = subprocess.run([sys.executable, "-c", FRAGMENTED], capture_output=True, text=True,
+                          timeout=60, check=True)
+    before, after, fillers = json.loads(done.stdout)
+    assert before["48"] >= 10000 and fillers >= 10000, (before, fillers)
+    assert all(free <= 16384 // int(size) + 8 for size, free in after.items()), after
+
+
+def test_without_the_small_object_allocator_nothing_is_filled() -> None:
+    done = subprocess.run([sys.executable, "-c", FRAGMENTED], capture_output=True, text=True,
+                          timeout=60, check=True, env={**os.environ, "PYTHONMALLOC": "malloc"})
+    assert json.loads(done.stdout) == [{}, {}, 0]
+
+
+def test_a_forking_process_holds_the_numbers_its_children_install_descriptors_on() -> None:
+    """So a child's descriptors are never among their targets (``_install_fds`` need not move
+    them first): after a Forker is made, 0 to FAILURE_FD are open and a new pipe lands above."""
+    script = ("import os, sys\nfor fd in range(3, 16):\n    try:\n        os.close(fd)\n"
+              "    except OSError:\n        pass\n"
+              "from hybridmetric.sandbox.launcher import FAILURE_FD, InProcess\n"
+              "InProcess(None, None, {'PATH': os.defpath}, sys.argv[1], [])\n"
+              "os.fstat(FAILURE_FD)\nprint(min(os.pipe()) > FAILURE_FD)\n")
+    done = subprocess.run([sys.executable, "-c", script, "/"], capture_output=True, text=True,
+                          timeout=60, check=True)
+    assert done.stdout == "True\n", done.stderr
