@@ -530,6 +530,10 @@ def _pool_vacancies() -> dict[int, int]:
     return found
 
 
+#: An int one digit long (30 bits): one more than it is a new object of 28 bytes.
+FILLER_INT = 1 << 29
+
+
 def _fill_pools(rounds: int = 3) -> list[object]:
     """Objects that fill the free blocks of the allocator's pools that hold objects, to be kept
     as long as this process forks. What a child allocates would otherwise go to those blocks,
@@ -547,10 +551,6 @@ def _fill_pools(rounds: int = 3) -> list[object]:
             elif size > empty_bytes:
                 fillers.extend(bytes(size - empty_bytes) for _ in itertools.repeat(None, free))
     return fillers
-
-
-#: An int one digit long (30 bits): one more than it is a new object of 28 bytes.
-FILLER_INT = 1 << 29
 
 
 def _enter_python(path: str, streams: tuple[TextIO, TextIO, TextIO]) -> None:
