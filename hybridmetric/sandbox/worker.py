@@ -499,11 +499,11 @@ class Worker:
             status, timed_out, report, token, stdout, stderr, strays, failure = (
                 self.launcher.launch((argv, source, code, rlimits, timeout_s)))
         except OSError as exc:
-            if isinstance(exc, LauncherError):  # the server is gone, and with it what it knew
+            server_gone = isinstance(exc, LauncherError)  # and with it what it knew
+            if server_gone:
                 self.retiring = str(exc)
             escaped = self.sweep()  # what it started is the worker's to kill
-            if (isinstance(exc, LauncherError) and self.cgroup is not None
-                    and self.cgroup.oom_kills() > oom_before):
+            if server_gone and self._oom_killed_since(oom_before):
                 # the OOM killer chose the server: the program lowered its processes' scores
                 return Process(signal.SIGKILL, False, b"", b"", "",
                                "the memory cgroup's OOM killer ended the fork server: the "
@@ -511,9 +511,12 @@ class Worker:
                                escaped, True, "")
             raise
         escaped = strays + self.sweep()
-        oom = self.cgroup is not None and self.cgroup.oom_kills() > oom_before
-        return Process(status, timed_out, report, token, stdout, stderr, escaped, oom,
-                       failure.decode("utf-8", "replace"))
+        return Process(status, timed_out, report, token, stdout, stderr, escaped,
+                       self._oom_killed_since(oom_before), failure.decode("utf-8", "replace"))
+
+    def _oom_killed_since(self, before: int) -> bool:
+        """Whether the memory cgroup's OOM killer killed since its counter read ``before``."""
+        return self.cgroup is not None and self.cgroup.oom_kills() > before
 
     def _verdict(self, language: str, process: Process, limits: Limits,
                  static: int = 0) -> RunResult:
