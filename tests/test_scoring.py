@@ -178,6 +178,13 @@ def test_detail_columns_survive_journal_and_formats(tmp_path, extension):
     pd.testing.assert_frame_equal(read_generations(out), table)
 
 
+def _as_from_a_terminal() -> None:
+    """A command started from a terminal takes Ctrl-C; one a shell starts in the background
+    inherits SIGINT ignored (POSIX), as would these commands where the test runner was started
+    so: they get the default back."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize(("stop", "status"), [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
 def test_a_stopped_pass_rate_run_ends_at_once_and_keeps_finished_rows(tmp_path, stop, status):
     """SIGTERM, or Ctrl-C to the whole process group, while a program sleeps: the run stops
@@ -196,7 +203,8 @@ def test_a_stopped_pass_rate_run_ends_at_once_and_keeps_finished_rows(tmp_path, 
         [sys.executable, "-m", "hybridmetric.cli", "score", str(data), "-o", str(out),
          "--scorers", "pass_rate", "--chunk-size", "1", "--no-progress",
          "--set", "pass_rate.cache=none", "--set", "pass_rate.workers=1"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        preexec_fn=_as_from_a_terminal)
     journal = journal_path(out)
     for _ in range(6000):  # the three quick rows journaled: the sleeper runs
         if journal.exists() and journal.read_text().count("\n") >= 4:  # header + 3 rows
@@ -235,7 +243,8 @@ def test_a_command_stopped_while_it_starts_ends_as_at_any_other_time(tmp_path, s
     process = subprocess.Popen(
         [sys.executable, "-m", "hybridmetric.cli", "score", str(data), "-o",
          str(tmp_path / "s.jsonl"), "--scorers", "exact_match", "--no-progress"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True)
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        preexec_fn=_as_from_a_terminal)
     try:
         for _ in range(3000):
             if "numpy" in Path(f"/proc/{process.pid}/maps").read_text():
