@@ -9,6 +9,7 @@ import os
 import socket
 import sys
 import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -698,7 +699,7 @@ def _worker_and_fork_server(box: Sandbox) -> tuple[int, int]:
     """The pid of the one worker's outer process (the pool's child), and of its fork server."""
     if box.isolation.uid is None:
         pytest.skip("without root the worker forks its programs itself")
-    [outside] = [box._workers[0].process.pid]
+    outside = box._workers[0].process.pid
     [worker] = _children(outside)
     [server] = [pid for pid in _children(worker)
                 if Path(f"/proc/{pid}/cmdline").read_bytes().endswith(b"_boot.py\0serve\0")]
@@ -716,7 +717,7 @@ def test_a_fork_server_that_dies_retires_its_worker(untouched: Check) -> None:
                 if _children(server):
                     os.kill(server, 9)
                     return
-                threading.Event().wait(0.01)
+                time.sleep(0.01)
 
         killer = threading.Thread(target=kill_server_once_the_program_runs)
         killer.start()
@@ -738,7 +739,7 @@ def test_a_fork_server_that_died_between_programs_costs_no_verdict(untouched: Ch
         for _ in range(500):  # until it has died
             if status.read_text().rsplit(")", 1)[1].split()[0] == "Z":
                 break
-            threading.Event().wait(0.01)
+            time.sleep(0.01)
         [result] = box.run([Program("python", "assert 1 + 1 == 2\n")])
         assert result.outcome == PASSED, result
         assert box._workers[0].process.pid != outside
