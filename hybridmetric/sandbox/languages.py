@@ -1,18 +1,23 @@
 """How each language is built, run and told to emit the completion token.
 
 A program passes only if a per-run secret token reaches the sandbox on fd 4 after the test code
-has finished. The token is not in the source, the environment or the arguments: the program
-reads it from fd 3 once its tests are done, in code the sandbox appends (JavaScript), in a
-function the linker puts between the C runtime and the test's ``main`` (C++: ``--wrap=main``,
+has finished. The token is not in the source, the environment or the arguments: it waits on fd 3,
+and each language's harness takes it from there (and closes fd 3, or leaves it empty) before any
+code of the program's runs, then sends it once the tests are done: a module node loads before
+the program (JavaScript, ``--require``), a function in the executable's ``.preinit_array`` and
+another that the linker puts between the C runtime and the test's ``main`` (C++: ``--wrap=main``,
 from an object file built once per worker, which the program's macros do not reach; ``main``
-keeps its own meaning, falling off its end returns 0, and a nonzero status is a failure), or
-in a wrapper class that calls the test's ``main`` (Java). Python runs inside the fork server,
-whose harness does the same after ``exec`` returns (see ``launcher.py``). ``exit(0)``,
-``process.exit(0)``, ``System.exit(0)`` or a crash before the end therefore never emit it.
+keeps its own meaning, falling off its end returns 0, and a nonzero status is a failure), or a
+wrapper class that calls the test's ``main`` (Java). Python runs inside the fork server, whose
+harness does the same around ``exec`` (see ``launcher.py``). ``exit(0)``, ``process.exit(0)``,
+``System.exit(0)`` or a crash before the end therefore never emit it, and a program cannot read
+it from fd 3 and send it early.
 
-A program written to attack this harness on purpose (reading fd 3 itself and writing the token to
-fd 4 early) can still fake a pass: code cannot hide a secret from the process it runs in. That is
-deliberate sabotage, not a property of ordinary generated code.
+A program written to attack this harness on purpose can still fake a pass, by digging the token
+out of the harness's own memory (in Python, the interpreter's frames; elsewhere, the process's
+memory) or, in JavaScript, by having node call back code of its own as though it had nothing
+left to run: code cannot hide a secret from the process it runs in. That is deliberate sabotage,
+not a property of ordinary generated code.
 """
 
 from __future__ import annotations
@@ -48,27 +53,56 @@ _C_HEADERS = frozenset(f"{name}.h" for name in (
     "locale", "math", "setjmp", "signal", "stdalign", "stdarg", "stdbool", "stddef", "stdint",
     "stdio", "stdlib", "string", "tgmath", "time", "uchar", "wchar", "wctype"))
 
-#: Appended to a JavaScript program: the token goes out when node has nothing left to run (its
+#: The module node loads before a JavaScript program (``--require``): it takes the token from fd
+#: 3 and closes it before the program runs, and sends it when node has nothing left to run (its
 #: ``beforeExit``), so asynchronous tests end first; ``process.exit``, or an error or rejection
 #: that nothing handles, ends node without it. (A promise that never settles is no work to node:
 #: it ends the program as it would anyway; a program's own ``uncaughtException`` or
-#: ``unhandledRejection`` handler decides, as under plain node, whether a failure ends it.)
-_JS_EPILOGUE = """
-;(function () {
-  // the global object through no name: a program's own top-level globalThis, process,
-  // require, Buffer or Uint8Array would stand for the global one; an ES module (import
-  // syntax) has no require, Node before 20.16 no getBuiltinModule
-  const global = ({}).constructor.constructor("return this")();
-  const node = global.process;
-  const fs = node.getBuiltinModule ? node.getBuiltinModule("fs") : require("fs");
-  const Bytes = global.Uint8Array;
-  node.once("beforeExit", function () {
-    const buffer = new Bytes(64);
-    const n = fs.readSync(3, buffer, 0, 64, null);
-    fs.writeSync(4, "T");
-    fs.writeSync(4, buffer.subarray(0, n));
+#: ``unhandledRejection`` handler decides, as under plain node, whether a failure ends it.) What
+#: it uses it holds from before the program runs, which can replace none of it; and it sends
+#: nothing when the event comes from the program's own code (``process.emit``), not from node.
+JS_PRELOAD = "hybridmetric_token.js"
+_JS_PRELOAD = """"use strict";
+{
+  const fs = require("fs");
+  const buffer = new Uint8Array(64);
+  const size = fs.readSync(3, buffer, 0, 64, null);
+  fs.closeSync(3);
+  const token = buffer.subarray(0, size);
+  const write = fs.writeSync;
+  const Errors = Error;
+  const capture = Error.captureStackTrace;
+  const isArray = Array.isArray;
+  // the call sites below the function `above` (all, when it is undefined)
+  const callers = (above) => {
+    const saved = Errors.prepareStackTrace, limit = Errors.stackTraceLimit, holder = {};
+    try {
+      Errors.prepareStackTrace = (_, frames) => frames;
+      Errors.stackTraceLimit = 16;
+      capture(holder, above);
+      return holder.stack;
+    } finally {
+      Errors.prepareStackTrace = saved;
+      Errors.stackTraceLimit = limit;
+    }
+  };
+  const fileName = Function.prototype.call.bind(Object.getPrototypeOf(callers()[0]).getFileName);
+  const emitter = (site) => {  // (no method a program could replace: an operator)
+    const name = fileName(site);
+    return name === "node:events" || name === "events.js";  // (before Node 16)
+  };
+  let looped = false;  // the event loop has run (a promise settled before it cannot send it)
+  setImmediate(() => { looped = true; });
+  process.once("beforeExit", function send() {
+    const frames = callers(send);
+    // node's own event: only its event emitter's frames are below (no code of the program's)
+    if (looped && isArray(frames) && frames.length === 2 && emitter(frames[0])
+        && emitter(frames[1])) {
+      write(4, "T");
+      write(4, token);
+    }
   });
-})();
+}
 """
 
 #: Raw system calls, not ``read``/``write`` (or ``syscall``): a program's global variable of that
@@ -85,15 +119,25 @@ static long raw(long number, long fd, const void *buffer, long size) {
   return syscall(number, fd, buffer, size);
 #endif
 }
+// The token, read (and its descriptor closed) before any code of the program's runs: from the
+// executable's .preinit_array, which runs before every constructor (this object is linked
+// first, so that its entry comes before any the program makes).
+static char token[64];
+static long token_size;
+static void take_token(int, char **, char **) {
+  token_size = raw(SYS_read, 3, token, sizeof token);
+  raw(SYS_close, 3, nullptr, 0);
+}
+__attribute__((section(".preinit_array"), used))
+static void (*const take_token_first)(int, char **, char **) = take_token;
 extern "C" int __real_main(int, char **, char **);
 extern "C" int __wrap_main(int argc, char **argv, char **envp) {
   long self = raw(SYS_getpid, 0, nullptr, 0);
   int status = __real_main(argc, argv, envp);
   // the exit status is its low byte; a process the program forked sends no token
   if ((status & 0xff) != 0 || raw(SYS_getpid, 0, nullptr, 0) != self) return status;
-  char token[64];
-  long n = raw(SYS_read, 3, token, sizeof token);
-  if (n > 0 && raw(SYS_write, 4, "T", 1) == 1 && raw(SYS_write, 4, token, n) == n) return 0;
+  if (token_size > 0 && raw(SYS_write, 4, "T", 1) == 1
+      && raw(SYS_write, 4, token, token_size) == token_size) return 0;
   return 1;
 }
 """
@@ -106,7 +150,12 @@ _JAVA_WRAPPER = """package hybridmetric_harness;
 
 public final class HybridmetricMain {
   public static void main(String[] args) throws Throwable {
-    java.io.FileInputStream in = new java.io.FileInputStream("/proc/self/fd/3");
+    // the token, taken from fd 3 (which it leaves empty) before any class of the program's loads
+    byte[] token = new byte[64];
+    int n;
+    try (java.io.FileInputStream in = new java.io.FileInputStream("/proc/self/fd/3")) {
+      n = in.read(token);
+    }
     java.io.FileOutputStream out = new java.io.FileOutputStream("/proc/self/fd/4");
     java.lang.reflect.Method main = Class.forName("%s").getMethod("main", String[].class);
     main.setAccessible(true);
@@ -115,8 +164,6 @@ public final class HybridmetricMain {
     } catch (java.lang.reflect.InvocationTargetException e) {
       throw e.getCause();  // as if the test's main had thrown it
     }
-    byte[] token = new byte[64];
-    int n = in.read(token);
     out.write('T');
     out.write(token, 0, Math.max(n, 0));
     out.flush();
@@ -313,13 +360,14 @@ def build(language: str, source: str, memory_mb: int, cxx: str = ".",
     and compiled classes (the compile server's, which the program may read but not change).
     """
     if language == "javascript":
-        return Build({"program.js": source + _JS_EPILOGUE}, None,
-                     [tool("node"), f"--max-old-space-size={memory_mb}", "program.js"])
+        return Build({"program.js": source, JS_PRELOAD: _JS_PRELOAD}, None,
+                     [tool("node"), f"--max-old-space-size={memory_mb}", "--require",
+                      f"./{JS_PRELOAD}", "program.js"])
     if language == "cpp":
         header = ["-I", cxx, "-include", PCH_NAME, "-Winvalid-pch"] if uses_stdcxx(source) else []
         return Build({"program.cpp": source},
                      [tool("g++"), *CXX_FLAGS, "-pipe", "-Wl,--wrap=main", *header,
-                      "-o", "program", "program.cpp", f"{cxx}/{CPP_MAIN}.o"],
+                      "-o", "program", f"{cxx}/{CPP_MAIN}.o", "program.cpp"],
                      ["./program"])
     if language == "java":
         public = java_public_type(source)

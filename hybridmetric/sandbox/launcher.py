@@ -106,6 +106,9 @@ Request = tuple[list[str] | None, str | None, bytes | None, Rlimits, float]
 #: the program left as the fork server's children, killed: always 0 in the worker itself; why the
 #: sandbox failed before the program started, or b"": see :data:`FAILURE_FD`).
 Reply = tuple[int, bool, bytes, bytes, str, str, int, bytes]
+#: Where a child finds its program's token (a pipe): each harness reads it and closes the
+#: descriptor before the program runs, so that no program can read it there and send it early.
+TOKEN_FD = 3
 #: The child's channel for the sandbox's own failure before the program starts: closed before a
 #: Python program runs and on exec, so that no program can write there (a sandbox error stops a
 #: whole scoring run).
@@ -565,9 +568,12 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None) ->
     at ``path`` in ``folder`` in this (child) process; emit the token after it returns. (Every
     object this touches is a page the child copies, so it does little, with no helper such as
     ``contextlib.suppress``.)"""
-    write, read, leave = os.write, os.read, os._exit  # held before the program can patch them
+    write, leave = os.write, os._exit  # held before the program can patch them
     run_exit_functions, getpid = atexit._run_exitfuncs, os.getpid
     own_pid = getpid()
+    # The token, taken before the program runs: it cannot read it from fd 3 (see TOKEN_FD).
+    token = os.read(TOKEN_FD, 64)
+    os.close(TOKEN_FD)
     os.close(FAILURE_FD)  # what fails from here on is the program's (see FAILURE_FD)
     # Its folder first on the import path, from here: had the forking process looked it up
     # before the folder existed, the import system would remember it as a dead end.
@@ -623,8 +629,8 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None) ->
         pass
     if getpid() == own_pid:
         try:
-            write(4, b"T" + read(3, 64))
-        except OSError:  # the program closed fd 3 or 4: no token, a failure
+            write(4, b"T" + token)
+        except OSError:  # the program closed fd 4: no token, a failure
             leave(1)
     run_exit_functions()
     status = 0

@@ -130,6 +130,43 @@ for k in range(30):
     libc.shmdt(ctypes.c_void_p(p))
 """
 
+#: Programs that read fd 3, where the token waits until the harness takes it, and send what they
+#: read on fd 4 as the harness would, then end with status 0 before their tests.
+JS_SENDS_THE_TOKEN = """
+const fs = require("fs");
+const buffer = Buffer.alloc(64);
+let size = 0;
+try { size = fs.readSync(3, buffer, 0, 64, null); } catch (error) {}
+fs.writeSync(4, "T");
+fs.writeSync(4, buffer.subarray(0, size));
+process.exit(0);
+require("assert").ok(false);
+"""
+CPP_SENDS_THE_TOKEN = """#include <unistd.h>
+static void send() {
+  char token[64];
+  long size = read(3, token, sizeof token);
+  write(4, "T", 1);
+  if (size > 0) write(4, token, size);
+  _exit(0);
+}
+%s
+"""
+JAVA_SENDS_THE_TOKEN = """
+import java.io.*;
+public class Problem {
+  public static void main(String[] args) throws Exception {
+    byte[] token = new byte[64];
+    int size = new FileInputStream("/proc/self/fd/3").read(token);
+    FileOutputStream out = new FileOutputStream("/proc/self/fd/4");
+    out.write('T');
+    out.write(token, 0, Math.max(size, 0));
+    out.flush();
+    System.exit(0);
+  }
+}
+"""
+
 # (id, language, source, allowed outcomes[, limits])
 HOSTILE: list[tuple[Any, ...]] = [
     # (as root, the fork server is another uid's; without root, see test_nonroot.py)
@@ -223,7 +260,24 @@ HOSTILE: list[tuple[Any, ...]] = [
     ("cpp_real_time_signal", "cpp", "#include <csignal>\nint main() { raise(SIGRTMIN + 3); }\n",
      {CRASH}),
     ("traced_by_its_child", "python", TRACED_BY_ITS_CHILD, {PASSED}, Limits(timeout_s=3.0)),
-    ("closes_the_token_fd", "python", "import os\nos.close(3)\nassert True\n", {FAILED}),
+    ("closes_the_report_fd", "python", "import os\nos.close(4)\nassert True\n", {FAILED}),
+    # The harness has taken the token from fd 3 before the program runs: nothing to read there
+    # and send early, from code, a constructor or a class that runs before the tests.
+    ("sends_the_token_early", "python",
+     "import os\nos.write(4, b'T' + os.read(3, 64))\nos._exit(0)\nassert False\n", {FAILED}),
+    ("js_sends_the_token_early", "javascript", JS_SENDS_THE_TOKEN, {FAILED}),
+    ("cpp_sends_the_token_early", "cpp", CPP_SENDS_THE_TOKEN % "int main() { send(); }",
+     {FAILED}),
+    ("cpp_sends_the_token_from_a_constructor", "cpp",
+     CPP_SENDS_THE_TOKEN % "struct Early { Early() { send(); } } early;\nint main() {}",
+     {FAILED}),
+    ("java_sends_the_token_early", "java", JAVA_SENDS_THE_TOKEN, {FAILED}),
+    # node's "nothing left to run" (when the token goes out) raised by the program itself
+    ("js_fakes_the_end", "javascript",
+     "process.emit('beforeExit', 0);\nprocess.exit(0);\n", {FAILED}),
+    ("js_fakes_the_end_from_a_promise", "javascript",
+     "Promise.resolve(0).then(process.emit.bind(process, 'beforeExit'))\n"
+     "  .then(() => process.exit(0));\n", {FAILED}),
     ("forges_a_sandbox_error", "python",
      "import os\nos.write(4, b'B' + os.read(3, 64) + b' no')\nos._exit(70)\n", {FAILED}),
     ("raises_in_the_harness", "python", RAISES_IN_THE_HARNESS, {FAILED}),
