@@ -16,8 +16,9 @@ stdin from /dev/null, capped output, a clean environment and, as root, an unpriv
 processes are all killed afterwards. A sandbox that gets no network block refuses to start
 unless ``allow_network``; ``Sandbox.isolation`` records which walls a machine gave.
 
-Verdicts (``languages.py``): a program passes only when a per-run token, read from fd 3 after
-the tests ran, comes back on fd 4 and the process exits with status 0.
+Verdicts (``languages.py``): a program passes only when a per-run token, which the harness takes
+from fd 3 before the program runs, comes back on fd 4 after the tests ran and the process exits
+with status 0.
 """
 
 from hybridmetric.sandbox.languages import LANGUAGES, canonical
