@@ -31,7 +31,6 @@ program.
 
 from __future__ import annotations
 
-import atexit
 import builtins
 import collections.abc
 import contextlib
@@ -50,13 +49,32 @@ import sys
 import time
 import traceback
 import warnings
-from collections.abc import Callable, Sequence
 
-# What a forked child calls before its program, by name (``setsid()``, not ``os.setsid()``): that
-# code runs once in each child, never specialised, and each attribute lookup there writes the
-# reference count of the attribute's name, a page the child copies (~15 fewer page faults a
-# child, ~1.5 us each).
-from os import chdir, closerange, dup2, setgroups, setresgid, setresuid, setsid
+# What a forked child calls, it calls by name (``setsid()``, not ``os.setsid()``): that code runs
+# once in each child, never specialised, and each attribute lookup there writes the reference
+# count of the attribute's name, a page the child copies (about 30 fewer page faults a child,
+# each some microseconds). The names are this module's own, so a program that patches ``os`` or
+# ``atexit`` (``mock.patch("os._exit")``) does not reach what its harness calls.
+from atexit import _run_exitfuncs
+from collections.abc import Callable, Sequence
+from marshal import loads as unmarshal
+from os import (
+    O_CLOEXEC,
+    O_WRONLY,
+    _exit,
+    chdir,
+    close,
+    closerange,
+    dup2,
+    getpid,
+    read,
+    setgroups,
+    setresgid,
+    setresuid,
+    setsid,
+    write,
+)
+from os import open as open_fd
 from resource import (
     RLIMIT_AS,
     RLIMIT_CORE,
@@ -162,11 +180,11 @@ def first_to_kill() -> None:
     in its memory cgroup or on the machine, before the sandbox's own processes and the user's.
     (Any process may raise its own score; a program may also lower it again, down to its fork
     server's, as lowering it further needs CAP_SYS_RESOURCE.)"""
-    fd = os.open("/proc/self/oom_score_adj", os.O_WRONLY | os.O_CLOEXEC)
+    fd = open_fd("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC)
     try:
-        os.write(fd, b"1000")
+        write(fd, b"1000")
     finally:
-        os.close(fd)
+        close(fd)
 
 
 def drop_privileges(uid: int | None) -> None:
@@ -581,43 +599,44 @@ def _enter_python(path: str, streams: tuple[TextIO, TextIO, TextIO]) -> None:
     sys.argv = [path]
 
 
+def _report(code: bytes, exc: BaseException, source: str, path: str) -> NoReturn:
+    """End a Python program's child on an exception: its error text on stderr, then the
+    report ``code`` on fd 4 (see :func:`_python_main`)."""
+    try:  # noqa: SIM105 - see _python_main
+        write(2, _error_text(exc, source, path).encode("utf-8", "replace"))
+    except BaseException:  # noqa: BLE001 - the verdict still goes out
+        pass
+    write(4, code)
+    _exit(1)
+
+
 def _python_main(source: str, path: str, folder: str, compiled: bytes | None) -> NoReturn:
     """Run ``source`` (``compiled``: its code from :func:`precompile`, or None) as ``__main__``
     at ``path`` in ``folder`` in this (child) process; emit the token after it returns. (Every
     object this touches is a page the child copies, so it does little, with no helper such as
     ``contextlib.suppress``.)"""
-    write, leave = os.write, os._exit  # held before the program can patch them
-    run_exit_functions, getpid = atexit._run_exitfuncs, os.getpid
     own_pid = getpid()
     # The token, taken before the program runs: it cannot read it from fd 3 (see TOKEN_FD).
-    token = os.read(TOKEN_FD, 64)
-    os.close(TOKEN_FD)
-    os.close(FAILURE_FD)  # what fails from here on is the program's (see FAILURE_FD)
+    token = read(TOKEN_FD, 64)
+    close(TOKEN_FD)
+    close(FAILURE_FD)  # what fails from here on is the program's (see FAILURE_FD)
     # Its folder first on the import path, from here: had the forking process looked it up
     # before the folder existed, the import system would remember it as a dead end.
     sys.path.insert(0, folder)
 
-    def report(code: bytes, exc: BaseException) -> NoReturn:
-        try:  # noqa: SIM105 - see the docstring
-            write(2, _error_text(exc, source, path).encode("utf-8", "replace"))
-        except BaseException:  # noqa: BLE001 - the verdict still goes out
-            pass
-        write(4, code)
-        leave(1)
-
     code: CodeType | None = None
     if compiled is not None:
         try:  # noqa: SIM105 - see the docstring
-            code = marshal.loads(compiled)
+            code = unmarshal(compiled)
         except (ValueError, EOFError, TypeError, MemoryError):  # compiled below instead
             pass
     try:
         if code is None:
             code = compile(file_bytes(source), path, "exec", dont_inherit=True)
     except COMPILE_ERRORS as exc:
-        report(b"S", exc)
+        _report(b"S", exc, source, path)
     except MemoryError as exc:
-        report(b"M", exc)
+        _report(b"M", exc, source, path)
     # A module of its own, as ``python path`` gives: pickle, unittest, doctest and typing look
     # the program up as ``sys.modules["__main__"]``.
     main = ModuleType("__main__")
@@ -627,12 +646,12 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None) ->
     try:
         exec(code, namespace)
     except SystemExit as exc:
-        report(b"X", RuntimeError(f"the program called exit({_safe_repr(exc)}) before its tests "
-                                  "ended"))
+        _report(b"X", RuntimeError(f"the program called exit({_safe_repr(exc)}) before its "
+                                   "tests ended"), source, path)
     except MemoryError as exc:
-        report(b"M", exc)
+        _report(b"M", exc, source, path)
     except BaseException as exc:
-        report(b"E", exc)
+        _report(b"E", exc, source, path)
     # Then what the interpreter does at exit (Py_FinalizeEx), in its order: wait for the
     # program's other threads (``threading._shutdown``, which also joins a ThreadPoolExecutor's
     # workers), send the token (the tests are over; a process the program forked that got here
@@ -649,8 +668,8 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None) ->
         try:
             write(4, b"T" + token)
         except OSError:  # the program closed fd 4: no token, a failure
-            leave(1)
-    run_exit_functions()
+            _exit(1)
+    _run_exitfuncs()
     status = 0
     for name in ("stdout", "stderr"):
         stream = getattr(sys, name, None)
@@ -663,7 +682,7 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None) ->
                 write(2, f"Exception ignored flushing sys.{name} at exit: {exc!r}\n".encode())
             except BaseException:  # noqa: BLE001
                 pass
-    leave(status)
+    _exit(status)
 
 
 class Forker:
@@ -800,10 +819,10 @@ class Forker:
 
     def _child(self, argv: list[str] | None, source: str | None, compiled: bytes | None,
                limits: Rlimits, fds: list[int]) -> NoReturn:
-        channel, write, leave = fds[FAILURE_FD], os.write, os._exit  # before any program
+        channel = fds[FAILURE_FD]
         try:
             if self.cgroup_procs is not None:  # first: its descriptor is closed below
-                os.write(self.cgroup_procs, b"0")  # "0": the writer itself
+                write(self.cgroup_procs, b"0")  # "0": the writer itself
             setsid()
             _install_fds(fds, private=FAILURE_FD)
             channel = FAILURE_FD
@@ -823,7 +842,7 @@ class Forker:
         except BaseException as exc:  # the sandbox failed before the program started
             with contextlib.suppress(BaseException):  # (closed once it has: see FAILURE_FD)
                 write(channel, repr(exc).encode()[:1000])
-            leave(70)
+            _exit(70)
 
 
 #: Rounds (of 10 ms) given a killed program to end, and an ended one to be reaped, while the
