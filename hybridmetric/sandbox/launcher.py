@@ -50,11 +50,12 @@ import time
 import traceback
 import warnings
 
-# What a forked child calls, it calls by name (``setsid()``, not ``os.setsid()``): that code runs
-# once in each child, never specialised, and each attribute lookup there writes the reference
-# count of the attribute's name, a page the child copies (about 30 fewer page faults a child,
-# each some microseconds). The names are this module's own, so a program that patches ``os`` or
-# ``atexit`` (``mock.patch("os._exit")``) does not reach what its harness calls.
+# What a forked child calls from ``atexit``, ``marshal``, ``os`` and ``resource``, it calls by
+# name (``setsid()``, not ``os.setsid()``): that code runs once in each child, never specialised,
+# and each attribute lookup there writes the reference count of the attribute's name, a page the
+# child copies (about 30 fewer page faults a child, a few microseconds each). The names are this
+# module's own, so a program that patches ``os`` or ``atexit`` (``mock.patch("os._exit")``) does
+# not reach what its harness calls.
 from atexit import _run_exitfuncs
 from collections.abc import Callable, Sequence
 from marshal import loads as unmarshal
