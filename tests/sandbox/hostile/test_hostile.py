@@ -232,6 +232,10 @@ HOSTILE: list[tuple[Any, ...]] = [
     ("patch_os", "python",
      "import os, sys\nos._exit = lambda *a: None\nos.write = lambda *a: 0\n"
      "sys.exit = lambda *a: None\nassert 1 == 2\n", {FAILED}),
+    # the harness holds its own os and atexit functions: patched ones still let a pass through
+    ("patch_os_then_pass", "python",
+     "import atexit, os\nos._exit = os.write = os.getpid = lambda *a: 0\n"
+     "atexit._run_exitfuncs = None\nassert 1 == 1\n", {PASSED}),
     ("close_stdout_then_fail", "python",
      "import os, sys\nos.close(1)\nos.close(2)\nsys.stdout = None\nassert 1 == 2\n", {FAILED}),
     ("close_stdout_then_pass", "python", "import os\nos.close(1)\nos.close(2)\nassert 1 == 1\n",
