@@ -61,8 +61,8 @@ _C_HEADERS = frozenset(f"{name}.h" for name in (
 #: ``unhandledRejection`` handler decides, as under plain node, whether a failure ends it.) What
 #: it uses it holds from before the program runs, which can replace none of it; and it sends
 #: nothing when the event comes from the program's own code (``process.emit``), not from node.
-JS_PRELOAD = "hybridmetric_token.js"
-_JS_PRELOAD = """"use strict";
+_JS_PRELOAD_FILE = "hybridmetric_token.js"
+_JS_PRELOAD_SOURCE = """"use strict";
 {
   const fs = require("fs");
   const buffer = new Uint8Array(64);
@@ -360,9 +360,9 @@ def build(language: str, source: str, memory_mb: int, cxx: str = ".",
     and compiled classes (the compile server's, which the program may read but not change).
     """
     if language == "javascript":
-        return Build({"program.js": source, JS_PRELOAD: _JS_PRELOAD}, None,
+        return Build({"program.js": source, _JS_PRELOAD_FILE: _JS_PRELOAD_SOURCE}, None,
                      [tool("node"), f"--max-old-space-size={memory_mb}", "--require",
-                      f"./{JS_PRELOAD}", "program.js"])
+                      f"./{_JS_PRELOAD_FILE}", "program.js"])
     if language == "cpp":
         header = ["-I", cxx, "-include", PCH_NAME, "-Winvalid-pch"] if uses_stdcxx(source) else []
         return Build({"program.cpp": source},
