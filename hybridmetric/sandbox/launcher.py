@@ -6,9 +6,10 @@ on fd 5, closed before the program starts, why the sandbox failed if it did), it
 working directory, rlimits and uid, then either runs Python source in the forked interpreter or
 ``execve``\\ s a command. :meth:`Forker.launch` forks it, waits with a wall-clock limit, kills its
 group on timeout and returns what it left: exit status, report, output tails. A Python program
-is compiled by the worker where that leaves nothing behind (:func:`precompile`), which sends the
-code for the child to load: a program that does not compile needs no child at all, and neither
-the compiler's memory nor the program's code is ever in the forking process (each fork
+is compiled by the worker where that leaves nothing behind (:func:`precompile`; the part that
+programs share, a task's tests, once for them all), which sends the code for the child to load:
+a program that does not compile needs no child at all, and neither the compiler's memory nor
+the program's code is ever in the forking process (each fork
 write-protects its pages: every page written after it costs a fault; and code loaded there
 would leave its interned identifiers behind, from Python 3.12 on, for later programs to find).
 
@@ -30,11 +31,13 @@ program.
 """
 
 from __future__ import annotations
+import __future__
 
 import builtins
 import collections.abc
 import contextlib
 import ctypes
+import functools
 import gc
 import importlib
 import io
@@ -111,6 +114,17 @@ COMPILE_ERRORS = (SyntaxError, ValueError, UnicodeError, RecursionError)
 #: program's limits. (Loaded in the forking process, code would leave its identifiers there:
 #: from Python 3.12 interned strings outlive the code, and a later program could find them.)
 PRECOMPILE_MAX = 1 << 16
+#: The compiler flags of every ``__future__`` feature: those a program's first part turns on
+#: compile its shared tail too (see :func:`precompile`).
+FUTURE_FLAGS = functools.reduce(int.__or__, (getattr(__future__, name).compiler_flag
+                                             for name in __future__.all_feature_names))
+#: What a part compiled on its own sets that the same code within the whole file would not (a
+#: docstring: ``__doc__``; module annotations: ``__annotations__``, from 3.14 ``__annotate__``
+#: and ``__conditional_annotations__``).
+_WHOLE_FILE_NAMES = frozenset({"__doc__", "__annotations__", "__annotate__",
+                               "__conditional_annotations__"})
+#: Shared tails whose code a worker keeps (see :func:`precompile`).
+SHARED_TAILS_KEPT = 256
 #: The file a Python program runs as, in its working directory (the worker writes it there).
 PROGRAM = "program.py"
 #: Interpreter options of every process that forks Python programs (the worker, the fork
@@ -507,15 +521,27 @@ def file_bytes(source: str) -> bytes:
     return source.encode("utf-8", "surrogateescape")
 
 
-def precompile(source: str, path: str) -> bytes | str | None:
+def precompile(source: str, path: str, tail_at: int | None = None) -> bytes | str | None:
     """Compile the Python program that will run as ``path`` as its child would (the caller
     checks that the warning filters are the child's: see ``ForkServer.compiles_here``): its
-    code (marshal) for :meth:`Forker.launch`; the error text of a syntax error (no child
-    needed); None when the child must compile it: larger than :data:`PRECOMPILE_MAX`, a
-    compiler warning (which must reach the program's stderr), nested too deep to compile (how
-    deep may depend on the stack), no memory, or code too deeply nested to marshal."""
+    code for :meth:`Forker.launch` (a tuple of code objects, marshalled, which the child runs in
+    turn in one namespace); the error text of a syntax error (no child needed); None when the
+    child must compile it: larger than :data:`PRECOMPILE_MAX`, a compiler warning (which must
+    reach the program's stderr), nested too deep to compile (how deep may depend on the
+    stack), no memory, or code too deeply nested to marshal.
+
+    ``tail_at``: where the part of ``source`` that other programs share begins (a task's tests,
+    after each of its candidates). Where each part compiles on its own as it would within the
+    whole (:func:`_shared_tail`), the program's code is the two parts' code, the tail's
+    compiled once for all the programs that share it; the two run as the whole file would,
+    but that equal constants of the two parts are two objects, not one (``is`` may tell them
+    apart)."""
     if len(source) > PRECOMPILE_MAX:
         return None
+    if tail_at is not None:
+        parts = _precompile_parts(source, path, tail_at)
+        if parts is not None:
+            return parts
     try:
         with warnings.catch_warnings(record=True) as shown:  # (the filters as they are)
             code = compile(file_bytes(source), path, "exec", dont_inherit=True)
@@ -525,6 +551,64 @@ def precompile(source: str, path: str) -> bytes | str | None:
         return None if shown else _error_text(exc, source, path)[-_TAIL:]
     if shown:
         return None
+    return _marshalled((code,))
+
+
+def _precompile_parts(source: str, path: str, at: int) -> bytes | None:
+    """The code of ``source`` split at ``at`` (see :func:`precompile`); None where the split
+    cannot stand in for the whole (the whole is then compiled)."""
+    head, tail = source[:at], source[at:]
+    # The tail starts a line, and no coding declaration of the head's applies to it.
+    if not (head.endswith("\n") and tail) or _declares_coding(head):
+        return None
+    try:
+        with warnings.catch_warnings(record=True) as shown:
+            first = compile(file_bytes(head), path, "exec", dont_inherit=True)
+    except (*COMPILE_ERRORS, MemoryError):  # the whole's error is the one to show
+        return None
+    shared = _shared_tail(tail, path, first.co_flags & FUTURE_FLAGS)
+    if shown or shared is None:
+        return None
+    return _marshalled((first, _moved(shared, head.count("\n"))))
+
+
+@functools.lru_cache(maxsize=SHARED_TAILS_KEPT)
+def _shared_tail(tail: str, path: str, future_flags: int) -> CodeType | None:
+    """The code of a program's shared tail, compiled on its own (from line 1) with the
+    ``__future__`` features of the part before it; None where it would not act as within
+    the whole file: it does not compile alone (indented, a clause of a statement before it,
+    ...), warns, has a ``__future__`` import (an error within the whole), a coding declaration
+    or a byte order mark (which would apply to it alone), a docstring or module annotations
+    (set from its own start; any use of those names counts)."""
+    if "__future__" in tail or tail.startswith("\ufeff") or _declares_coding(tail):
+        return None
+    try:
+        with warnings.catch_warnings(record=True) as shown:
+            code = compile(file_bytes(tail), path, "exec", flags=future_flags,
+                           dont_inherit=True)
+    except (*COMPILE_ERRORS, MemoryError):
+        return None
+    if shown or _WHOLE_FILE_NAMES.intersection(code.co_names):
+        return None
+    return code
+
+
+def _declares_coding(text: str) -> bool:
+    """Whether ``text`` may declare its coding (PEP 263: a comment in its first two lines that
+    names one; any "coding" there counts)."""
+    second_end = text.find("\n", text.find("\n") + 1)
+    return "coding" in (text if second_end < 0 else text[:second_end])
+
+
+def _moved(code: CodeType, lines: int) -> CodeType:
+    """``code`` (and the code nested in it) placed ``lines`` lines further down its file (the
+    location table is relative to the first line)."""
+    constants = tuple(_moved(value, lines) if isinstance(value, CodeType) else value
+                      for value in code.co_consts)
+    return code.replace(co_firstlineno=code.co_firstlineno + lines, co_consts=constants)
+
+
+def _marshalled(code: tuple[CodeType, ...]) -> bytes | None:
     try:
         return marshal.dumps(code)
     except ValueError:  # code nested too deeply to marshal (~1000 nested lambdas)
@@ -625,7 +709,7 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None) ->
     # before the folder existed, the import system would remember it as a dead end.
     sys.path.insert(0, folder)
 
-    code: CodeType | None = None
+    code: tuple[CodeType, ...] | None = None
     if compiled is not None:
         try:  # noqa: SIM105 - see the docstring
             code = unmarshal(compiled)
@@ -633,7 +717,7 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None) ->
             pass
     try:
         if code is None:
-            code = compile(file_bytes(source), path, "exec", dont_inherit=True)
+            code = (compile(file_bytes(source), path, "exec", dont_inherit=True),)
     except COMPILE_ERRORS as exc:
         _report(b"S", exc, source, path)
     except MemoryError as exc:
@@ -645,7 +729,8 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None) ->
     namespace.update(__file__=path, __builtins__=builtins, __cached__=None)
     sys.modules["__main__"] = main
     try:
-        exec(code, namespace)
+        for part in code:  # (the whole, or its first part and its shared tail)
+            exec(part, namespace)
     except SystemExit as exc:
         _report(b"X", RuntimeError(f"the program called exit({_safe_repr(exc)}) before its "
                                    "tests ended"), source, path)

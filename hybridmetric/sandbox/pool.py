@@ -20,7 +20,7 @@ import tempfile
 import threading
 import weakref
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from hybridmetric.sandbox._boot import compiled_modules
@@ -39,11 +39,24 @@ SAVE_EVERY = 32
 
 @dataclass(frozen=True)
 class Program:
-    """One complete program to run: for a ``tests`` case, prefix + candidate + suffix + case."""
+    """One complete program to run: for a ``tests`` case, prefix + candidate + suffix + case.
+
+    ``tail_at``: where the part of ``source`` that other programs share begins (the case, the
+    same after each candidate of a task), if any. A Python worker then compiles that part once
+    for them all (where the two parts compile on their own as within the whole; see
+    ``launcher.precompile``). It changes no verdict: it is not part of the cache's key.
+    """
 
     language: str
     source: str
     limits: Limits = field(default_factory=Limits)
+    tail_at: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.tail_at is not None and not (
+                type(self.tail_at) is int and 0 <= self.tail_at <= len(self.source)):
+            raise ValueError(f"tail_at must be a position in the source (0 to "
+                             f"{len(self.source)}), got {self.tail_at!r}")
 
 
 def _claim_uid() -> tuple[int, socket.socket]:
@@ -135,7 +148,8 @@ class _Worker:
             self._restart()
         assert self.process is not None and self.process.stdin and self.process.stdout
         request = {"language": program.language, "source": program.source,
-                   "limits": program.limits.as_dict(), "java_classpath": list(java_classpath)}
+                   "limits": program.limits.as_dict(), "java_classpath": list(java_classpath),
+                   "tail_at": program.tail_at}
         self.busy = True
         try:
             write_message(self.process.stdin.fileno(), request)
@@ -307,8 +321,7 @@ class Sandbox:
         pending: dict[str, Program] = {}
         for key, program in zip(keys, programs, strict=True):
             if key not in known and key not in pending:
-                pending[key] = Program(languages[program.language], program.source,
-                                       program.limits)
+                pending[key] = replace(program, language=languages[program.language])
         jobs: queue.SimpleQueue[tuple[str, Program]] = queue.SimpleQueue()
         for item in pending.items():
             jobs.put(item)

@@ -283,8 +283,8 @@ class Worker:
         with contextlib.suppress(Exception):  # a tree too deep for rmtree stays in the tmpfs
             shutil.rmtree(self.root, ignore_errors=True)
 
-    def run(self, language: str, source: str, limits: Limits,
-            classpath: list[str]) -> RunResult:
+    def run(self, language: str, source: str, limits: Limits, classpath: list[str],
+            tail_at: int | None = None) -> RunResult:
         case, work = self.case, self.env["HOME"]
         if not source.isascii():
             try:
@@ -297,7 +297,7 @@ class Worker:
             if self.uid is not None:
                 os.chown(work, self.uid, self.uid)
             if language == "python":
-                result = self._python(source, limits, work)
+                result = self._python(source, limits, work, tail_at)
             else:
                 result = self._built(language, source, limits, case, work, classpath)
             return replace(result, error=self._plain(result.error)) if result.error else result
@@ -328,11 +328,13 @@ class Worker:
                 return
         isolation.remove_tree(self.case)
 
-    def _python(self, source: str, limits: Limits, work: str) -> RunResult:
-        source = source.removeprefix("\ufeff")  # a byte order mark, as ``python path`` skips it
+    def _python(self, source: str, limits: Limits, work: str, tail_at: int | None) -> RunResult:
+        if source.startswith("\ufeff"):  # a byte order mark, as ``python path`` skips it
+            source = source[1:]
+            tail_at = tail_at - 1 if tail_at else None
         path = os.path.join(work, PROGRAM)
         self._write(path, source, self.uid)
-        code = precompile(source, path) if self.launcher.compiles_here else None
+        code = precompile(source, path, tail_at) if self.launcher.compiles_here else None
         if isinstance(code, str):  # it does not compile: no child needed
             return RunResult(SYNTAX_ERROR, cap(code))
         process = self._spawn(None, source, limits, limits.memory_mb, limits.timeout_s, code,
@@ -587,7 +589,8 @@ def main() -> None:
                 write_message(replies, {"unrun": "the fork server died between programs"})
                 break
             result = worker.run(request["language"], request["source"],
-                                Limits(**request["limits"]), request["java_classpath"])
+                                Limits(**request["limits"]), request["java_classpath"],
+                                request["tail_at"])
             reply = result.as_dict()
             if worker.retiring:
                 reply["retire"] = worker.retiring

@@ -170,7 +170,8 @@ class PassRate(Scorer):
             timeout = tests.get("timeout_s") or self.settings["timeout_s"]
             limits = Limits(timeout_s=float(timeout), memory_mb=self.settings["memory_mb"])
             head = tests.get("prefix", "") + candidate + tests.get("suffix", "")
-            rows.append([Program(language, head + case, limits) for case in tests["cases"]])
+            rows.append([Program(language, head + case, limits, tail_at=len(head))
+                         for case in tests["cases"]])
         return rows
 
     def check(self, frame: pd.DataFrame) -> None:
