@@ -533,9 +533,11 @@ def precompile(source: str, path: str, tail_at: int | None = None) -> bytes | st
     ``tail_at``: where the part of ``source`` that other programs share begins (a task's tests,
     after each of its candidates). Where each part compiles on its own as it would within the
     whole (:func:`_shared_tail`), the program's code is the two parts' code, the tail's
-    compiled once for all the programs that share it; the two run as the whole file would,
+    compiled once for all the programs that share it. The two run as the whole file would,
     but that equal constants of the two parts are two objects, not one (``is`` may tell them
-    apart)."""
+    apart), and that a head that rebinds ``__builtins__`` without naming it (the tail runs with
+    its builtins; a head that names it is not split) changes the tail's builtins: what it
+    could do anyway to the builtins themselves (``builtins.abs = ...``)."""
     if len(source) > PRECOMPILE_MAX:
         return None
     if tail_at is not None:
@@ -558,8 +560,10 @@ def _precompile_parts(source: str, path: str, at: int) -> bytes | None:
     """The code of ``source`` split at ``at`` (see :func:`precompile`); None where the split
     cannot stand in for the whole (the whole is then compiled)."""
     head, tail = source[:at], source[at:]
-    # The tail starts a line, and no coding declaration of the head's applies to it.
-    if not (head.endswith("\n") and tail) or _declares_coding(head):
+    # The tail starts a line, no coding declaration of the head's applies to it, and its frame
+    # gets the builtins the whole file's would (a frame takes them from ``__builtins__`` as it
+    # starts: a head that rebinds it would change the tail's alone).
+    if not (head.endswith("\n") and tail) or _declares_coding(head) or "__builtins__" in head:
         return None
     try:
         with warnings.catch_warnings(record=True) as shown:

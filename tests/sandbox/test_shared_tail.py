@@ -97,6 +97,9 @@ UNSPLIT = {
     "tail_declares_coding": ("x = 1\n", "# -*- coding: latin-1 -*-\nassert x == 1\n"),
     "tail_starts_with_a_bom": ("x = 1\n", "\ufeffassert x == 1\n"),
     "empty_tail": ("x = 1\nassert x == 1\n", ""),
+    # a frame takes its builtins as it starts: within the whole, the tail's are the file's own
+    "head_rebinds_builtins": ("import builtins\n__builtins__ = {**vars(builtins), 'abs': len}\n",
+                              "assert abs(-5) == 5\n"),
 }
 
 
