@@ -60,7 +60,7 @@ import warnings
 # module's own, so a program that patches ``os`` or ``atexit`` (``mock.patch("os._exit")``) does
 # not reach what its harness calls.
 from atexit import _run_exitfuncs
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from marshal import loads as unmarshal
 from os import (
     O_CLOEXEC,
@@ -114,13 +114,26 @@ COMPILE_ERRORS = (SyntaxError, ValueError, UnicodeError, RecursionError)
 #: program's limits. (Loaded in the forking process, code would leave its identifiers there:
 #: from Python 3.12 interned strings outlive the code, and a later program could find them.)
 PRECOMPILE_MAX = 1 << 16
-#: The compiler flags of every ``__future__`` feature: those a program's first part turns on
-#: compile its shared tail too (see :func:`precompile`).
+#: The compiler flags of the ``__future__`` features a program's first part turns on for its
+#: shared tail too (see :func:`precompile`): all but ``barry_as_FLUFL``, which changes how a file
+#: parses only when given to ``compile``, not when the file imports it.
 FUTURE_FLAGS = functools.reduce(int.__or__, (getattr(__future__, name).compiler_flag
-                                             for name in __future__.all_feature_names))
-#: What a part compiled on its own sets that the same code within the whole file would not (a
-#: docstring: ``__doc__``; module annotations: ``__annotations__``, from 3.14 ``__annotate__``
-#: and ``__conditional_annotations__``).
+                                             for name in __future__.all_feature_names
+                                             if name != "barry_as_FLUFL"))
+#: Words in a program's first part that keep it whole (see :func:`_precompile_parts`): it could
+#: tell its code and its tail's from the whole file's through its builtins (a frame takes
+#: ``__builtins__`` as it starts), a tracing or profiling hook (the tail's code starts a frame
+#: of its own), or a frame of its own kept past its end.
+_HEAD_WORDS = ("__builtins__", "settrace", "setprofile", "monitoring", "_getframe",
+               "currentframe")
+#: Words in a shared tail that keep the program whole (see :func:`_shared_tail`): a
+#: ``__future__`` import (an error within the whole file), a ``global`` declaration (within the
+#: whole, one at module level is an error after a use of its name in the part before).
+_TAIL_WORDS = ("__future__", "global")
+#: Names whose use at a tail's top level keeps the program whole: what it would set from its
+#: own start that within the whole file is set from the file's (a docstring: ``__doc__``;
+#: module annotations: ``__annotations__``, from 3.14 ``__annotate__`` and
+#: ``__conditional_annotations__``).
 _WHOLE_FILE_NAMES = frozenset({"__doc__", "__annotations__", "__annotate__",
                                "__conditional_annotations__"})
 #: Shared tails whose code a worker keeps (see :func:`precompile`).
@@ -535,9 +548,10 @@ def precompile(source: str, path: str, tail_at: int | None = None) -> bytes | st
     whole (:func:`_shared_tail`), the program's code is the two parts' code, the tail's
     compiled once for all the programs that share it. The two run as the whole file would,
     but that equal constants of the two parts are two objects, not one (``is`` may tell them
-    apart), and that a head that rebinds ``__builtins__`` without naming it (the tail runs with
-    its builtins; a head that names it is not split) changes the tail's builtins: what it
-    could do anyway to the builtins themselves (``builtins.abs = ...``)."""
+    apart); and a head that reaches, without naming them (:data:`_HEAD_WORDS`), its builtins,
+    a tracing hook or a frame of its own kept past its end could tell that its frame ended
+    before the tail's began (one that rebinds or removes ``__builtins__`` changes the tail's
+    builtins: what it could do anyway to the builtins themselves, ``builtins.abs = ...``)."""
     if len(source) > PRECOMPILE_MAX:
         return None
     if tail_at is not None:
@@ -558,12 +572,12 @@ def precompile(source: str, path: str, tail_at: int | None = None) -> bytes | st
 
 def _precompile_parts(source: str, path: str, at: int) -> bytes | None:
     """The code of ``source`` split at ``at`` (see :func:`precompile`); None where the split
-    cannot stand in for the whole (the whole is then compiled)."""
+    cannot stand in for the whole (the whole is then compiled): the tail does not start a line,
+    a coding declaration of the head's would apply to it, or the head names one of
+    :data:`_HEAD_WORDS`."""
     head, tail = source[:at], source[at:]
-    # The tail starts a line, no coding declaration of the head's applies to it, and its frame
-    # gets the builtins the whole file's would (a frame takes them from ``__builtins__`` as it
-    # starts: a head that rebinds it would change the tail's alone).
-    if not (head.endswith("\n") and tail) or _declares_coding(head) or "__builtins__" in head:
+    if (not (head.endswith("\n") and tail) or _declares_coding(head)
+            or any(word in head for word in _HEAD_WORDS)):
         return None
     try:
         with warnings.catch_warnings(record=True) as shown:
@@ -573,18 +587,23 @@ def _precompile_parts(source: str, path: str, at: int) -> bytes | None:
     shared = _shared_tail(tail, path, first.co_flags & FUTURE_FLAGS)
     if shown or shared is None:
         return None
-    return _marshalled((first, _moved(shared, head.count("\n"))))
+    # the lines before the tail, as the compiler counts them ("\r\n", "\n" and a lone "\r")
+    lines = head.count("\n") + head.count("\r") - head.count("\r\n")
+    return _marshalled((first, _moved(shared, lines)))
 
 
 @functools.lru_cache(maxsize=SHARED_TAILS_KEPT)
 def _shared_tail(tail: str, path: str, future_flags: int) -> CodeType | None:
     """The code of a program's shared tail, compiled on its own (from line 1) with the
-    ``__future__`` features of the part before it; None where it would not act as within
-    the whole file: it does not compile alone (indented, a clause of a statement before it,
-    ...), warns, has a ``__future__`` import (an error within the whole), a coding declaration
-    or a byte order mark (which would apply to it alone), a docstring or module annotations
-    (set from its own start; any use of those names counts)."""
-    if "__future__" in tail or tail.startswith("\ufeff") or _declares_coding(tail):
+    ``__future__`` features of the part before it; None where it would not act as within the
+    whole file: it does not compile alone (indented, a clause of a statement before it, ...),
+    warns, names one of :data:`_TAIL_WORDS`, has a coding declaration or a byte order mark
+    (which would apply to it alone), module annotations (``SETUP_ANNOTATIONS``: within the
+    whole, made as the file starts), uses a name of :data:`_WHOLE_FILE_NAMES`, or has a class
+    whose first line is a constant of its code (``__firstlineno__``, from 3.13: it would not
+    move with the code)."""
+    if (any(word in tail for word in _TAIL_WORDS) or tail.startswith("\ufeff")
+            or _declares_coding(tail)):
         return None
     try:
         with warnings.catch_warnings(record=True) as shown:
@@ -592,9 +611,22 @@ def _shared_tail(tail: str, path: str, future_flags: int) -> CodeType | None:
                            dont_inherit=True)
     except (*COMPILE_ERRORS, MemoryError):
         return None
-    if shown or _WHOLE_FILE_NAMES.intersection(code.co_names):
+    import opcode  # (here: the fork server, which imports this module, never needs it)
+
+    annotations = opcode.opmap.get("SETUP_ANNOTATIONS")
+    if (shown or _WHOLE_FILE_NAMES.intersection(code.co_names)
+            or (annotations is not None and annotations in code.co_code[::2])
+            or any("__firstlineno__" in nested.co_names for nested in _nested(code))):
         return None
     return code
+
+
+def _nested(code: CodeType) -> Iterator[CodeType]:
+    """``code`` and every code object nested in it."""
+    yield code
+    for value in code.co_consts:
+        if isinstance(value, CodeType):
+            yield from _nested(value)
 
 
 def _declares_coding(text: str) -> bool:

@@ -4,7 +4,10 @@ where they could not, the whole is compiled as before."""
 
 from __future__ import annotations
 
+import contextlib
+import io
 import marshal
+import sys
 import traceback
 from types import CodeType
 
@@ -21,22 +24,80 @@ HEADS = {
     "fails_in_the_tail": "from typing import List\n\n\ndef f(x):\n    return 2 * x\n",
     "ends_in_a_block": "def f(x):\n    if x:\n        return x + 1\n",
     "raises_in_the_head": "def f(x):\n    return x + 1\n\n[][0]\n",
+    "crlf": "def f(x):\r\n    return 2 * x\r\n",
+    "lone_cr": "def f(x):\r    return 2 * x  # a line ends with a lone CR\r\n",
+    "cr_in_a_string": 'def f(x):\n    """one\rtwo"""\n    return 2 * x\n',
+}
+
+# (head, tail) pairs whose two parts alone would compile, or run, otherwise than within the
+# whole file: each must behave as its whole file (compiled whole where it cannot be split)
+TRICKY = {
+    "tail_continues_a_block": ("def f():\n    x = 1\n", "    return x\n\nassert f() == 1\n"),
+    "tail_is_a_clause": ("if False:\n    y = 1\n", "else:\n    y = 2\nassert y == 2\n"),
+    "head_ends_mid_line": ("x = 1", "0\nassert x == 10\n"),
+    "head_ends_in_a_bracket": ("x = (1,\n", "2)\nassert x == (1, 2)\n"),
+    "head_ends_in_a_string": ('s = """a\n', 'b"""\nassert s == "a\\nb"\n'),
+    "head_ends_in_a_decorator": ("import functools\n@functools.cache\n", "def f():\n    pass\n"),
+    "tail_has_a_docstring": ("x = 1\n", '"""doc"""\ndoc = __doc__\n'),
+    "tail_has_annotations": ("seen = '__annotations__' in dir()\n", "y: int = 2\n"),
+    # an annotated attribute: module annotations made, with no use of the name __annotations__
+    "tail_annotates_an_attribute": ("seen = '__annotations__' in dir()\nclass C:\n    pass\n"
+                                    "c = C()\n", "c.x: int = 5\n"),
+    "tail_imports_from_future": ("x = 1\n", "from __future__ import annotations\n"),
+    "tail_names_future": ("x = 1\n", "import __future__\nname = __future__.__name__\n"),
+    # within the whole, a module-level global after a use of its name is a syntax error
+    "tail_declares_global": ("calls = 0\n", "global calls\ncalls = 1\n"),
+    "head_declares_coding": ("# coding: latin-1\nx = 1\n", "s = '\u00e9'\nsize = len(s)\n"),
+    "tail_declares_coding": ("x = 1\n", "# -*- coding: latin-1 -*-\ns = '\u00e9'\nn = len(s)\n"),
+    "tail_starts_with_a_bom": ("x = 1\n", "\ufeffassert x == 1\n"),
+    "empty_tail": ("x = 1\nassert x == 1\n", ""),
+    "tail_warns": ("x = 1\n", "assert (x, 'always true')\n"),
+    "head_fails_to_compile": ("x = (\n", "\n"),
+    "tail_fails_to_compile": ("x = 1\n", "y = (\n"),
+    # a frame takes its builtins as it starts: within the whole, the tail's are the file's own
+    "head_rebinds_builtins": ("import builtins\n__builtins__ = {**vars(builtins), 'abs': len}\n",
+                              "value = abs(-5)\n"),
+    # a tracing hook would see the tail's code start a frame of its own
+    "head_traces": ("import sys\nevents = []\n"
+                    "sys.settrace(lambda frame, event, arg: events.append(event))\n",
+                    "sys.settrace(None)\ncount = len(events)\n"),
+    "head_keeps_its_frame": ("import sys\nframe = sys._getframe()\n", "line = frame.f_lineno\n"),
+    # barry_as_FLUFL changes how a file parses when compile is given it, not when it imports it
+    "head_imports_barry": ("from __future__ import barry_as_FLUFL\n", "differ = 1 <> 2\n"),
+    # from 3.13 a class's first line is a constant of its code
+    "tail_has_a_class": (HEADS["passes"], "class T:\n    pass\n\n"
+                                          "first = getattr(T, '__firstlineno__', 0)\n"),
+    "tail_reads_a_line": (HEADS["passes"],
+                          "import sys\n\ndef where():\n    return sys._getframe().f_lineno\n\n"
+                          "line = where()\n"),
 }
 
 
-def _run(parts: tuple[CodeType, ...]) -> tuple[dict, list[tuple[str, int, str]]]:
-    """The namespace (plain values) and the traceback (file, line, function) the code leaves."""
+def _run(parts: tuple[CodeType, ...]) -> tuple[dict, str, list[tuple[str, int, str]]]:
+    """The namespace (plain values), what was printed and the traceback (file, line,
+    function) the code leaves."""
     namespace: dict = {"__name__": "__main__"}
     frames = []
+    printed = io.StringIO()
     try:
-        for part in parts:
-            exec(part, namespace)
+        with contextlib.redirect_stdout(printed):
+            for part in parts:
+                exec(part, namespace)
     except Exception as exc:  # noqa: BLE001 - what the program raised is what is compared
         frames = [(frame.filename, frame.lineno, frame.name)
                   for frame in traceback.extract_tb(exc.__traceback__)[1:]]
+    finally:
+        sys.settrace(None)
     plain = {name: value for name, value in namespace.items()
              if isinstance(value, (int, str, dict)) and name != "__builtins__"}
-    return plain, frames
+    return plain, printed.getvalue(), frames
+
+
+def _behaviour(source: str, at: int | None) -> object:
+    """What the program does with the code :func:`precompile` gives its child: its syntax
+    error, None (the child compiles it), or what the code does (:func:`_run`)."""
+    code = precompile(source, PATH, at)
+    return _run(marshal.loads(code)) if isinstance(code, bytes) else code
 
 
 def _parts(source: str, at: int | None) -> tuple[CodeType, ...]:
@@ -50,7 +111,15 @@ def test_the_two_parts_run_as_the_whole_file(name: str) -> None:
     source = HEADS[name] + TAIL
     parts = _parts(source, len(HEADS[name]))
     assert len(parts) == 2
-    assert _run(parts) == _run((compile(source, PATH, "exec", dont_inherit=True),))
+    assert _run(parts) == _run((compile(source.encode(), PATH, "exec", dont_inherit=True),))
+    assert len(_parts(source, None)) == 1  # (without tail_at: the whole)
+
+
+@pytest.mark.parametrize("name", sorted(TRICKY))
+def test_a_program_split_or_not_behaves_as_its_whole_file(name: str) -> None:
+    head, tail = TRICKY[name]
+    source = head + tail
+    assert _behaviour(source, len(head)) == _behaviour(source, None)
 
 
 def test_a_tail_is_compiled_once_for_the_programs_that_share_it() -> None:
@@ -78,50 +147,7 @@ def test_a_head_s_future_features_reach_its_tail() -> None:
     plain = "x = 1\n"
     parts = _parts(plain + tail, len(plain))
     assert len(parts) == 2
-    assert _run(parts)[1] == [(PATH, 4, "<module>")]
-
-
-# (head, tail) that must not be split: each part alone would compile otherwise, or run
-# otherwise, than within the whole file
-UNSPLIT = {
-    "tail_continues_a_block": ("def f():\n    x = 1\n", "    return x\n\nassert f() == 1\n"),
-    "tail_is_a_clause": ("if False:\n    y = 1\n", "else:\n    y = 2\nassert y == 2\n"),
-    "head_ends_mid_line": ("x = 1", "0\nassert x == 10\n"),
-    "head_ends_in_a_bracket": ("x = (1,\n", "2)\nassert x == (1, 2)\n"),
-    "head_ends_in_a_string": ('s = """a\n', 'b"""\nassert s == "a\\nb"\n'),
-    "head_ends_in_a_decorator": ("import functools\n@functools.cache\n", "def f():\n    pass\n"),
-    "tail_has_a_docstring": ("x = 1\n", '"""doc"""\nassert __doc__ is None\n'),
-    "tail_has_annotations": ("x = 1\n", "y: int = 2\nassert __annotations__ == {'y': int}\n"),
-    "tail_names_future": ("x = 1\n", "import __future__\nassert x == 1\n"),
-    "head_declares_coding": ("# coding: latin-1\nx = 1\n", "s = 'abc'\nassert len(s) == 3\n"),
-    "tail_declares_coding": ("x = 1\n", "# -*- coding: latin-1 -*-\nassert x == 1\n"),
-    "tail_starts_with_a_bom": ("x = 1\n", "\ufeffassert x == 1\n"),
-    "empty_tail": ("x = 1\nassert x == 1\n", ""),
-    # a frame takes its builtins as it starts: within the whole, the tail's are the file's own
-    "head_rebinds_builtins": ("import builtins\n__builtins__ = {**vars(builtins), 'abs': len}\n",
-                              "assert abs(-5) == 5\n"),
-}
-
-
-@pytest.mark.parametrize("name", sorted(UNSPLIT))
-def test_parts_that_would_not_act_as_the_whole_are_compiled_whole(name: str) -> None:
-    head, tail = UNSPLIT[name]
-    source = head + tail
-    assert precompile(source, PATH, len(head)) == precompile(source, PATH)
-    whole = precompile(source, PATH)
-    if isinstance(whole, bytes):
-        assert len(marshal.loads(whole)) == 1
-
-
-@pytest.mark.parametrize(("head", "tail"), [
-    ("x = 1\n", "from __future__ import annotations\n"),  # not at the file's start
-    ("x = 1\n", "assert (x, 'always true')\n"),  # a warning: the child compiles it, and shows it
-    ("x = (\n", "\n"),  # the head's error, not the tail's
-    ("x = 1\n", "y = (\n"),
-])
-def test_a_program_that_does_not_compile_cleanly_is_as_without_a_tail(head: str, tail: str) -> None:
-    source = head + tail
-    assert precompile(source, PATH, len(head)) == precompile(source, PATH)
+    assert _run(parts)[2] == [(PATH, 4, "<module>")]
 
 
 def test_tail_at_must_be_a_position_in_the_source() -> None:
