@@ -53,13 +53,15 @@ import time
 import traceback
 import warnings
 
-# What a forked child calls from ``atexit``, ``marshal``, ``os`` and ``resource``, it calls by
-# name (``setsid()``, not ``os.setsid()``): that code runs once in each child, never specialised,
-# and each attribute lookup there writes the reference count of the attribute's name, a page the
-# child copies (about 30 fewer page faults a child, a few microseconds each). The names are this
-# module's own, so a program that patches ``os`` or ``atexit`` (``mock.patch("os._exit")``) does
-# not reach what its harness calls.
+# What a forked child calls from ``atexit``, ``builtins``, ``marshal``, ``os`` and ``resource``,
+# it calls by name (``setsid()``, not ``os.setsid()``): that code runs once in each child, never
+# specialised, and each attribute lookup there writes the reference count of the attribute's
+# name, a page the child copies (about 30 fewer page faults a child, a few microseconds each).
+# The names are this module's own, so a program that patches ``os``, ``atexit`` or ``builtins``
+# (``mock.patch("os._exit")``, ``builtins.exec = ...`` before its shared tail runs) does not
+# reach what its harness calls.
 from atexit import _run_exitfuncs
+from builtins import exec as run_code
 from collections.abc import Callable, Iterator, Sequence
 from marshal import loads as unmarshal
 from os import (
@@ -115,17 +117,18 @@ COMPILE_ERRORS = (SyntaxError, ValueError, UnicodeError, RecursionError)
 #: from Python 3.12 interned strings outlive the code, and a later program could find them.)
 PRECOMPILE_MAX = 1 << 16
 #: The compiler flags of the ``__future__`` features a program's first part turns on for its
-#: shared tail too (see :func:`precompile`): all but ``barry_as_FLUFL``, which changes how a file
-#: parses only when given to ``compile``, not when the file imports it.
-FUTURE_FLAGS = functools.reduce(int.__or__, (getattr(__future__, name).compiler_flag
-                                             for name in __future__.all_feature_names
-                                             if name != "barry_as_FLUFL"))
+#: shared tail too (see :func:`precompile`); but ``barry_as_FLUFL``, which changes how a file
+#: parses only when given to ``compile``, not when the file imports it (and then only the code
+#: that the file's own code compiles: a first part that imports it keeps the program whole).
+BARRY_AS_FLUFL = __future__.barry_as_FLUFL.compiler_flag
+FUTURE_FLAGS = ~BARRY_AS_FLUFL & functools.reduce(
+    int.__or__, (getattr(__future__, name).compiler_flag for name in __future__.all_feature_names))
 #: Words in a program's first part that keep it whole (see :func:`_precompile_parts`): it could
 #: tell its code and its tail's from the whole file's through its builtins (a frame takes
-#: ``__builtins__`` as it starts), a tracing or profiling hook (the tail's code starts a frame
-#: of its own), or a frame of its own kept past its end.
-_HEAD_WORDS = ("__builtins__", "settrace", "setprofile", "monitoring", "_getframe",
-               "currentframe")
+#: ``__builtins__`` as it starts), a tracing, profiling or audit hook (the tail's code starts a
+#: frame of its own, through one more ``exec``), or a frame of its own kept past its end.
+_HEAD_WORDS = ("__builtins__", "settrace", "setprofile", "monitoring", "addaudithook",
+               "_getframe", "currentframe")
 #: Words in a shared tail that keep the program whole (see :func:`_shared_tail`): a
 #: ``__future__`` import (an error within the whole file), a ``global`` declaration (within the
 #: whole, one at module level is an error after a use of its name in the part before).
@@ -548,10 +551,12 @@ def precompile(source: str, path: str, tail_at: int | None = None) -> bytes | st
     whole (:func:`_shared_tail`), the program's code is the two parts' code, the tail's
     compiled once for all the programs that share it. The two run as the whole file would,
     but that equal constants of the two parts are two objects, not one (``is`` may tell them
-    apart); and a head that reaches, without naming them (:data:`_HEAD_WORDS`), its builtins,
-    a tracing hook or a frame of its own kept past its end could tell that its frame ended
-    before the tail's began (one that rebinds or removes ``__builtins__`` changes the tail's
-    builtins: what it could do anyway to the builtins themselves, ``builtins.abs = ...``)."""
+    apart); the tail's own module code starts at the tail's first line (its ``co_firstlineno``
+    is not 1; its line numbers are the file's); and a head that reaches, without naming them
+    (:data:`_HEAD_WORDS`), its builtins, a tracing or audit hook or a frame of its own kept
+    past its end could tell that its frame ended before the tail's began (one that rebinds or
+    removes ``__builtins__`` changes the tail's builtins: what it could do anyway to the
+    builtins themselves, ``builtins.abs = ...``)."""
     if len(source) > PRECOMPILE_MAX:
         return None
     if tail_at is not None:
@@ -585,7 +590,7 @@ def _precompile_parts(source: str, path: str, at: int) -> bytes | None:
     except (*COMPILE_ERRORS, MemoryError):  # the whole's error is the one to show
         return None
     shared = _shared_tail(tail, path, first.co_flags & FUTURE_FLAGS)
-    if shown or shared is None:
+    if shown or shared is None or first.co_flags & BARRY_AS_FLUFL:
         return None
     # the lines before the tail, as the compiler counts them ("\r\n", "\n" and a lone "\r")
     lines = head.count("\n") + head.count("\r") - head.count("\r\n")
@@ -764,9 +769,13 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None) ->
     namespace = main.__dict__
     namespace.update(__file__=path, __builtins__=builtins, __cached__=None)
     sys.modules["__main__"] = main
+    # The whole, or its first part and its shared tail (see precompile): nothing between them
+    # that the first part could change (``builtins.exec``) or reach (an iterator of ``code``).
+    first, rest = code[0], code[1:]
     try:
-        for part in code:  # (the whole, or its first part and its shared tail)
-            exec(part, namespace)
+        run_code(first, namespace)
+        for part in rest:
+            run_code(part, namespace)
     except SystemExit as exc:
         _report(b"X", RuntimeError(f"the program called exit({_safe_repr(exc)}) before its "
                                    "tests ended"), source, path)

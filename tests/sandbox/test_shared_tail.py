@@ -64,6 +64,8 @@ TRICKY = {
     "head_keeps_its_frame": ("import sys\nframe = sys._getframe()\n", "line = frame.f_lineno\n"),
     # barry_as_FLUFL changes how a file parses when compile is given it, not when it imports it
     "head_imports_barry": ("from __future__ import barry_as_FLUFL\n", "differ = 1 <> 2\n"),
+    "head_imports_barry_tail_evals": ("from __future__ import barry_as_FLUFL\n",
+                                      "differ = eval('1 <> 2')\n"),
     # from 3.13 a class's first line is a constant of its code
     "tail_has_a_class": (HEADS["passes"], "class T:\n    pass\n\n"
                                           "first = getattr(T, '__firstlineno__', 0)\n"),
@@ -160,10 +162,25 @@ def test_tail_at_must_be_a_position_in_the_source() -> None:
 LIMITS = Limits(timeout_s=5.0, memory_mb=512)
 
 
+#: First parts that attack the step between the two parts: the child runs the tail with its
+#: own ``exec`` (not the builtin a program can replace), from no iterator a program could find
+#: and exhaust; an audit hook would see that step's ``exec`` (a program that adds one is whole).
+SKIPS_THE_TAIL = {
+    "replaces_exec": "import builtins\nbuiltins.exec = lambda *args, **kwargs: None\n",
+    "exhausts_iterators": ("import gc\nfor thing in gc.get_objects():\n"
+                           "    if type(thing).__name__ == 'tuple_iterator':\n"
+                           "        for _ in thing:\n            pass\n"),
+    "audit_hook_stops_exec": ("import sys\n\ndef hook(event, args):\n    if event == 'exec':\n"
+                              "        raise SystemExit(0)\n\nsys.addaudithook(hook)\n"),
+}
+
+
 def test_in_the_sandbox_a_split_program_ends_as_the_whole_does(sandbox: Sandbox) -> None:
     """Same verdict and same error text with ``tail_at`` as without (two runs: ``tail_at`` is no
     part of a verdict's key, so one run would run each program once)."""
-    heads = [*HEADS.values(), "x = (\n", "def f(x):\n    return x\nimport sys\nsys.exit(0)\n"]
+    wrong = "def f(x):\n    return 0\n"
+    heads = [*HEADS.values(), "x = (\n", "def f(x):\n    return x\nimport sys\nsys.exit(0)\n",
+             *(wrong + attack for attack in SKIPS_THE_TAIL.values())]
     tails = [TAIL, TAIL + "print(undefined)\n", "\ndef check(c):\n    assert c(1) == 2\n(\n"]
     sources = [(head + tail, len(head)) for head in heads for tail in tails]
     split = sandbox.run([Program("python", source, LIMITS, tail_at=at) for source, at in sources])
@@ -171,6 +188,9 @@ def test_in_the_sandbox_a_split_program_ends_as_the_whole_does(sandbox: Sandbox)
     for (source, _), one, other in zip(sources, split, whole, strict=True):
         assert (one.outcome, one.error) == (other.outcome, other.error), source
     assert {PASSED, FAILED, SYNTAX_ERROR} <= {result.outcome for result in split}
+    attacks = [result for (source, _), result in zip(sources, split, strict=True)
+               if source.startswith(wrong) and source.endswith(TAIL)]
+    assert [result.outcome for result in attacks] == [FAILED] * len(SKIPS_THE_TAIL)
     # a byte order mark, which the worker drops, moves the tail one character
     head = HEADS["fails_in_the_tail"]
     [bom] = sandbox.run([Program("python", "\ufeff" + head + TAIL, LIMITS, tail_at=1 + len(head))])
