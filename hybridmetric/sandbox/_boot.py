@@ -22,7 +22,8 @@ import types
 from importlib.machinery import ModuleSpec, SourceFileLoader
 
 #: The sandbox's modules that a worker imports (its fork server: ``launcher`` alone).
-WORKER_MODULES = ("limits", "launcher", "cgroup", "isolation", "languages", "javac", "worker")
+WORKER_MODULES = ("limits", "launcher", "compiling", "cgroup", "isolation", "languages", "javac",
+                  "worker")
 PACKAGE = "hybridmetric.sandbox"
 #: (the sources' paths, sizes and times, the memory file made from them)
 _made: tuple[tuple[tuple[str, int, int], ...], int] | None = None

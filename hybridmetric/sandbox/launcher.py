@@ -6,7 +6,7 @@ on fd 5, closed before the program starts, why the sandbox failed if it did), it
 working directory, rlimits and uid, then either runs Python source in the forked interpreter or
 ``execve``\\ s a command. :meth:`Forker.launch` forks it, waits with a wall-clock limit, kills its
 group on timeout and returns what it left: exit status, report, output tails. A Python program
-is compiled by the worker where that leaves nothing behind (:func:`precompile`; the part that
+is compiled by the worker where that leaves nothing behind (``compiling.py``; the part that
 programs share, a task's tests, once for them all), which sends the code for the child to load:
 a program that does not compile needs no child at all, and neither the compiler's memory nor
 the program's code is ever in the forking process (each fork
@@ -31,13 +31,11 @@ program.
 """
 
 from __future__ import annotations
-import __future__
 
 import builtins
 import collections.abc
 import contextlib
 import ctypes
-import functools
 import gc
 import importlib
 import io
@@ -62,7 +60,7 @@ import warnings
 # reach what its harness calls.
 from atexit import _run_exitfuncs
 from builtins import exec as run_code
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from marshal import loads as unmarshal
 from os import (
     O_CLOEXEC,
@@ -109,38 +107,8 @@ _REHEARSALS = ("def check(candidate):\n    assert candidate(1) == 3\n\ncheck(lam
 _TAIL = 16384
 #: What ``compile`` raises for a program that is not valid Python (ValueError: NUL bytes;
 #: RecursionError: an expression nested too deep to compile, how deep depending a little on the
-#: depth of the calling stack: :func:`precompile` leaves those to the child).
+#: depth of the calling stack: ``compiling.precompile`` leaves those to the child).
 COMPILE_ERRORS = (SyntaxError, ValueError, UnicodeError, RecursionError)
-#: Python sources of up to this many characters are compiled by the worker (:func:`precompile`)
-#: and their code loaded by their own child; larger ones compiled in the child, under the
-#: program's limits. (Loaded in the forking process, code would leave its identifiers there:
-#: from Python 3.12 interned strings outlive the code, and a later program could find them.)
-PRECOMPILE_MAX = 1 << 16
-#: The compiler flags of the ``__future__`` features a program's first part turns on for its
-#: shared tail too (see :func:`precompile`); but ``barry_as_FLUFL``, which changes how a file
-#: parses only when given to ``compile``, not when the file imports it (and then only the code
-#: that the file's own code compiles: a first part that imports it keeps the program whole).
-BARRY_AS_FLUFL = __future__.barry_as_FLUFL.compiler_flag
-FUTURE_FLAGS = ~BARRY_AS_FLUFL & functools.reduce(
-    int.__or__, (getattr(__future__, name).compiler_flag for name in __future__.all_feature_names))
-#: Words in a program's first part that keep it whole (see :func:`_precompile_parts`): it could
-#: tell its code and its tail's from the whole file's through its builtins (a frame takes
-#: ``__builtins__`` as it starts), a tracing, profiling or audit hook (the tail's code starts a
-#: frame of its own, through one more ``exec``), or a frame of its own kept past its end.
-_HEAD_WORDS = ("__builtins__", "settrace", "setprofile", "monitoring", "addaudithook",
-               "_getframe", "currentframe")
-#: Words in a shared tail that keep the program whole (see :func:`_shared_tail`): a
-#: ``__future__`` import (an error within the whole file), a ``global`` declaration (within the
-#: whole, one at module level is an error after a use of its name in the part before).
-_TAIL_WORDS = ("__future__", "global")
-#: Names whose use at a tail's top level keeps the program whole: what it would set from its
-#: own start that within the whole file is set from the file's (a docstring: ``__doc__``;
-#: module annotations: ``__annotations__``, from 3.14 ``__annotate__`` and
-#: ``__conditional_annotations__``).
-_WHOLE_FILE_NAMES = frozenset({"__doc__", "__annotations__", "__annotate__",
-                               "__conditional_annotations__"})
-#: Shared tails whose code a worker keeps (see :func:`precompile`).
-SHARED_TAILS_KEPT = 256
 #: The file a Python program runs as, in its working directory (the worker writes it there).
 PROGRAM = "program.py"
 #: Interpreter options of every process that forks Python programs (the worker, the fork
@@ -164,7 +132,7 @@ _errno_location.restype = ctypes.POINTER(ctypes.c_int)
 #: command's whole, a forked Python's beyond the mappings it starts with (its forking process's,
 #: once warm).
 Rlimits = tuple[int, int, int, int, int, int]
-#: (argv, or None for the Python source; the source; its code from :func:`precompile`, or None
+#: (argv, or None for the Python source; the source; its code from ``compiling.precompile``, or None
 #: for the child to compile; rlimits; wall-clock limit in seconds).
 Request = tuple[list[str] | None, str | None, bytes | None, Rlimits, float]
 #: (wait status, timed out, what came on fd 4, the token, stdout tail, stderr tail, processes
@@ -537,125 +505,6 @@ def file_bytes(source: str) -> bytes:
     return source.encode("utf-8", "surrogateescape")
 
 
-def precompile(source: str, path: str, tail_at: int | None = None) -> bytes | str | None:
-    """Compile the Python program that will run as ``path`` as its child would (the caller
-    checks that the warning filters are the child's: see ``ForkServer.compiles_here``): its
-    code for :meth:`Forker.launch` (a tuple of code objects, marshalled, which the child runs in
-    turn in one namespace); the error text of a syntax error (no child needed); None when the
-    child must compile it: larger than :data:`PRECOMPILE_MAX`, a compiler warning (which must
-    reach the program's stderr), nested too deep to compile (how deep may depend on the
-    stack), no memory, or code too deeply nested to marshal.
-
-    ``tail_at``: where the part of ``source`` that other programs share begins (a task's tests,
-    after each of its candidates). Where each part compiles on its own as it would within the
-    whole (:func:`_shared_tail`), the program's code is the two parts' code, the tail's
-    compiled once for all the programs that share it. The two run as the whole file would,
-    but that equal constants of the two parts are two objects, not one (``is`` may tell them
-    apart); the tail's own module code starts at the tail's first line (its ``co_firstlineno``
-    is not 1; its line numbers are the file's); and a head that reaches, without naming them
-    (:data:`_HEAD_WORDS`), its builtins, a tracing or audit hook or a frame of its own kept
-    past its end could tell that its frame ended before the tail's began (one that rebinds or
-    removes ``__builtins__`` changes the tail's builtins: what it could do anyway to the
-    builtins themselves, ``builtins.abs = ...``)."""
-    if len(source) > PRECOMPILE_MAX:
-        return None
-    if tail_at is not None:
-        parts = _precompile_parts(source, path, tail_at)
-        if parts is not None:
-            return parts
-    try:
-        with warnings.catch_warnings(record=True) as shown:  # (the filters as they are)
-            code = compile(file_bytes(source), path, "exec", dont_inherit=True)
-    except (RecursionError, MemoryError):
-        return None
-    except COMPILE_ERRORS as exc:  # (after a warning, the child shows both)
-        return None if shown else _error_text(exc, source, path)[-_TAIL:]
-    if shown:
-        return None
-    return _marshalled((code,))
-
-
-def _precompile_parts(source: str, path: str, at: int) -> bytes | None:
-    """The code of ``source`` split at ``at`` (see :func:`precompile`); None where the split
-    cannot stand in for the whole (the whole is then compiled): the tail does not start a line,
-    a coding declaration of the head's would apply to it, or the head names one of
-    :data:`_HEAD_WORDS`."""
-    head, tail = source[:at], source[at:]
-    if (not (head.endswith("\n") and tail) or _declares_coding(head)
-            or any(word in head for word in _HEAD_WORDS)):
-        return None
-    try:
-        with warnings.catch_warnings(record=True) as shown:
-            first = compile(file_bytes(head), path, "exec", dont_inherit=True)
-    except (*COMPILE_ERRORS, MemoryError):  # the whole's error is the one to show
-        return None
-    shared = _shared_tail(tail, path, first.co_flags & FUTURE_FLAGS)
-    if shown or shared is None or first.co_flags & BARRY_AS_FLUFL:
-        return None
-    # the lines before the tail, as the compiler counts them ("\r\n", "\n" and a lone "\r")
-    lines = head.count("\n") + head.count("\r") - head.count("\r\n")
-    return _marshalled((first, _moved(shared, lines)))
-
-
-@functools.lru_cache(maxsize=SHARED_TAILS_KEPT)
-def _shared_tail(tail: str, path: str, future_flags: int) -> CodeType | None:
-    """The code of a program's shared tail, compiled on its own (from line 1) with the
-    ``__future__`` features of the part before it; None where it would not act as within the
-    whole file: it does not compile alone (indented, a clause of a statement before it, ...),
-    warns, names one of :data:`_TAIL_WORDS`, has a coding declaration or a byte order mark
-    (which would apply to it alone), module annotations (``SETUP_ANNOTATIONS``: within the
-    whole, made as the file starts), uses a name of :data:`_WHOLE_FILE_NAMES`, or has a class
-    whose first line is a constant of its code (``__firstlineno__``, from 3.13: it would not
-    move with the code)."""
-    if (any(word in tail for word in _TAIL_WORDS) or tail.startswith("\ufeff")
-            or _declares_coding(tail)):
-        return None
-    try:
-        with warnings.catch_warnings(record=True) as shown:
-            code = compile(file_bytes(tail), path, "exec", flags=future_flags,
-                           dont_inherit=True)
-    except (*COMPILE_ERRORS, MemoryError):
-        return None
-    import opcode  # (here: the fork server, which imports this module, never needs it)
-
-    annotations = opcode.opmap.get("SETUP_ANNOTATIONS")
-    if (shown or _WHOLE_FILE_NAMES.intersection(code.co_names)
-            or (annotations is not None and annotations in code.co_code[::2])
-            or any("__firstlineno__" in nested.co_names for nested in _nested(code))):
-        return None
-    return code
-
-
-def _nested(code: CodeType) -> Iterator[CodeType]:
-    """``code`` and every code object nested in it."""
-    yield code
-    for value in code.co_consts:
-        if isinstance(value, CodeType):
-            yield from _nested(value)
-
-
-def _declares_coding(text: str) -> bool:
-    """Whether ``text`` may declare its coding (PEP 263: a comment in its first two lines that
-    names one; any "coding" there counts)."""
-    second_end = text.find("\n", text.find("\n") + 1)
-    return "coding" in (text if second_end < 0 else text[:second_end])
-
-
-def _moved(code: CodeType, lines: int) -> CodeType:
-    """``code`` (and the code nested in it) placed ``lines`` lines further down its file (the
-    location table is relative to the first line)."""
-    constants = tuple(_moved(value, lines) if isinstance(value, CodeType) else value
-                      for value in code.co_consts)
-    return code.replace(co_firstlineno=code.co_firstlineno + lines, co_consts=constants)
-
-
-def _marshalled(code: tuple[CodeType, ...]) -> bytes | None:
-    try:
-        return marshal.dumps(code)
-    except ValueError:  # code nested too deeply to marshal (~1000 nested lambdas)
-        return None
-
-
 def _rehearse(times: int = 64) -> None:
     """Run failing programs in the forking process itself, before it forks any: the caches
     that compiling, running and formatting a traceback fill, and the code they specialise
@@ -737,10 +586,10 @@ def _report(code: bytes, exc: BaseException, source: str, path: str) -> NoReturn
 
 
 def _python_main(source: str, path: str, folder: str, compiled: bytes | None) -> NoReturn:
-    """Run ``source`` (``compiled``: its code from :func:`precompile`, or None) as ``__main__``
-    at ``path`` in ``folder`` in this (child) process; emit the token after it returns. (Every
-    object this touches is a page the child copies, so it does little, with no helper such as
-    ``contextlib.suppress``.)"""
+    """Run ``source`` (``compiled``: its code from ``compiling.precompile``, or None) as
+    ``__main__`` at ``path`` in ``folder`` in this (child) process; emit the token after it
+    returns. (Every object this touches is a page the child copies, so it does little, with no
+    helper such as ``contextlib.suppress``.)"""
     own_pid = getpid()
     # The token, taken before the program runs: it cannot read it from fd 3 (see TOKEN_FD).
     token = read(TOKEN_FD, 64)
@@ -769,7 +618,7 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None) ->
     namespace = main.__dict__
     namespace.update(__file__=path, __builtins__=builtins, __cached__=None)
     sys.modules["__main__"] = main
-    # The whole, or its first part and its shared tail (see precompile): nothing between them
+    # The whole, or its first part and its shared tail (see compiling.py): nothing between them
     # that the first part could change (``builtins.exec``) or reach (an iterator of ``code``).
     first, rest = code[0], code[1:]
     try:
@@ -1103,7 +952,7 @@ class ForkServer:
     ``exit`` and ``help``, ``.pth`` import hooks) and its import path, writing no bytecode;
     it imports this module from ``code``, the pool's memory file (``_boot.compiled_modules``).
 
-    ``compiles_here``: whether a program compiled in the worker (:func:`precompile`) compiles
+    ``compiles_here``: whether a program compiled in the worker (``compiling.precompile``) compiles
     as it would in the server's child: the server's warning filters, once its preloads are
     imported (one may change them), are the worker's."""
 

@@ -44,7 +44,7 @@ class Program:
     ``tail_at``: where the part of ``source`` that other programs share begins (the case, the
     same after each candidate of a task), if any. A Python worker then compiles that part once
     for them all (where the two parts compile on their own as within the whole; see
-    ``launcher.precompile``). It changes no verdict: it is not part of the cache's key.
+    ``compiling.precompile``). It changes no verdict: it is not part of the cache's key.
     """
 
     language: str

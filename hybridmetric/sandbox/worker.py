@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 
 from hybridmetric.sandbox import isolation, languages
 from hybridmetric.sandbox.cgroup import MemoryCgroup, cgroup_name
+from hybridmetric.sandbox.compiling import precompile
 from hybridmetric.sandbox.javac import CompileError, JavacServer
 from hybridmetric.sandbox.launcher import (
     PROGRAM,
@@ -32,7 +33,6 @@ from hybridmetric.sandbox.launcher import (
     LauncherError,
     Rlimits,
     file_bytes,
-    precompile,
     process_settings,
     read_message,
     set_dumpable,

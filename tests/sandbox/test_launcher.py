@@ -17,11 +17,11 @@ import pytest
 
 from hybridmetric.sandbox import PASSED, Program, Sandbox, _boot, launcher, limits, pool
 from hybridmetric.sandbox._boot import WORKER_MODULES, Compiled, compiled_modules
+from hybridmetric.sandbox.compiling import precompile
 from hybridmetric.sandbox.launcher import (
     ForkServer,
     LauncherError,
     LaunchFailed,
-    precompile,
     set_dumpable,
 )
 

@@ -31,8 +31,8 @@ from hybridmetric.sandbox import (
     Program,
     RunResult,
     Sandbox,
+    compiling,
     isolation,
-    launcher,
     pass_at_k,
     pool,
 )
@@ -245,7 +245,8 @@ def test_programs_fork_from_a_small_server_as_root(sandbox: Sandbox, run: Run) -
     that imports ``hybridmetric`` gets what ``python`` would give it."""
     source = ("import sys\nassert {'typing', 'math', 'collections', 're'} <= set(sys.modules)\n"
               "assert not {'json', 'dataclasses', 'hybridmetric', 'hybridmetric.sandbox', "
-              "'hybridmetric.sandbox.worker', 'hybridmetric.sandbox.launcher'} & "
+              "'hybridmetric.sandbox.worker', 'hybridmetric.sandbox.launcher', "
+              "'hybridmetric.sandbox.compiling'} & "
               "set(sys.modules), sorted(sys.modules)\n")
     assert run(sandbox, "python", source, LIMITS).outcome == PASSED
 
@@ -296,13 +297,13 @@ def test_compiled_before_the_fork_as_if_in_the_child(run: Run) -> None:
         broken = run(box, "python", "x = 1\ndef f(:\n    pass\n", LIMITS)
         assert broken.outcome == SYNTAX_ERROR and "line 2" in broken.error, broken
         then = int(run(box, "python", pid + "# again\n", LIMITS).error.split()[-1])
-        assert then == first + (1 if launcher.PRECOMPILE_MAX > 0 else 2)
+        assert then == first + (1 if compiling.PRECOMPILE_MAX > 0 else 2)
         source = ("import linecache\nassert linecache.getlines(__file__)[0] == "
                   "'import linecache\\n', linecache.getlines(__file__)[:1]\n")
         assert run(box, "python", source, LIMITS).outcome == PASSED
         warned = run(box, "python", "x = 1\nassert x is 2\n", LIMITS)
         assert warned.outcome == FAILED and "SyntaxWarning" in warned.error, warned
-        filler = "# filler\n" * (launcher.PRECOMPILE_MAX // 9 + 1)
+        filler = "# filler\n" * (compiling.PRECOMPILE_MAX // 9 + 1)
         assert run(box, "python", filler + "def f(:\n", LIMITS).outcome == SYNTAX_ERROR
         assert run(box, "python", filler + "assert True\n", LIMITS).outcome == PASSED
         for deep in ("x = " + "1+" * 20_000 + "1\n", filler + "x = " + "1+" * 20_000 + "1\n"):

@@ -13,8 +13,8 @@ from types import CodeType
 
 import pytest
 
-from hybridmetric.sandbox import FAILED, PASSED, SYNTAX_ERROR, Limits, Program, Sandbox, launcher
-from hybridmetric.sandbox.launcher import precompile
+from hybridmetric.sandbox import FAILED, PASSED, SYNTAX_ERROR, Limits, Program, Sandbox, compiling
+from hybridmetric.sandbox.compiling import precompile
 
 PATH = "/work/program.py"
 TAIL = ("\n\ndef check(candidate):\n    assert candidate(1) == 2\n"
@@ -125,10 +125,10 @@ def test_a_program_split_or_not_behaves_as_its_whole_file(name: str) -> None:
 
 
 def test_a_tail_is_compiled_once_for_the_programs_that_share_it() -> None:
-    launcher._shared_tail.cache_clear()
+    compiling._shared_tail.cache_clear()
     for head in HEADS.values():
         assert len(_parts(head + TAIL, len(head))) == 2
-    info = launcher._shared_tail.cache_info()
+    info = compiling._shared_tail.cache_info()
     assert (info.misses, info.hits) == (1, len(HEADS) - 1)
     # its functions sit where they are in each program's file (tracebacks, inspect.getsource)
     head = HEADS["fails_in_the_tail"]
