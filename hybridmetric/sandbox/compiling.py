@@ -12,6 +12,7 @@ import __future__
 
 import functools
 import marshal
+import opcode
 import warnings
 from collections.abc import Iterator
 from types import CodeType
@@ -46,6 +47,8 @@ _TAIL_WORDS = ("__future__", "global")
 #: ``__conditional_annotations__``).
 _WHOLE_FILE_NAMES = frozenset({"__doc__", "__annotations__", "__annotate__",
                                "__conditional_annotations__"})
+#: The opcode that makes a module's annotations (None where a Python has none).
+_SETUP_ANNOTATIONS = opcode.opmap.get("SETUP_ANNOTATIONS")
 #: Shared tails whose code a worker keeps (see :func:`precompile`).
 SHARED_TAILS_KEPT = 256
 
@@ -129,11 +132,8 @@ def _shared_tail(tail: str, path: str, future_flags: int) -> CodeType | None:
                            dont_inherit=True)
     except (*COMPILE_ERRORS, MemoryError):
         return None
-    import opcode  # (here: the fork server, which imports this module, never needs it)
-
-    annotations = opcode.opmap.get("SETUP_ANNOTATIONS")
     if (shown or _WHOLE_FILE_NAMES.intersection(code.co_names)
-            or (annotations is not None and annotations in code.co_code[::2])
+            or (_SETUP_ANNOTATIONS is not None and _SETUP_ANNOTATIONS in code.co_code[::2])
             or any("__firstlineno__" in nested.co_names for nested in _nested(code))):
         return None
     return code

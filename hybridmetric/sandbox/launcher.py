@@ -9,9 +9,9 @@ group on timeout and returns what it left: exit status, report, output tails. A 
 is compiled by the worker where that leaves nothing behind (``compiling.py``; the part that
 programs share, a task's tests, once for them all), which sends the code for the child to load:
 a program that does not compile needs no child at all, and neither the compiler's memory nor
-the program's code is ever in the forking process (each fork
-write-protects its pages: every page written after it costs a fault; and code loaded there
-would leave its interned identifiers behind, from Python 3.12 on, for later programs to find).
+the program's code is ever in the forking process (each fork write-protects its pages: every
+page written after it costs a fault; and code loaded there would leave its interned
+identifiers behind, from Python 3.12 on, for later programs to find).
 
 As root the worker keeps a *fork server* (:class:`ForkServer`): a fresh interpreter started
 inside the worker's namespaces that imports only this file, the standard modules programs use
