@@ -10,7 +10,9 @@ agreement, and the reasons for the disagreements.
     python analysis/verify_multiple.py --language cpp --sample 600 --seed 0
 
 ``--sample N`` runs a seeded random subset of N programs (numpy default_rng(seed)), for the
-compiled languages whose full runs take hours on two cores.
+compiled languages whose full runs take hours on two cores. Each program is made as the
+``pass_rate`` scorer makes its own: its problem's tests, which end every program of that problem,
+marked as the tail they share (``Program.tail_at``), so that what is checked is what scoring runs.
 """
 
 from __future__ import annotations
@@ -52,6 +54,23 @@ def load(language: str, extract_to: Path) -> list[tuple[str, int, str, str, str]
             rows.append((record["name"], index, result["program"], result["status"],
                          recorded_reason(result.get("stderr") or "")))
     return rows
+
+
+def problem_tests(language: str, extract_to: Path) -> dict[str, str]:
+    """{problem: its tests}, from MultiPL-E's problem files (extracted by :func:`load`)."""
+    root = extract_to / "multipl_e" / f"{FOLDERS[language]}-davinci-0.8-keep"
+    tests = {}
+    for path in sorted(root.glob("*.yaml")):
+        if not path.name.endswith(".results.yaml"):
+            with path.open() as handle:
+                record = yaml.load(handle, Loader=yaml.CSafeLoader)
+            tests[record["name"]] = record["tests"]
+    return tests
+
+
+def shared_tail(program: str, tests: str | None) -> int | None:
+    """Where ``program``'s tests begin, when it ends with them (see ``Program.tail_at``)."""
+    return len(program) - len(tests) if tests and program.endswith(tests) else None
 
 
 def recorded_reason(stderr: str) -> str:
@@ -102,7 +121,11 @@ def verify(language: str, sandbox: Sandbox, args: argparse.Namespace) -> None:
                                                                   replace=False))
         rows = [rows[i] for i in chosen]
     limits = Limits(timeout_s=args.timeout)
-    programs = [Program(language, program, limits) for _, _, program, _, _ in rows]
+    tests = problem_tests(language, args.extract_to)
+    programs = [Program(language, program, limits, tail_at=shared_tail(program, tests.get(name)))
+                for name, _, program, _, _ in rows]
+    print(f"\n{language}: {sum(p.tail_at is not None for p in programs)} of {len(programs)} "
+          "programs end with their problem's tests (marked as the tail they share)")
     started = time.perf_counter()
     step = max(1, len(programs) // 20)
 
