@@ -101,6 +101,32 @@ def test_codebleu_matches_package_and_known_cases():
     assert got[2] == pytest.approx(no_flow["codebleu"]) and got[2] <= 0.75
 
 
+#: (reference, candidate) in each language the sandbox runs besides Python
+OTHER_LANGUAGES = {
+    "javascript": ("function area(w, h) {\n  const a = w * h;\n  return a;\n}\n",
+                   "function area(w, h) {\n  return w + h;\n}\n"),
+    "cpp": ("int area(int w, int h) {\n  int a = w * h;\n  return a;\n}\n",
+            "int area(int w, int h) {\n  return w + h;\n}\n"),
+    "java": ("class Shape {\n  int area(int w, int h) {\n    int a = w * h;\n    return a;\n"
+             "  }\n}\n",
+             "class Shape {\n  int area(int w, int h) {\n    return w + h;\n  }\n}\n"),
+}
+
+
+@pytest.mark.parametrize("language", sorted(OTHER_LANGUAGES))
+def test_codebleu_scores_the_sandbox_s_other_languages_out_of_the_box(language):
+    """Their grammars are dependencies (a study of JavaScript, C++ or Java rows runs without
+    installing anything more): identical code scores 1, other code as the package scores it."""
+    reference, candidate = OTHER_LANGUAGES[language]
+    rows = frame([(reference, [reference]), (candidate, [reference])]).assign(language=language)
+    with CodeBleu() as scorer:
+        got = scorer.score(rows)[scorer.columns[0]].tolist()
+    direct = calc_codebleu([reference], [candidate], lang=language)
+    assert got[0] == pytest.approx(1.0)
+    assert direct["dataflow_match_score"] > 0 and got[1] < 1
+    assert got[1] == pytest.approx(direct["codebleu"])
+
+
 def test_codebleu_unknown_language_is_an_error():
     rows = frame([("x", ["x"])]).assign(language="cobol")
     with pytest.raises(ValueError, match="does not support language 'cobol'"):

@@ -4,10 +4,12 @@ CodeBLEU = a * BLEU + b * keyword-weighted BLEU + c * AST match + d * data-flow 
 package, the data-flow component is 0 when the reference has no data flow (common for one-line
 snippets such as ``os.getcwd()``), which caps such a snippet's CodeBLEU at 0.75; the signature says
 ``dataflow_empty:0``. Two empty strings score 0.5 (their syntax trees match). Each row is scored
-against each reference alone and the best is kept. Languages other than Python need their
-tree-sitter grammar package installed (``tree-sitter-<language>``). The package's data-flow match
-iterates over sets, so its result depends on Python's string hash seed; we compute it in a worker
-process started with ``PYTHONHASHSEED=0`` (``hashseed:0`` in the signature).
+against each reference alone and the best is kept. The tree-sitter grammars of the languages the
+sandbox runs (Python, JavaScript, C++, Java) are dependencies, pinned to the last versions that
+codebleu 0.7's tree-sitter (0.22) loads; the other languages codebleu knows (Go, Ruby, ...) need
+theirs installed (``tree-sitter-<language>``, a version made for tree-sitter 0.22). The package's
+data-flow match iterates over sets, so its result depends on Python's string hash seed; we compute
+it in a worker process started with ``PYTHONHASHSEED=0`` (``hashseed:0`` in the signature).
 """
 
 from __future__ import annotations
@@ -52,7 +54,8 @@ class CodeBleu(Scorer):
         "tokenizer": Setting("whitespace", "tokens for the two n-gram components",
                              choices=("whitespace", *TOKENIZERS)),
     }
-    packages = ("codebleu", "tree-sitter", "tree-sitter-python")
+    packages = ("codebleu", "tree-sitter", "tree-sitter-python", "tree-sitter-javascript",
+                "tree-sitter-cpp", "tree-sitter-java")
 
     def __init__(self, **settings: object):
         super().__init__(**settings)
