@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import math
+import re
 
 import numpy as np
 import pandas as pd
 import pytest
 from codebleu import calc_codebleu
+from codebleu.utils import AVAILABLE_LANGS
 
 from hybridmetric.scorers import build
 from hybridmetric.scorers.bleu import Bleu
@@ -125,6 +128,19 @@ def test_codebleu_scores_the_sandbox_s_other_languages_out_of_the_box(language):
     assert got[0] == pytest.approx(1.0)
     assert direct["dataflow_match_score"] > 0 and got[1] < 1
     assert got[1] == pytest.approx(direct["codebleu"])
+
+
+def test_codebleu_names_the_grammar_version_to_install():
+    """A grammar codebleu knows but that is not installed: the error says which version loads
+    (``pip install tree-sitter-go`` alone would fetch one that tree-sitter 0.22 cannot load)."""
+    missing = [lang for lang in AVAILABLE_LANGS
+               if importlib.util.find_spec(f"tree_sitter_{lang}") is None]
+    if not missing:
+        pytest.skip("every grammar codebleu knows is installed here")
+    rows = frame([("x = 1", ["x = 1"])]).assign(language=missing[0])
+    wanted = f"pip install 'tree-sitter-{missing[0].replace('_', '-')}<0.23'"
+    with CodeBleu() as scorer, pytest.raises(RuntimeError, match=re.escape(wanted)):
+        scorer.score(rows)
 
 
 def test_codebleu_unknown_language_is_an_error():

@@ -7,7 +7,7 @@ snippets such as ``os.getcwd()``), which caps such a snippet's CodeBLEU at 0.75;
 against each reference alone and the best is kept. The tree-sitter grammars of the languages the
 sandbox runs (Python, JavaScript, C++, Java) are dependencies, pinned to the last versions that
 codebleu 0.7's tree-sitter (0.22) loads; the other languages codebleu knows (Go, Ruby, ...) need
-theirs installed (``tree-sitter-<language>``, a version made for tree-sitter 0.22). The package's
+theirs installed (``tree-sitter-<language><0.23``, made for tree-sitter 0.22). The package's
 data-flow match iterates over sets, so its result depends on Python's string hash seed; we compute
 it in a worker process started with ``PYTHONHASHSEED=0`` (``hashseed:0`` in the signature).
 """
@@ -121,8 +121,9 @@ def best_scores(jobs: list[list | None], weights: Sequence[float],
                                     tokenizer=tokenizer)["codebleu"]) for ref in refs))
         except (ImportError, ModuleNotFoundError) as error:
             raise RuntimeError(
-                f"codebleu needs the tree-sitter grammar for {lang}: "
-                f"pip install tree-sitter-{lang.replace('_', '-')} ({error})"
+                f"codebleu needs the tree-sitter grammar for {lang}, in a version made for "
+                f"tree-sitter 0.22 (later ones fail to load): "
+                f"pip install 'tree-sitter-{lang.replace('_', '-')}<0.23' ({error})"
             ) from error
     return values
 
