@@ -6,6 +6,8 @@ import importlib.util
 import json
 import math
 import re
+import sys
+import types
 
 import numpy as np
 import pandas as pd
@@ -16,7 +18,7 @@ from codebleu.utils import AVAILABLE_LANGS
 from hybridmetric.scorers import build
 from hybridmetric.scorers.bleu import Bleu
 from hybridmetric.scorers.chrf import Chrf
-from hybridmetric.scorers.codebleu import CodeBleu
+from hybridmetric.scorers.codebleu import CodeBleu, best_scores
 from hybridmetric.scorers.edit_sim import EditSim
 from hybridmetric.scorers.exact_match import ExactMatch
 from hybridmetric.scorers.rouge_l import RougeL
@@ -141,6 +143,18 @@ def test_codebleu_names_the_grammar_version_to_install():
     wanted = f"pip install 'tree-sitter-{missing[0].replace('_', '-')}<0.23'"
     with CodeBleu() as scorer, pytest.raises(RuntimeError, match=re.escape(wanted)):
         scorer.score(rows)
+
+
+def test_codebleu_names_the_version_when_a_grammar_is_too_new(monkeypatch):
+    """A grammar made for a later tree-sitter (from 0.23 its ``language()`` gives a capsule,
+    which tree-sitter 0.22's Language rejects: "an integer is required") is not a crash in
+    codebleu's depths but an error that says what to install."""
+    too_new = types.ModuleType("tree_sitter_go")
+    too_new.language = object
+    monkeypatch.setitem(sys.modules, "tree_sitter_go", too_new)
+    with pytest.raises(RuntimeError, match=r"the installed tree-sitter-go does not load in "
+                       r"tree-sitter 0\.22 \(TypeError: .*pip install 'tree-sitter-go<0\.23'"):
+        best_scores([["go", "x", ["x"]]], (0.25,) * 4, None)
 
 
 def test_codebleu_unknown_language_is_an_error():

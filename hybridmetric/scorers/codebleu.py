@@ -23,7 +23,7 @@ from collections.abc import Callable, Sequence
 
 import pandas as pd
 from codebleu import calc_codebleu
-from codebleu.utils import AVAILABLE_LANGS
+from codebleu.utils import AVAILABLE_LANGS, get_tree_sitter_language
 
 from hybridmetric.scorers.base import Scorer, Setting, references_of, single_column
 from hybridmetric.scorers.tokenize import TOKENIZERS
@@ -105,26 +105,36 @@ class CodeBleu(Scorer):
             self._process = None
 
 
+def load_grammar(lang: str) -> None:
+    """Load ``lang``'s tree-sitter grammar as codebleu does, or say which version to install:
+    codebleu 0.7 uses tree-sitter 0.22, which cannot load the grammars made for later ones."""
+    package = f"tree-sitter-{lang.replace('_', '-')}"
+    advice = f"pip install '{package}<0.23' (a version made for tree-sitter 0.22)"
+    try:
+        get_tree_sitter_language(lang)
+    except ImportError as error:
+        missing = f"codebleu needs the tree-sitter grammar for {lang}: {advice}"
+        raise RuntimeError(missing) from error
+    except (TypeError, ValueError) as error:  # a grammar for a later tree-sitter
+        raise RuntimeError(f"the installed {package} does not load in tree-sitter 0.22 "
+                           f"({type(error).__name__}: {error}): {advice}") from error
+
+
 def best_scores(jobs: list[list | None], weights: Sequence[float],
                 tokenizer: Callable[[str], list[str]] | None) -> list[float]:
     """Each job's (``[language, candidate, references]``) best CodeBLEU over its references;
     NaN for no job. Run in the worker process."""
+    for lang in {job[0] for job in jobs if job is not None}:
+        load_grammar(lang)
     values = []
     for job in jobs:
         if job is None:
             values.append(float("nan"))
             continue
         lang, candidate, refs = job
-        try:
-            values.append(max(
-                float(calc_codebleu([ref], [candidate], lang=lang, weights=tuple(weights),
-                                    tokenizer=tokenizer)["codebleu"]) for ref in refs))
-        except (ImportError, ModuleNotFoundError) as error:
-            raise RuntimeError(
-                f"codebleu needs the tree-sitter grammar for {lang}, in a version made for "
-                f"tree-sitter 0.22 (later ones fail to load): "
-                f"pip install 'tree-sitter-{lang.replace('_', '-')}<0.23' ({error})"
-            ) from error
+        values.append(max(
+            float(calc_codebleu([ref], [candidate], lang=lang, weights=tuple(weights),
+                                tokenizer=tokenizer)["codebleu"]) for ref in refs))
     return values
 
 
