@@ -63,7 +63,16 @@ _C_HEADERS = frozenset(f"{name}.h" for name in (
 #: nothing when the event comes from the program's own code (``process.emit``), not from node.
 _JS_PRELOAD_FILE = "hybridmetric_token.js"
 _JS_PRELOAD_SOURCE = """"use strict";
-{
+// Node preloads it in each worker thread too, where fd 3 is long closed: the main thread's alone,
+// told by process.chdir, which a worker thread lacks (require("worker_threads") costs ~2 ms).
+let mainThread = true;
+try {
+  process.chdir(".");
+} catch (error) {
+  if (error.code !== "ERR_WORKER_UNSUPPORTED_OPERATION") throw error;
+  mainThread = false;
+}
+if (mainThread) {
   const fs = require("fs");
   const buffer = new Uint8Array(64);
   const size = fs.readSync(3, buffer, 0, 64, null);

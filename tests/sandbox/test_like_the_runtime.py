@@ -19,6 +19,12 @@ import pytest
 from hybridmetric.sandbox import FAILED, PASSED, SYNTAX_ERROR, TIMEOUT, Limits, Program, Sandbox
 
 LIMITS = Limits(timeout_s=1.5, memory_mb=512)
+#: A JavaScript program whose worker thread runs the first code; the second, on its message.
+WORKER_THREAD = ("const assert = require('node:assert');\n"
+                 "const { Worker } = require('node:worker_threads');\n"
+                 "const worker = new Worker("
+                 "'const { parentPort } = require(\"node:worker_threads\"); %s', { eval: true });\n"
+                 "worker.on('message', (answer) => { %s; worker.terminate(); });\n")
 
 CASES = [
     # Python: the interpreter waits for non-daemon threads (and a ThreadPoolExecutor's workers,
@@ -73,6 +79,15 @@ CASES = [
     ("js_own_Uint8Array", "javascript", "class Uint8Array {}\n", PASSED),
     ("js_own_globalThis_fails", "javascript",
      "const globalThis = {};\nthrow new Error('x');\n", FAILED),
+    # JavaScript: worker threads (which node starts with the main thread's --require) run
+    ("js_worker_thread_answers", "javascript", WORKER_THREAD % (
+        "parentPort.postMessage(6 * 7)", "assert.strictEqual(answer, 42)"), PASSED),
+    ("js_worker_thread_answers_wrong", "javascript", WORKER_THREAD % (
+        "parentPort.postMessage(6 * 7)", "assert.strictEqual(answer, 41)"), FAILED),
+    ("js_worker_thread_throws", "javascript", WORKER_THREAD % ('throw new Error("x")', ""),
+     FAILED),
+    ("js_worker_thread_never_ends", "javascript", WORKER_THREAD % ("setInterval(() => {}, 100)",
+                                                                   ""), TIMEOUT),
 ]
 
 RUNTIMES = {"python": [sys.executable, "program.py"], "javascript": ["node", "program.js"]}
