@@ -41,13 +41,16 @@ def test_registered_and_columns() -> None:
 
 def test_settings_parse_from_command_line_strings() -> None:
     instance = PassRate(timeout_s="2.5", memory_mb="256", workers="1", allow_network="false",
-                        preload="json, re", cache="none", pin_cpus="false")
+                        preload="json, re", cache="none", pin_cpus="false",
+                        cpp_standard="gnu++20")
     assert instance.settings == {"timeout_s": 2.5, "memory_mb": 256, "workers": 1,
                                  "pin_cpus": False, "allow_network": False, "preload": "json, re",
                                  "java_classpath": "/usr/share/java/javatuples.jar",
-                                 "cache": None}
+                                 "cpp_standard": "gnu++20", "cache": None}
     with pytest.raises(ValueError, match="valid settings"):
         PassRate(timout_s=1)
+    with pytest.raises(ValueError, match=r"cpp_standard must name .* got 'c\+\+2020'"):
+        PassRate(cpp_standard="c++2020")
 
 
 def test_verdicts_are_cached_by_default(own_cache_dir) -> None:
@@ -92,6 +95,19 @@ def test_cached_verdicts_depend_on_the_preloaded_modules() -> None:
         with PassRate(workers=1, preload=preload) as scorer:
             outcomes.append(scorer.score(frame)["outcomes.pass_rate"][0][0]["outcome"])
     assert outcomes == ["passed", "failed"]
+
+
+def test_cached_verdicts_depend_on_the_cpp_standard(own_cache_dir) -> None:
+    """A C++20 program fails under MultiPL-E's C++17 and passes under C++20, with one cache."""
+    case = "int main() { int a[2] = {1, 2};\n  return std::span<int>(a).size() == 2 ? 0 : 1; }\n"
+    frame = frame_of([{"task_id": "t", "language": "cpp", "candidate": "#include <span>\n",
+                       "tests": {"cases": [case]}}])
+    outcomes = []
+    for standard in ("c++17", "c++20", "c++17"):
+        with PassRate(workers=1, cpp_standard=standard) as scorer:
+            outcomes.append(scorer.score(frame)["outcomes.pass_rate"][0][0]["outcome"])
+            assert f"cpp_standard:{standard}" in scorer.signature()
+    assert outcomes == ["syntax_error", "passed", "syntax_error"]
 
 
 def test_where_the_cache_lives_is_not_in_the_signature(tmp_path) -> None:

@@ -35,8 +35,10 @@ DEFAULT_JAVA_CLASSPATH = ("/usr/share/java/javatuples.jar",)
 #: Extra RLIMIT_DATA for managed runtimes on top of their heap limit (JIT, metaspace, threads).
 RUNTIME_OVERHEAD_MB = {"javascript": 512, "java": 1024}
 
-#: -O0 as MultiPL-E.
-CXX_FLAGS = ["-std=c++17", "-O0", "-w"]
+#: The C++ standard programs compile under unless told otherwise: MultiPL-E's.
+CPP_STANDARD = "c++17"
+#: What ``-std=`` may name (g++'s spellings; whether this g++ knows one, g++ says).
+_CPP_STANDARD = re.compile(r"(?:c|gnu)\+\+(?:98|03|0x|11|1y|14|1z|17|2a|20|2b|23|2c|26)")
 PCH_NAME = "hybridmetric_stdcxx.h"
 CPP_MAIN = "hybridmetric_main"
 #: ``#include <bits/stdc++.h>`` on a line of its own (a comment may follow).
@@ -314,7 +316,16 @@ def uses_stdcxx(source: str) -> bool:
     return True
 
 
-def precompile_stdcxx(directory: str) -> list[str]:
+def cxx_flags(standard: str) -> list[str]:
+    """g++'s flags for every C++ build: ``standard`` (e.g. ``c++17``, ``gnu++20``), -O0 as
+    MultiPL-E, no warnings. ValueError for what names no C++ standard."""
+    if not _CPP_STANDARD.fullmatch(standard):
+        raise ValueError(f"cpp_standard must name a C++ standard as g++'s -std= does (c++11, "
+                         f"c++14, c++17, c++20, c++23, gnu++17, ...), got {standard!r}")
+    return [f"-std={standard}", "-O0", "-w"]
+
+
+def precompile_stdcxx(directory: str, standard: str = CPP_STANDARD) -> list[str]:
     """The g++ command that precompiles ``<bits/stdc++.h>`` in ``directory``.
 
     Programs that include it first (:func:`uses_stdcxx`) get it force-included from the
@@ -323,10 +334,11 @@ def precompile_stdcxx(directory: str) -> list[str]:
     """
     with open(f"{directory}/{PCH_NAME}", "w") as handle:
         handle.write("#include <bits/stdc++.h>\n")
-    return [tool("g++"), *CXX_FLAGS, "-x", "c++-header", PCH_NAME, "-o", f"{PCH_NAME}.gch"]
+    return [tool("g++"), *cxx_flags(standard), "-x", "c++-header", PCH_NAME, "-o",
+            f"{PCH_NAME}.gch"]
 
 
-def compile_cpp_main(directory: str) -> list[str]:
+def compile_cpp_main(directory: str, standard: str = CPP_STANDARD) -> list[str]:
     """The g++ command that builds, in ``directory``, the object every C++ program is linked
     with: the ``__wrap_main`` that calls the program's ``main`` and emits the token. It is its
     own translation unit, so a program's ``#define int long long`` or ``#define write ...``
@@ -334,7 +346,7 @@ def compile_cpp_main(directory: str) -> list[str]:
     ``write`` cannot stand in for libc's."""
     with open(f"{directory}/{CPP_MAIN}.cpp", "w") as handle:
         handle.write(_CPP_MAIN)
-    return [tool("g++"), *CXX_FLAGS, "-c", f"{CPP_MAIN}.cpp", "-o", f"{CPP_MAIN}.o"]
+    return [tool("g++"), *cxx_flags(standard), "-c", f"{CPP_MAIN}.cpp", "-o", f"{CPP_MAIN}.o"]
 
 
 def writable_image_bytes(path: str) -> int:
@@ -359,14 +371,16 @@ def writable_image_bytes(path: str) -> int:
 
 
 def build(language: str, source: str, memory_mb: int, cxx: str = ".",
-          classpath: Sequence[str] = (), classes: str = ".") -> Build:
+          classpath: Sequence[str] = (), classes: str = ".",
+          cpp_standard: str = CPP_STANDARD) -> Build:
     """How to build and run ``source`` (not used for Python, which runs in the fork server).
 
     ``cxx`` is the directory of the C++ programs' trusted build outputs: the object from
     :func:`compile_cpp_main` and, for programs that include it, the precompiled
     ``<bits/stdc++.h>`` (:func:`precompile_stdcxx`); ``classpath`` lists the jars Java programs
     compile and run against; ``classes`` is the directory that holds a Java program's sources
-    and compiled classes (the compile server's, which the program may read but not change).
+    and compiled classes (the compile server's, which the program may read but not change);
+    ``cpp_standard``: the C++ standard (``cxx`` holds outputs built under the same).
     """
     if language == "javascript":
         return Build({"program.js": source, _JS_PRELOAD_FILE: _JS_PRELOAD_SOURCE}, None,
@@ -375,7 +389,7 @@ def build(language: str, source: str, memory_mb: int, cxx: str = ".",
     if language == "cpp":
         header = ["-I", cxx, "-include", PCH_NAME, "-Winvalid-pch"] if uses_stdcxx(source) else []
         return Build({"program.cpp": source},
-                     [tool("g++"), *CXX_FLAGS, "-pipe", "-Wl,--wrap=main", *header,
+                     [tool("g++"), *cxx_flags(cpp_standard), "-pipe", "-Wl,--wrap=main", *header,
                       "-o", "program", f"{cxx}/{CPP_MAIN}.o", "program.cpp"],
                      ["./program"])
     if language == "java":

@@ -27,7 +27,14 @@ from hybridmetric.sandbox._boot import compiled_modules
 from hybridmetric.sandbox.cache import ResultCache, cache_key
 from hybridmetric.sandbox.cgroup import cgroup_name, remove_leftover
 from hybridmetric.sandbox.isolation import Isolation
-from hybridmetric.sandbox.languages import DEFAULT_JAVA_CLASSPATH, SEARCH_PATH, canonical, tool
+from hybridmetric.sandbox.languages import (
+    CPP_STANDARD,
+    DEFAULT_JAVA_CLASSPATH,
+    SEARCH_PATH,
+    canonical,
+    cxx_flags,
+    tool,
+)
 from hybridmetric.sandbox.launcher import INTERPRETER_OPTIONS, read_message, write_message
 from hybridmetric.sandbox.limits import SANDBOX_ERROR, Limits, RunResult
 
@@ -79,8 +86,10 @@ class _Worker:
     (``marshal``, length first; see ``launcher.write_message``) per request on its stdin and
     per reply on its stdout."""
 
-    def __init__(self, allow_network: bool, preload: Sequence[str], cpu: int | None):
+    def __init__(self, allow_network: bool, preload: Sequence[str], cpu: int | None,
+                 cpp_standard: str):
         self.allow_network, self.preload, self.cpu = allow_network, list(preload), cpu
+        self.cpp_standard = cpp_standard
         self.uid: int | None = None
         self._claim: socket.socket | None = None
         if os.getuid() == 0:
@@ -94,6 +103,7 @@ class _Worker:
 
     def start(self) -> None:
         config = {"uid": self.uid, "allow_network": self.allow_network, "preload": self.preload,
+                  "cpp_standard": self.cpp_standard,
                   "home": os.path.expanduser("~")}  # hidden from programs run without root
         env = {"PATH": SEARCH_PATH, "LANG": "C.UTF-8",
                "PYTHONDONTWRITEBYTECODE": "1",
@@ -240,17 +250,20 @@ class Sandbox:
     ``preload`` lists modules every Python worker imports once (numpy, pandas, ...), so a
     program that imports them pays nothing. ``cache`` is a SQLite path for verdicts, or None.
     ``java_classpath``: jars Java programs compile and run against (a missing one is a
-    sandbox error when a Java program runs). ``pin_cpus``: each worker starts its servers and
-    programs on one of the CPUs this process may use (worker *i* on the *i*-th, round robin),
-    so the hand-offs between worker, fork server and program never cross cores (about 15% more
-    programs per second on 2 cores). A program may widen its own affinity (nothing stops it),
-    and the JVM's and node's helper threads share their program's core. Turn it off on a
-    machine whose cores other work keeps busy, where a pinned worker could not move away.
+    sandbox error when a Java program runs). ``cpp_standard``: what C++ programs compile as
+    (g++'s ``-std=``; MultiPL-E's ``c++17`` unless told). ``pin_cpus``: each worker starts its
+    servers and programs on one of the CPUs this process may use (worker *i* on the *i*-th, round
+    robin), so the hand-offs between worker, fork server and program never cross cores (about
+    15% more programs per second on 2 cores). A program may widen its own affinity (nothing
+    stops it), and the JVM's and node's helper threads share their program's core. Turn it off
+    on a machine whose cores other work keeps busy, where a pinned worker could not move away.
     """
 
     def __init__(self, *, workers: int = 0, allow_network: bool = False,
                  preload: Sequence[str] = (), cache: str | Path | None = None,
-                 java_classpath: Sequence[str] = DEFAULT_JAVA_CLASSPATH, pin_cpus: bool = True):
+                 java_classpath: Sequence[str] = DEFAULT_JAVA_CLASSPATH, pin_cpus: bool = True,
+                 cpp_standard: str = CPP_STANDARD):
+        cxx_flags(cpp_standard)  # (ValueError for what names no standard)
         cpus = sorted(os.sched_getaffinity(0))  # the cores this process may use
         count = workers or len(cpus)
         if count < 1:
@@ -258,10 +271,11 @@ class Sandbox:
         self.allow_network = allow_network
         self.java_classpath = list(java_classpath)
         self.preload = list(preload)
+        self.cpp_standard = cpp_standard
         self.cache = ResultCache(cache) if cache is not None else None  # first: it may not open
         self._runtimes: dict[str, str] = {}
-        self._workers = [_Worker(allow_network, preload, cpus[i % len(cpus)] if pin_cpus else None)
-                         for i in range(count)]
+        self._workers = [_Worker(allow_network, preload, cpus[i % len(cpus)] if pin_cpus else None,
+                                 cpp_standard) for i in range(count)]
         self._finalizer = weakref.finalize(self, _close_all, self._workers)
         try:
             for worker in self._workers:
@@ -274,9 +288,9 @@ class Sandbox:
 
     def runtime(self, language: str) -> str:
         """What runs ``language``'s programs here, with its version and what else reaches them
-        (the modules the Python fork server preloads, the size and time of each Java jar): part
-        of a cached verdict's key, so that a new Python, node, g++, JDK or jar runs the programs
-        again."""
+        (the modules the Python fork server preloads, the size and time of each Java jar, the C++
+        standard): part of a cached verdict's key, so that a new Python, node, g++, JDK or jar
+        runs the programs again."""
         if language not in self._runtimes:
             if language == "python":  # the interpreter the workers run (sys.executable)
                 found = f"python {sys.version} preload={','.join(sorted(self.preload))}"
@@ -293,6 +307,8 @@ class Sandbox:
                     found = f"{command[0]} unavailable: {exc}"
                 if language == "java":
                     found += "".join(f" {jar}:{_stamp(jar)}" for jar in self.java_classpath)
+                if language == "cpp":
+                    found += f" -std={self.cpp_standard}"
             self._runtimes[language] = found
         return self._runtimes[language]
 

@@ -161,8 +161,10 @@ def _identity(path: str) -> tuple[int, int, int]:
 
 class Worker:
     def __init__(self, uid: int | None, allow_network: bool, preload: list[str],
-                 home: str | None, code: int, replies: int | None = None):
+                 home: str | None, code: int, replies: int | None,
+                 cpp_standard: str):
         host_pid = os.getpid()  # before the PID namespace, where the worker is pid 1
+        self.cpp_standard = cpp_standard
         self.isolation, self.problems = isolation.isolate_worker(uid, allow_network,
                                                                  needed_paths(), home, replies)
         # Without root, programs share the worker's uid: they must not be able to interrupt it
@@ -356,7 +358,7 @@ class Worker:
         classes = os.path.join(case, "classes")
         try:
             recipe = languages.build(language, source, limits.memory_mb, self.cxx, classpath,
-                                     classes)
+                                     classes, self.cpp_standard)
         except ValueError as exc:
             return RunResult(SYNTAX_ERROR, str(exc))
         except FileNotFoundError as exc:
@@ -444,7 +446,8 @@ class Worker:
             os.mkdir(self.cxx, 0o755)
         try:
             for path, command, what in steps:
-                failure = self._trusted_build(command(self.cxx), self.cxx, limits)
+                failure = self._trusted_build(command(self.cxx, self.cpp_standard), self.cxx,
+                                              limits)
                 if failure:
                     with contextlib.suppress(FileNotFoundError):
                         os.unlink(path)
@@ -572,7 +575,7 @@ def main() -> None:
     os.dup2(null, 1)
     try:
         worker = Worker(config["uid"], config["allow_network"], config["preload"],
-                        config["home"], code, replies)
+                        config["home"], code, replies, config["cpp_standard"])
     except BaseException as exc:
         write_message(replies, {"error": f"{type(exc).__name__}: {exc}"})
         raise SystemExit(1) from exc

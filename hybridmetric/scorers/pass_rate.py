@@ -32,7 +32,7 @@ import pandas as pd
 from hybridmetric.sandbox import SANDBOX_ERROR, Limits, Program, Sandbox, canonical
 from hybridmetric.sandbox.cache import SANDBOX_VERSION, ResultCache
 from hybridmetric.sandbox.isolation import Isolation
-from hybridmetric.sandbox.languages import DEFAULT_JAVA_CLASSPATH
+from hybridmetric.sandbox.languages import CPP_STANDARD, DEFAULT_JAVA_CLASSPATH, cxx_flags
 from hybridmetric.schema import DEFAULT_LANGUAGE, SCORE_PREFIX, row_label
 from hybridmetric.scorers.base import Scorer, Setting
 
@@ -62,6 +62,8 @@ class PassRate(Scorer):
                                "e.g. numpy,pandas"),
         "java_classpath": Setting(":".join(DEFAULT_JAVA_CLASSPATH),
                                   "colon-separated jars Java tests compile and run against"),
+        "cpp_standard": Setting(CPP_STANDARD, "the C++ standard C++ tests compile under, as "
+                                              "g++'s -std= (c++11, c++20, gnu++17, ...)"),
         "cache": Setting("auto", "SQLite file caching verdicts by program, limits and runtime; "
                                  "auto: $XDG_CACHE_HOME/hybridmetric/verdicts.sqlite (else "
                                  "~/.cache/...); none: no cache", kind=str, signed=False),
@@ -69,6 +71,7 @@ class PassRate(Scorer):
 
     def __init__(self, **settings: Any):
         super().__init__(**settings)
+        cxx_flags(self.settings["cpp_standard"])  # (ValueError for what names no standard)
         cache = self.settings["cache"]
         if cache is None or cache.strip().lower() in ("", "none", "null"):
             self.settings["cache"] = None  # `--set pass_rate.cache=none` on the command line
@@ -108,7 +111,8 @@ class PassRate(Scorer):
             jars = [p for p in self.settings["java_classpath"].split(":") if p]
             sandbox = Sandbox(workers=self.settings["workers"],
                               allow_network=self.settings["allow_network"], preload=modules,
-                              java_classpath=jars, pin_cpus=self.settings["pin_cpus"])
+                              java_classpath=jars, pin_cpus=self.settings["pin_cpus"],
+                              cpp_standard=self.settings["cpp_standard"])
             try:
                 sandbox.cache = self._open_cache(sandbox.isolation)
             except BaseException:

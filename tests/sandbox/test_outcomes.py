@@ -496,6 +496,25 @@ def test_a_cpp_main_keeps_its_meaning(sandbox: Sandbox, run: Run) -> None:
         assert run(sandbox, "cpp", source).outcome == outcome, source
 
 
+#: A C++20 program (``std::span``), which no C++17 compiler takes.
+CXX20 = ("#include <span>\n#include <vector>\n"
+         "int main() { std::vector<int> v{1, 2}; return std::span<int>(v).size() == 2 ? 0 : 1; }\n")
+
+
+def test_cpp_programs_compile_under_the_standard_asked_for(sandbox: Sandbox, run: Run) -> None:
+    result = run(sandbox, "cpp", CXX20)  # MultiPL-E's c++17 unless told
+    assert result.outcome == SYNTAX_ERROR, result
+    assert re.search(r"span. is not a member of .std", result.error), result.error
+    with Sandbox(workers=1, cpp_standard="c++20") as newer:
+        assert run(newer, "cpp", CXX20).outcome == PASSED
+        # and its precompiled <bits/stdc++.h> is C++20's
+        assert run(newer, "cpp", "#include <bits/stdc++.h>\n" + CXX20).outcome == PASSED
+        # a verdict cached under one standard is not another's
+        assert newer.runtime("cpp") == sandbox.runtime("cpp").replace("-std=c++17", "-std=c++20")
+    with pytest.raises(ValueError, match="cpp_standard must name a C\\+\\+ standard"):
+        Sandbox(workers=1, cpp_standard="c++99")
+
+
 def test_a_cpp_program_s_macros_do_not_reach_the_harness(sandbox: Sandbox, run: Run) -> None:
     """Competitive-programming habits: ``int`` made ``long long``, ``read``/``write`` and
     ``ssize_t`` redefined, ``main`` spelled ``signed main``."""
