@@ -105,6 +105,8 @@ STANDARD_MODULES = ("typing", "math", "re", "collections", "itertools", "functoo
 _REHEARSALS = ("def check(candidate):\n    assert candidate(1) == 3\n\ncheck(lambda x: x + 1)\n",
                "def f(x):\n    return [x][x] + 1\n\nf(1)\n")
 _TAIL = 16384
+#: ``unittest.main``'s file, as a traceback names it.
+_UNITTEST_MAIN = os.path.join("unittest", "main.py")
 #: What ``compile`` raises for a program that is not valid Python (ValueError: NUL bytes;
 #: RecursionError: an expression nested too deep to compile, how deep depending a little on the
 #: depth of the calling stack: ``compiling.precompile`` leaves those to the child).
@@ -426,6 +428,20 @@ def _safe_repr(exc: SystemExit) -> str:
         return "<unprintable>"
 
 
+def _exit_text(exc: SystemExit) -> str:
+    """Why a program that raised ``exc`` failed; and, where ``unittest.main()`` raised it
+    (it exits when its tests end, and an exit is never a pass), how to call it instead."""
+    text = f"the program called exit({_safe_repr(exc)}) before its tests ended"
+    trace = exc.__traceback__
+    while trace is not None:
+        if str.endswith(trace.tb_frame.f_code.co_filename, _UNITTEST_MAIN):
+            return (text + " (unittest.main() exits when its tests end: call "
+                    "unittest.main(exit=False) and assert on its result, e.g. "
+                    "assert unittest.main(exit=False).result.wasSuccessful())")
+        trace = trace.tb_next
+    return text
+
+
 def _safe_str(value: object, what: str, show: Callable[[object], str] = str) -> str:
     try:
         return show(value)
@@ -626,8 +642,7 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None) ->
         for part in rest:
             run_code(part, namespace)
     except SystemExit as exc:
-        _report(b"X", RuntimeError(f"the program called exit({_safe_repr(exc)}) before its "
-                                   "tests ended"), source, path)
+        _report(b"X", RuntimeError(_exit_text(exc)), source, path)
     except MemoryError as exc:
         _report(b"M", exc, source, path)
     except BaseException as exc:

@@ -476,6 +476,20 @@ def test_a_python_program_is_its_own_main_module(sandbox: Sandbox, run: Run) -> 
     assert run(sandbox, "python", failing_unittest).outcome == FAILED
 
 
+def test_unittest_main_s_exit_is_no_pass_and_the_error_says_what_to_call(sandbox: Sandbox,
+                                                                          run: Run) -> None:
+    tests = ("import unittest\nclass T(unittest.TestCase):\n    def test_a(self):\n"
+             "        self.assertEqual(1, 1)\n")
+    exits = run(sandbox, "python", tests + "unittest.main()\n")
+    assert exits.outcome == FAILED
+    assert "called exit(False) before its tests ended (unittest.main() exits" in exits.error
+    advised = run(sandbox, "python",
+                  tests + "assert unittest.main(exit=False).result.wasSuccessful()\n")
+    assert advised.outcome == PASSED
+    plain = run(sandbox, "python", "import sys\nsys.exit(0)\n")
+    assert plain.outcome == FAILED and "unittest" not in plain.error
+
+
 def test_what_python_itself_accepts_runs(sandbox: Sandbox, run: Run) -> None:
     assert run(sandbox, "python", "\ufeffassert 1 == 1\n").outcome == PASSED  # a byte order mark
     # a failing assertion that quotes "MemoryError" is a failure, not memory
