@@ -325,8 +325,9 @@ def cxx_flags(standard: str) -> list[str]:
     return [f"-std={standard}", "-O0", "-w"]
 
 
-def precompile_stdcxx(directory: str, standard: str = CPP_STANDARD) -> list[str]:
-    """The g++ command that precompiles ``<bits/stdc++.h>`` in ``directory``.
+def precompile_stdcxx(directory: str, standard: str) -> list[str]:
+    """The g++ command that precompiles ``<bits/stdc++.h>`` in ``directory``, under the C++
+    ``standard``.
 
     Programs that include it first (:func:`uses_stdcxx`) get it force-included from the
     precompiled copy, which cuts a compile from ~1.2 s to ~0.25 s; the header's own include
@@ -338,12 +339,12 @@ def precompile_stdcxx(directory: str, standard: str = CPP_STANDARD) -> list[str]
             f"{PCH_NAME}.gch"]
 
 
-def compile_cpp_main(directory: str, standard: str = CPP_STANDARD) -> list[str]:
-    """The g++ command that builds, in ``directory``, the object every C++ program is linked
-    with: the ``__wrap_main`` that calls the program's ``main`` and emits the token. It is its
-    own translation unit, so a program's ``#define int long long`` or ``#define write ...``
-    cannot change it, and it makes its system calls itself, so a program's global named
-    ``write`` cannot stand in for libc's."""
+def compile_cpp_main(directory: str, standard: str) -> list[str]:
+    """The g++ command that builds, in ``directory`` and under the C++ ``standard``, the object
+    every C++ program is linked with: the ``__wrap_main`` that calls the program's ``main`` and
+    emits the token. It is its own translation unit, so a program's ``#define int long long``
+    or ``#define write ...`` cannot change it, and it makes its system calls itself, so a
+    program's global named ``write`` cannot stand in for libc's."""
     with open(f"{directory}/{CPP_MAIN}.cpp", "w") as handle:
         handle.write(_CPP_MAIN)
     return [tool("g++"), *cxx_flags(standard), "-c", f"{CPP_MAIN}.cpp", "-o", f"{CPP_MAIN}.o"]
