@@ -95,7 +95,7 @@ import numpy as np
 import pandas as pd
 
 from hybridmetric import stats
-from hybridmetric.schema import SCORE_PREFIX
+from hybridmetric.schema import SCORE_PREFIX, rows_label
 from hybridmetric.signature import environment, signature
 
 AUDIT_VERSION = "1"
@@ -159,6 +159,21 @@ def _reliability(frame: pd.DataFrame) -> tuple[list[str], np.ndarray] | None:
     return raters, data
 
 
+def systems_of(frame: pd.DataFrame) -> np.ndarray | None:
+    """Each row's system, as text; None where the table names none (no ``system`` column, or
+    one empty on every row). ValueError where only some rows name theirs: the system level
+    and the per-system table would group the others under no system."""
+    if "system" not in frame.columns:
+        return None
+    absent = np.flatnonzero(frame["system"].isna().to_numpy())
+    if absent.size == len(frame):
+        return None
+    if absent.size:
+        raise ValueError(f"'system' is missing in {absent.size} of {len(frame)} rows "
+                         f"({rows_label(frame, absent)}): give every row its system, or none")
+    return frame["system"].astype(str).to_numpy(dtype=object)
+
+
 class _Data:
     """The arrays the audit needs, coded once."""
 
@@ -169,7 +184,7 @@ class _Data:
             raise ValueError("the table has no 'task_id' column; the audit groups rows by task")
         self.tasks = frame["task_id"].astype(str).to_numpy()
         self.task_labels, self.task_codes = stats.group_codes(self.tasks)
-        self.systems = frame["system"].astype(str).to_numpy() if "system" in frame.columns else None
+        self.systems = systems_of(frame)
 
 
 def _item(data: _Data, metric: np.ndarray, counts: np.ndarray, confidence: float
@@ -433,10 +448,25 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
         raise ValueError("n_resamples and n_permutations must be positive")
     if missing not in ("refuse", "drop-rows"):
         raise ValueError(f"missing must be 'refuse' or 'drop-rows', got {missing!r}")
+    skipped: list[str] = []
+    # a metric with no value on any row (pass_rate on a study without tests) has nothing to say
+    empty = [m for m in metrics if frame[m].isna().all()]
+    if empty:
+        metrics = [m for m in metrics if m not in empty]
+        skipped += [f"{m}: no row has a value (e.g. no tests to run, or no reference)"
+                    for m in empty]
+        if not metrics:
+            raise ValueError(f"no metric has a value on any row ({', '.join(empty)})")
     n_dropped = 0
     if missing == "drop-rows":
         numeric = frame[[target, *metrics]].apply(pd.to_numeric, errors="coerce")
-        complete = np.isfinite(numeric.to_numpy(dtype=float)).all(axis=1)
+        finite = np.isfinite(numeric.to_numpy(dtype=float))
+        complete = finite.all(axis=1)
+        if not complete.any():
+            gaps = ", ".join(f"{c} ({int((~finite[:, k]).sum())} rows)"
+                             for k, c in enumerate(numeric.columns) if not finite[:, k].all())
+            raise ValueError(f"no row has a value in every column the audit needs; missing: "
+                             f"{gaps}")
         n_dropped = int((~complete).sum())
         frame = frame[complete].reset_index(drop=True)
     data = _Data(frame, metrics, target)
@@ -451,8 +481,12 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
         elif observed.size:
             useful_threshold = (float(observed.min()) + float(observed.max())) / 2
     counts = stats.group_bootstrap_counts(data.task_labels.size, n_resamples, seed)
-    skipped: list[str] = []
-    agreement: dict[str, dict[str, Any]] = {"item": {}, "within_task": {}}
+    agreement: dict[str, dict[str, Any]] = {"item": {}}
+    if (np.bincount(data.task_codes) >= 2).any():
+        agreement["within_task"] = {}
+    else:
+        skipped.append("within-task level: no task has two rows (one candidate a task), so no "
+                       "two candidates of a task can be compared")
     resampled: dict[tuple[str, str, str], np.ndarray] = {}
     n_systems = None
     human_boot = None
@@ -466,14 +500,16 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
         else:
             skipped.append(f"system level: {n_systems} system(s); a correlation needs 3 or more")
     else:
-        skipped.append("system level: the table has no 'system' column")
+        skipped.append("system level: " + ("no row names its system" if "system" in frame.columns
+                                           else "the table has no 'system' column"))
     if data.human.size > stats.MAX_PAIR_ROWS:
         skipped.append(f"item level: {data.human.size} rows exceed {stats.MAX_PAIR_ROWS}, so "
                        "pairwise accuracy and the Kendall CIs (O(rows^2) pairs) are left out")
     for name in metrics:
         x = data.scores[name]
-        levels = [("item", _item(data, x, counts, confidence)),
-                  ("within_task", _within(data, x, counts, confidence, tie_threshold))]
+        levels = [("item", _item(data, x, counts, confidence))]
+        if "within_task" in agreement:
+            levels.append(("within_task", _within(data, x, counts, confidence, tie_threshold)))
         if human_boot is not None:
             levels.append(("system", _system(data, x, counts, confidence, human_boot)))
         for level, (estimates, boot) in levels:

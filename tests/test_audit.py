@@ -209,6 +209,47 @@ def test_missing_values_refused_or_dropped_explicitly():
     assert dropped["agreement"] == complete["agreement"]
 
 
+def test_systems_named_by_every_row_or_by_none(frame):
+    partly = frame.copy()
+    partly.loc[[3, 8, 9], "system"] = None
+    with pytest.raises(ValueError, match=r"'system' is missing in 3 of 120 rows \(row 3, row 8, "
+                                         r"row 9\): give every row its system, or none"):
+        audit(partly, n_resamples=10, n_permutations=10)
+    unnamed = audit(frame.assign(system=None), n_resamples=50, n_permutations=50)
+    assert "system" not in unnamed["agreement"] and unnamed["n_systems"] is None
+    assert "system level: no row names its system" in unnamed["skipped"]
+    assert unnamed["agreement"] == audit(frame.drop(columns="system"), n_resamples=50,
+                                         n_permutations=50)["agreement"]
+
+
+def test_one_candidate_a_task_has_no_within_task_level(frame):
+    single = frame[frame["system"] == "beta"].reset_index(drop=True)
+    result = audit(single, n_resamples=50, n_permutations=50)
+    assert set(result["agreement"]) == {"item"} and result["counts"]["within_task_pairs"] == 0
+    assert any(reason.startswith("within-task level: no task has two rows")
+               for reason in result["skipped"])
+    pearson = result["agreement"]["item"]["score.good"]["pearson"]["value"]
+    assert pearson == pytest.approx(np.corrcoef(single["score.good"], single["rating"])[0, 1])
+    json.dumps(result, allow_nan=False)
+
+
+def test_a_metric_with_no_value_on_any_row_is_left_out(frame):
+    """pass_rate on a study without tests: every other metric is audited on every row."""
+    table = frame.assign(**{"score.pass_rate": np.nan})
+    for missing in ("refuse", "drop-rows"):
+        result = audit(table, n_resamples=50, n_permutations=50, missing=missing)
+        assert result["metrics"] == ["score.good", "score.weak", "score.hybrid"]
+        assert result["n_rows"] == 120 and result["n_dropped_rows"] == 0
+        assert "score.pass_rate: no row has a value (e.g. no tests to run, or no reference)" in \
+            result["skipped"]
+    with pytest.raises(ValueError, match="no metric has a value on any row"):
+        audit(table, metrics=["score.pass_rate"], n_resamples=10, n_permutations=10)
+    gappy = frame.assign(**{"score.x": [np.nan, 1.0] * 60, "score.y": [1.0, np.nan] * 60})
+    with pytest.raises(ValueError, match=r"no row has a value in every column .* missing: "
+                                         r"score.x \(60 rows\), score.y \(60 rows\)"):
+        audit(gappy, n_resamples=10, n_permutations=10, missing="drop-rows")
+
+
 def _pass_frame() -> pd.DataFrame:
     """6 tasks x 2 systems with hand-chosen pass/fail and mean ratings; one row has no tests."""
     cells = [  # task, system, pass, rating

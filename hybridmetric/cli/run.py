@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from hybridmetric.audit import audit
+from hybridmetric.audit import audit, systems_of
 from hybridmetric.cli.audit import add_audit_options
 from hybridmetric.cli.fit import add_fit_options, fit_options
 from hybridmetric.cli.options import add_scorer_options, build_scorers
@@ -128,6 +128,7 @@ def run(args: argparse.Namespace) -> int:
     if note:
         print(note, file=sys.stderr)
     _check_target(frame, args.target, study.scale, args.model)
+    systems_of(frame)  # (before any scoring: rows that name no system where others do)
     out = Path(args.output)
     scorers = build_scorers(args)
     print(f"[1/3] scoring {len(frame)} rows of {study.name} with {args.scorers}", file=sys.stderr)
