@@ -166,6 +166,13 @@ def read_generations(source: str | os.PathLike | pd.DataFrame) -> pd.DataFrame:
         twice = sorted({name for name in header if header.count(name) > 1})
         if twice:
             raise RecordError(str(path), "header", twice[0], "the column appears twice; keep one")
+        with path.open(newline="", encoding="utf-8-sig") as handle:  # (a cut row: no value)
+            records = (row for row in csv.reader(handle) if row)  # (blank lines: none)
+            for number, fields in enumerate(records, start=1):
+                if len(fields) != len(header):
+                    raise RecordError(str(path), f"row {number}", None,
+                                      f"{len(fields)} field(s) where the header names "
+                                      f"{len(header)} ({', '.join(header)})")
         # Every cell is read as text; the header is row 1, as a spreadsheet shows it.
         try:
             frame = pd.read_csv(path, dtype=str, keep_default_na=False,
@@ -296,5 +303,8 @@ def read_study(folder: str | os.PathLike) -> Study:
                 f"(a study holds {STUDY_FILE} and {STUDY_META})"
             )
     with meta_path.open("rb") as handle:
-        meta = tomllib.load(handle)
+        try:
+            meta = tomllib.load(handle)
+        except tomllib.TOMLDecodeError as error:
+            raise ValueError(f"{meta_path}: not valid TOML: {error}") from None
     return Study(folder, meta, read_generations(data_path))

@@ -93,6 +93,13 @@ def test_missing_required_column(tmp_path):
         read_generations(path)
 
 
+def test_a_csv_cell_may_hold_line_breaks_and_blank_lines_are_no_rows(tmp_path):
+    path = tmp_path / "g.csv"
+    path.write_text('task_id,candidate,rating\nt1,"x = 1\ny = 2",1\n\nt2,z,2\n')
+    frame = read_generations(path)
+    assert frame["candidate"].tolist() == ["x = 1\ny = 2", "z"]
+
+
 def test_csv_rows_are_numbered_like_a_spreadsheet(tmp_path):
     path = tmp_path / "g.csv"
     path.write_text('task_id,candidate,references\nt1,x,"[""x""]"\nt2,y,[not json\n')
@@ -108,6 +115,9 @@ def test_unknown_extension(tmp_path):
 def test_study_folder(tmp_path):
     write_jsonl(tmp_path / "generations.jsonl", ROWS)
     with pytest.raises(FileNotFoundError, match="study.toml is missing"):
+        read_study(tmp_path)
+    (tmp_path / "study.toml").write_text('name = "mini"\n[rating\n')
+    with pytest.raises(ValueError, match=r"study\.toml: not valid TOML: .*line 2"):
         read_study(tmp_path)
     (tmp_path / "study.toml").write_text('name = "mini"\n[rating]\nmin = 0\nmax = 4\n')
     study = read_study(tmp_path)
@@ -207,7 +217,11 @@ def test_parquet_with_native_lists_and_structs_reads_as_json_would(tmp_path):
 @pytest.mark.parametrize(("name", "text", "message"), [
     ("g.csv", "task_id,candidate,rating,rating\nt1,x,1,2\n",
      r"g\.csv: header, field 'rating': the column appears twice"),
-    ("g.csv", "task_id,candidate\nt1,x\nt2,y,z\n", r"g\.csv: table: not a valid CSV table"),
+    ("g.csv", "task_id,candidate\nt1,x\nt2,y,z\n",
+     r"g\.csv: row 3: 3 field\(s\) where the header names 2 \(task_id, candidate\)"),
+    # a row cut short: its missing cells are no empty candidate and no missing rating
+    ("g.csv", "task_id,candidate,rating\nt1,x,1\nt2\n",
+     r"g\.csv: row 3: 1 field\(s\) where the header names 3"),
     ("g.jsonl", '{"task_id": "t1", "candidate": "x"}\n{"task_id": "t2", "candidate": "y", '
                 '"candidate": "z"}\n', r"g\.jsonl: line 2, field 'candidate': the key appears "
                                        r"twice"),
@@ -216,7 +230,8 @@ def test_parquet_with_native_lists_and_structs_reads_as_json_would(tmp_path):
 ])
 def test_a_value_that_would_be_lost_or_a_broken_table_is_named(tmp_path, name, text, message):
     """A duplicated column or key would lose one of its values (pandas renames a CSV column
-    ``rating.1``, ``json`` keeps the last key); a ragged CSV row is named with its file."""
+    ``rating.1``, ``json`` keeps the last key); a ragged CSV row is named with its file
+    (quoted line breaks and blank lines are no rows)."""
     path = tmp_path / name
     path.write_text(text)
     with pytest.raises(RecordError, match=message):
