@@ -98,7 +98,7 @@ from hybridmetric import stats
 from hybridmetric.schema import SCORE_PREFIX, rows_label
 from hybridmetric.signature import environment, signature
 
-AUDIT_VERSION = "1"
+AUDIT_VERSION = "2"
 ITEM_STATISTICS = ("pearson", "spearman", "kendall_tau_b", "kendall_tau_c", "pairwise_accuracy",
                    "pairwise_accuracy_tc")
 WITHIN_STATISTICS = ("tau_darr", "pairwise_accuracy", "pairwise_accuracy_tc", "pearson",

@@ -520,7 +520,10 @@ def bootstrap_pair_statistics(human: np.ndarray, metric: np.ndarray, codes: np.n
 
     With ``c`` a row of ``counts`` and ``A`` a (group, group) pair-sum matrix, the resample's sum
     over ordered pairs is ``c' A c``, so each statistic costs one (B, T) x (T, T) product.
-    Copies of one row in a resample are tied with each other, as in a materialised resample.
+    Copies of one row in a resample are tied with each other, as in a materialised resample,
+    which leaves tau-b as it is. acc23 counts the pairs of distinct rows only: a row and its
+    copy, tied in both human and metric, would count as agreeing, which no pair of the data
+    does, and pull the interval up (for a metric that ties every pair, above its estimate).
     """
     human, metric = _paired(human, metric)
     _all_pairs(human.size)  # enforce the size limit
@@ -543,12 +546,15 @@ def bootstrap_pair_statistics(human: np.ndarray, metric: np.ndarray, codes: np.n
     with np.errstate(invalid="ignore", divide="ignore"):
         tau_b = xy / np.sqrt(tied_x * tied_y)
         tau_c = xy / (n**2 * (distinct - 1) / distinct)
+        alike = (counts.astype(float) ** 2) @ sizes  # ordered pairs of copies of one row
+        accuracy = (agree - alike) / (n**2 - alike)
+        accuracy_tc = ((quad(sums["agree_eps"]) - alike) / (n**2 - alike) if epsilon > 0
+                       else accuracy)
     return {
         "kendall_tau_b": tau_b,
         "kendall_tau_c": np.where(distinct > 1, tau_c, np.nan),
-        "pairwise_accuracy": (agree - n) / (n * (n - 1)),
-        "pairwise_accuracy_tc": ((quad(sums["agree_eps"]) if epsilon > 0 else agree) - n)
-        / (n * (n - 1)),
+        "pairwise_accuracy": accuracy,
+        "pairwise_accuracy_tc": accuracy_tc,
     }
 
 

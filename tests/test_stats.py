@@ -97,10 +97,13 @@ def test_pairwise_accuracy_hand_computed():
     assert stats.pairwise_accuracy(human, metric, epsilon=1.0) == pytest.approx(2 / 6)
 
 
-def _brute_accuracy(human, metric, epsilon, groups=None):
+def _brute_accuracy(human, metric, epsilon, groups=None, origin=None):
+    """acc23 over every pair (of a group), but pairs of two copies of one row (``origin``)."""
     per = {}
     for i, j in itertools.combinations(range(human.size), 2):
         if groups is not None and groups[i] != groups[j]:
+            continue
+        if origin is not None and origin[i] == origin[j]:
             continue
         dm = metric[i] - metric[j]
         m = 0 if abs(dm) <= epsilon else np.sign(dm)
@@ -203,12 +206,31 @@ def test_bootstrap_statistics_equal_materialised_resamples():
             scipy.stats.kendalltau(m, h, variant="b").statistic)
         assert pairs["kendall_tau_c"][b] == pytest.approx(
             scipy.stats.kendalltau(m, h, variant="c").statistic)
-        assert pairs["pairwise_accuracy"][b] == pytest.approx(_brute_accuracy(h, m, 0.0))
-        assert pairs["pairwise_accuracy_tc"][b] == pytest.approx(_brute_accuracy(h, m, 0.5))
+        assert pairs["pairwise_accuracy"][b] == pytest.approx(
+            _brute_accuracy(h, m, 0.0, origin=rows))
+        assert pairs["pairwise_accuracy_tc"][b] == pytest.approx(
+            _brute_accuracy(h, m, 0.5, origin=rows))
         assert darr[b] == pytest.approx(stats.tau_darr(h, m, copies))
         assert mean_tau[b] == pytest.approx(
             np.nanmean(stats.per_group("kendall_tau_b", h, m, copies)))
         np.testing.assert_allclose(means[b], stats.system_means(m, systems[rows]))
+
+
+def test_a_metric_that_ties_every_pair_has_its_accuracy_inside_its_interval():
+    """acc23 of a constant metric is the share of human-tied pairs; a row and its copy in a
+    resample are no pair (counted as agreeing ties, they put the whole interval above it)."""
+    rng = np.random.default_rng(8)
+    groups = np.repeat(np.arange(40), 4)
+    human = rng.permutation(np.arange(160) // 2).astype(float)  # 80 tied pairs of 12720
+    flat = np.zeros(160)
+    estimate = stats.pairwise_accuracy(human, flat)
+    assert estimate == pytest.approx(80 / (160 * 159 / 2))
+    counts = stats.group_bootstrap_counts(40, 2000, seed=1)
+    _, codes = stats.group_codes(groups)
+    resampled = stats.bootstrap_pair_statistics(human, flat, codes, counts)["pairwise_accuracy"]
+    low, high = np.percentile(resampled, [2.5, 97.5])
+    assert low <= estimate <= high
+    assert np.mean(resampled) == pytest.approx(estimate, rel=0.1)
 
 
 def test_weighted_statistic_equals_repeated_rows():
