@@ -41,6 +41,14 @@ def test_fit_then_apply_card_then_audit(slice_file, tmp_path, capsys):
                  "--permutations", "200", "--scale", "0,4"]) == 0
     results = json.loads((report / "results.json").read_text())
     assert results["focus"] == "score.hybrid" and results["n_rows"] == 200
+    assert results["scorers"] == sidecar["scorers"]
+    assert "hybrid_source" not in results  # (score --card wrote it, with its own signature)
+    assert main(["audit", str(scores), "-o", str(tmp_path / "r2"), "--card", str(card),
+                 "--resamples", "20", "--permutations", "20", "--scale", "0,4"]) == 0
+    applied_here = json.loads((tmp_path / "r2" / "results.json").read_text())
+    assert applied_here["hybrid_source"].startswith(f"the card {card} applied to these rows")
+    assert applied_here["scorers"] == json.loads(Path(f"{scores}.signature.json").read_text())[
+        "scorers"]
 
 
 def test_card_with_other_scorer_settings_is_refused(slice_file, tmp_path, capsys):

@@ -51,6 +51,11 @@ def test_run_writes_scores_card_and_report_deterministically(small_study, tmp_pa
     assert results["pass_value"]["pass"]["n"] + results["pass_value"]["fail"]["n"] == (
         len(scores) - no_tests)
     assert results["card"]["cv"]["dibia_combined"]["pass"] == "score.pass"
+    # every score traces to its scorer's signature, and the hybrid's numbers are held out
+    sidecar = json.loads((first / "scores.jsonl.signature.json").read_text())
+    assert results["scorers"] == sidecar["scorers"] and "pass_rate" in results["scorers"]
+    assert "Scorer pass\\_rate:" in report and sidecar["scorers"]["pass_rate"] in report
+    assert results["hybrid_source"].startswith("out-of-fold predictions")
 
     assert main(["run", str(small_study), "-o", str(second), *FAST]) == 0
     assert (second / "report" / "results.json").read_bytes() == (

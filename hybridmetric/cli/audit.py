@@ -47,11 +47,13 @@ def run(args: argparse.Namespace) -> int:
     frame, note = with_rater_mean(frame, args.target)
     if note:
         print(note, file=sys.stderr)
-    card = None
+    card, hybrid = None, None
     if args.card:
         card = MetricCard.load(args.card)
         if HYBRID_COLUMN not in frame.columns:
             frame[HYBRID_COLUMN] = card.apply(frame, signatures, missing="nan")
+            hybrid = (f"the card {args.card} applied to these rows (in-sample where it was "
+                      "fitted on them)")
             print("note: score.hybrid was computed by applying the card; if the card was fitted "
                   "on these rows its agreement is in-sample (optimistic); the card's "
                   "cross-validated numbers are the honest ones", file=sys.stderr)
@@ -60,7 +62,8 @@ def run(args: argparse.Namespace) -> int:
                     n_resamples=args.resamples, n_permutations=args.permutations,
                     focus=args.focus, scale=parse_scale(args.scale), missing=args.missing,
                     useful_threshold=args.useful)
-    paths = write_report(results, frame, args.output, card=card.data if card else None)
+    paths = write_report(results, frame, args.output, card=card.data if card else None,
+                         scorers=signatures, hybrid=hybrid)
     for kind, path in paths.items():
         print(f"{kind}: {path}")
     return 0

@@ -162,7 +162,9 @@ def run(args: argparse.Namespace) -> int:
     results = audit(table, target=args.target, seed=args.seed, n_resamples=args.resamples,
                     n_permutations=args.permutations, missing="drop-rows", scale=study.scale,
                     useful_threshold=study.useful)
-    paths = write_report(results, table, out / "report", card=card.data)
+    paths = write_report(results, table, out / "report", card=card.data, scorers=signatures,
+                         hybrid="out-of-fold predictions: each row's from the fit (first "
+                                "cross-validation repeat) that did not see its task")
     print(f"scores: {out / 'scores.jsonl'}\ncard: {out / 'card.json'}\n"
           f"report: {paths['html']}")
     return 0

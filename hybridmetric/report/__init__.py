@@ -1,7 +1,8 @@
 """The audit report: ``report.html``, ``report.md`` and ``results.json`` in one folder.
 
 ``results.json`` holds every number the two reports show: the audit's results dict as given,
-plus the metric card under ``"card"`` when one is given. Files are written atomically.
+plus the metric card under ``"card"``, the scorers' signatures under ``"scorers"`` and where
+``score.hybrid`` came from under ``"hybrid_source"``, when given. Files are written atomically.
 """
 
 from __future__ import annotations
@@ -39,7 +40,9 @@ def check_json(value: Any, where: str = "results") -> None:
                          "it to a plain Python number, string, list or dict")
 
 
-def _merged(results: Mapping[str, Any], card: Mapping[str, Any] | None) -> dict[str, Any]:
+def _merged(results: Mapping[str, Any], card: Mapping[str, Any] | None,
+            scorers: Mapping[str, str] | None = None,
+            hybrid: str | None = None) -> dict[str, Any]:
     for key in ("target", "signature"):
         if key not in results:
             raise ValueError(f"the results dict has no '{key}'; pass the dict the audit returned")
@@ -52,20 +55,27 @@ def _merged(results: Mapping[str, Any], card: Mapping[str, Any] | None) -> dict[
             raise ValueError("the results already hold a different metric card; pass card=None "
                              "to report the card the results hold")
         merged["card"] = dict(card)
+    if scorers is not None:
+        merged["scorers"] = dict(scorers)
+    if hybrid is not None:
+        merged["hybrid_source"] = hybrid
     check_json(merged)
     return merged
 
 
 def write_report(results: Mapping[str, Any], frame: pd.DataFrame, out_dir: str | os.PathLike,
-                 card: Mapping[str, Any] | None = None) -> dict[str, Path]:
+                 card: Mapping[str, Any] | None = None, scorers: Mapping[str, str] | None = None,
+                 hybrid: str | None = None) -> dict[str, Path]:
     """Write ``report.html``, ``report.md`` and ``results.json`` to ``out_dir``.
 
     ``results`` is the audit's results dict, ``frame`` the scored table it was computed on (for
     the strip plots), ``card`` the fitted hybrid's metric card, if any (a card already inside
-    ``results["card"]`` is used when ``card`` is None). Returns the paths keyed ``html``,
-    ``markdown`` and ``json``.
+    ``results["card"]`` is used when ``card`` is None), ``scorers`` the signature of each
+    scorer that made the table's scores (its sidecar's, by alias), ``hybrid`` where the
+    table's ``score.hybrid`` came from. Returns the paths keyed ``html``, ``markdown`` and
+    ``json``.
     """
-    merged = _merged(results, card)
+    merged = _merged(results, card, scorers, hybrid)
     sections = document.build(merged, frame, merged.get("card"))
     title = f"Metric–human agreement audit: {merged['target']}"
     headline = document.headline(merged)

@@ -93,6 +93,8 @@ def _overview(results: Mapping[str, Any]) -> Section:
     }
     if results.get("n_dropped_rows"):
         facts["rows left out (a metric or the target missing)"] = results["n_dropped_rows"]
+    if results.get("hybrid_source"):
+        facts["score.hybrid"] = results["hybrid_source"]
     if "focus" in results:
         facts["compared against the others"] = f"{results['focus']} ({results.get('focus_rule')})"
     section = Section("overview", "Overview", [key_value_table("Data", facts)])
@@ -266,11 +268,18 @@ def _hybrid(card: Mapping[str, Any] | None) -> Section:
 
 def _settings(results: Mapping[str, Any]) -> Section:
     settings = results.get("settings") or {}
-    section = Section("settings", "Settings")
+    section = Section("settings", "Settings and signatures")
     if settings:
         section.blocks.append(key_value_table("Audit settings", settings, exact=True))
     else:
         section.blocks.append("The results record no settings.")
+    scorers = results.get("scorers")
+    if scorers:
+        section.blocks.append("The scores come from these scorers (their signatures: every "
+                              "setting a score depends on):")
+        section.blocks.extend(Code(f"Scorer {alias}", text) for alias, text in scorers.items())
+    else:
+        section.blocks.append("The results record no scorer signatures.")
     return section
 
 
