@@ -51,6 +51,10 @@ def test_settings_parse_from_command_line_strings() -> None:
         PassRate(timout_s=1)
     with pytest.raises(ValueError, match=r"cpp_standard must name .* got 'c\+\+2020'"):
         PassRate(cpp_standard="c++2020")
+    # refused at once, even where every row would give its own timeout
+    for setting in ({"timeout_s": "-3"}, {"timeout_s": "nan"}, {"memory_mb": "0"}):
+        with pytest.raises(ValueError, match="must be a positive number"):
+            PassRate(**setting)
 
 
 def test_verdicts_are_cached_by_default(own_cache_dir) -> None:

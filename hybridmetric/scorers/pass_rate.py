@@ -71,7 +71,9 @@ class PassRate(Scorer):
 
     def __init__(self, **settings: Any):
         super().__init__(**settings)
-        cxx_flags(self.settings["cpp_standard"])  # (ValueError for what names no standard)
+        # (ValueError at once, not at the first row that takes them)
+        Limits(timeout_s=self.settings["timeout_s"], memory_mb=self.settings["memory_mb"])
+        cxx_flags(self.settings["cpp_standard"])
         cache = self.settings["cache"]
         if cache is None or cache.strip().lower() in ("", "none", "null"):
             self.settings["cache"] = None  # `--set pass_rate.cache=none` on the command line
