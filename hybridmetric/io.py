@@ -307,4 +307,28 @@ def read_study(folder: str | os.PathLike) -> Study:
             meta = tomllib.load(handle)
         except tomllib.TOMLDecodeError as error:
             raise ValueError(f"{meta_path}: not valid TOML: {error}") from None
+    _check_rating(meta, meta_path)
     return Study(folder, meta, read_generations(data_path))
+
+
+def _check_rating(meta: dict[str, Any], path: Path) -> None:
+    """``[rating]``: ``min`` and ``max`` numbers (both or neither), ``min < max``, and
+    ``useful`` a number on that scale."""
+    rating = meta.get("rating", {})
+    if not isinstance(rating, dict):
+        raise ValueError(f"{path}: 'rating' must be a table ([rating] with min, max, ...)")
+    for key in ("min", "max", "useful"):
+        value = rating.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)
+                                  or not math.isfinite(value)):
+            raise ValueError(f"{path}: [rating] {key} must be a number, got {value!r}")
+    if ("min" in rating) != ("max" in rating):
+        raise ValueError(f"{path}: [rating] gives {'min' if 'min' in rating else 'max'} "
+                         "alone; give both ends of the scale, or neither")
+    if "min" in rating and not rating["min"] < rating["max"]:
+        raise ValueError(f"{path}: [rating] min ({rating['min']}) must be below max "
+                         f"({rating['max']})")
+    useful = rating.get("useful")
+    if useful is not None and "min" in rating and not rating["min"] <= useful <= rating["max"]:
+        raise ValueError(f"{path}: [rating] useful ({useful}) lies outside the scale "
+                         f"{rating['min']}-{rating['max']}")

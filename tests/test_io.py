@@ -119,6 +119,13 @@ def test_study_folder(tmp_path):
     (tmp_path / "study.toml").write_text('name = "mini"\n[rating\n')
     with pytest.raises(ValueError, match=r"study\.toml: not valid TOML: .*line 2"):
         read_study(tmp_path)
+    for rating, message in (("min = 4\nmax = 0", r"min \(4\) must be below max \(0\)"),
+                            ('min = "0"\nmax = 4', "min must be a number, got '0'"),
+                            ("min = 0", "gives min alone"),
+                            ("min = 0\nmax = 4\nuseful = 7", r"useful \(7\) lies outside")):
+        (tmp_path / "study.toml").write_text(f'name = "mini"\n[rating]\n{rating}\n')
+        with pytest.raises(ValueError, match=r"study\.toml: \[rating\] " + message):
+            read_study(tmp_path)
     (tmp_path / "study.toml").write_text('name = "mini"\n[rating]\nmin = 0\nmax = 4\n')
     study = read_study(tmp_path)
     assert (study.name, study.scale, len(study.generations)) == ("mini", (0.0, 4.0), 2)
