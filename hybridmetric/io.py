@@ -183,11 +183,17 @@ def read_generations(source: str | os.PathLike | pd.DataFrame) -> pd.DataFrame:
         where = Location(str(path), "row", range(2, len(frame) + 2))
         frame = _from_csv_text(frame, where)
     else:
+        import pyarrow.parquet  # (pandas' own Parquet engine)
+        import pyarrow.types
+
         frame = pd.read_parquet(path).astype(object)
         frame = frame.where(frame.notna(), None)
         where = Location(str(path), "row", range(len(frame)))
-        for column in filter(is_container, frame.columns):  # native lists and structs
-            frame[column] = pd.Series([_native(v) for v in frame[column]], index=frame.index,
+        # (pandas gives a map<string, double> cell as (key, value) pairs)
+        maps = {f.name for f in pyarrow.parquet.read_schema(path) if pyarrow.types.is_map(f.type)}
+        for column in filter(is_container, frame.columns):  # native lists, structs and maps
+            cells = [dict(v) if column in maps and v is not None else v for v in frame[column]]
+            frame[column] = pd.Series([_native(v) for v in cells], index=frame.index,
                                       dtype=object)
         frame = _decode_containers(frame, where)
     return validate(frame, where)

@@ -219,6 +219,15 @@ def test_parquet_with_native_lists_and_structs_reads_as_json_would(tmp_path):
     expected = read_generations(write_jsonl(tmp_path / "g.jsonl", rows))
     for column in ("references", "ratings", "tests"):
         assert frame[column].tolist() == expected[column].tolist(), column
+    # raters' grades as an Arrow map (pandas gives its cells as pairs), a row without any
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    grades = pa.array([[("r1", 3.0), ("r2", 4.0)], None], pa.map_(pa.string(), pa.float64()))
+    table = pa.table({"task_id": ["t1", "t2"], "candidate": ["a", "b"], "ratings": grades})
+    pq.write_table(table, tmp_path / "map.parquet")
+    assert read_generations(tmp_path / "map.parquet")["ratings"].tolist() == [
+        {"r1": 3.0, "r2": 4.0}, None]
 
 
 @pytest.mark.parametrize(("name", "text", "message"), [
