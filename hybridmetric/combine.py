@@ -179,12 +179,12 @@ def grouped_folds(
     groups = np.asarray(groups)
     unique, inverse = np.unique(groups, return_inverse=True)
     if n_splits < 2:
-        raise ValueError(f"n_splits must be at least 2, got {n_splits}")
+        raise ValueError(f"cross-validation needs at least 2 folds (--folds), got {n_splits}")
     if n_repeats < 1:
-        raise ValueError(f"n_repeats must be at least 1, got {n_repeats}")
+        raise ValueError(f"cross-validation needs at least 1 repeat (--repeats), got {n_repeats}")
     if len(unique) < n_splits:
         raise ValueError(
-            f"{len(unique)} distinct tasks cannot fill {n_splits} folds; use fewer folds"
+            f"{len(unique)} distinct tasks cannot fill {n_splits} folds; use fewer folds (--folds)"
         )
     rng = np.random.default_rng(seed)
     splits = []

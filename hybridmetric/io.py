@@ -85,8 +85,9 @@ def _read_jsonl(path: Path) -> tuple[pd.DataFrame, Location]:
         try:
             row = json.loads(text, object_pairs_hook=_object)
         except json.JSONDecodeError as error:
+            problem = error.msg.removesuffix(" at")  # ("Invalid control character at")
             raise RecordError(str(path), f"line {number}", None,
-                              f"not valid JSON ({error.msg} at column {error.colno})") from None
+                              f"not valid JSON ({problem} at column {error.colno})") from None
         except _DuplicateKey as error:
             raise RecordError(str(path), f"line {number}", str(error),
                               "the key appears twice in one object; keep one") from None

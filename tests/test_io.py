@@ -69,6 +69,8 @@ def test_dataframe_input_is_validated():
      r"line 2, field 'tests': unknown key"),
     ('{"task_id": "t", "candidate": null}', r"line 2, field 'candidate': value is missing"),
     ('{"task_id": "t", "candidate": "x"', r"line 2: not valid JSON"),
+    ('{"task_id": "t", "candidate": "a\tb"}',
+     r"line 2: not valid JSON \(Invalid control character at column 33\)"),
     ('["t", "x"]', r"line 2: expected a JSON object"),
 ])
 def test_bad_jsonl_names_file_line_and_field(tmp_path, line, message):

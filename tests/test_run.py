@@ -98,6 +98,17 @@ def test_a_study_outside_its_scale_or_without_its_target_is_refused_before_scori
     assert "from a 'ratings' column ({rater: grade} per row), which no row of the study has" in (
         capsys.readouterr().err)
     assert not out.exists()
+    # too few tasks for the folds, or rows without a system where others have one
+    frame = read_study(small_study).generations
+    write_generations(frame, broken / "generations.jsonl")
+    assert main(["run", str(broken), "-o", str(out), *FAST, "--folds", "40"]) == 2
+    assert "16 distinct tasks cannot fill 40 folds; use fewer folds (--folds)" in (
+        capsys.readouterr().err)
+    frame.loc[[2, 7], "system"] = None
+    write_generations(frame, broken / "generations.jsonl")
+    assert main(["run", str(broken), "-o", str(out), *FAST]) == 2
+    assert "'system' is missing in 2 of" in capsys.readouterr().err
+    assert not out.exists()
 
 
 @pytest.mark.parametrize("model", ["nonneg", "mixed"])
