@@ -470,6 +470,14 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
         n_dropped = int((~complete).sum())
         frame = frame[complete].reset_index(drop=True)
     data = _Data(frame, metrics, target)
+    if scale is not None:  # (as fit checks them)
+        outside = (data.human < scale[0]) | (data.human > scale[1])
+        if outside.any():
+            raise ValueError(
+                f"{int(outside.sum())} rating(s) of '{target}' lie outside the scale "
+                f"{scale[0]:g}-{scale[1]:g}, e.g. {data.human[outside][0]:g} (task "
+                f"{data.tasks[outside][0]!r}); fix the ratings or the scale (--scale, or "
+                "[rating] min and max in study.toml)")
     if np.unique(data.human).size < 2:
         raise ValueError(f"'{target}' takes one value on every row" + (
             f" ({data.human[0]:g})" if data.human.size else "") + ": no agreement with it can "

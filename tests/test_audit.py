@@ -358,6 +358,15 @@ def test_the_useful_threshold_defaults_to_the_middle_of_the_scale():
     assert observed["settings"]["useful_threshold"] == pytest.approx((0.0 + 4.0) / 2)
 
 
+def test_ratings_outside_the_given_scale_are_refused_as_fit_refuses_them(frame):
+    """Every rating, not only those that round outside it (fit counts the same)."""
+    above = int((frame["rating"] > 2).sum())
+    assert above > int((np.floor(frame["rating"] + 0.5) > 2).sum())  # some round to 2
+    with pytest.raises(ValueError, match=rf"{above} rating\(s\) of 'rating' lie outside the "
+                                         r"scale 0-2, e\.g\. .* \(task 't"):
+        audit(frame, scale=(0, 2), n_resamples=10, n_permutations=10)
+
+
 def test_a_constant_rating_is_refused_with_its_reason():
     frame = _pass_frame().assign(rating=3.0)
     with pytest.raises(ValueError, match="'rating' takes one value on every row"):
