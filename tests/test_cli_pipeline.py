@@ -36,6 +36,16 @@ def test_fit_then_apply_card_then_audit(slice_file, tmp_path, capsys):
     assert table["score.hybrid"].between(0, 4).all()
     sidecar = json.loads(Path(f"{applied}.signature.json").read_text())
     assert sidecar["hybrid"] == json.loads(card.read_text())["signature"]
+    # rows the scorers cannot score (no reference) get NaN, and a note says why
+    partial = read_generations(slice_file)
+    partial.loc[[0, 1, 2], "references"] = None
+    write_generations(partial, tmp_path / "partial.jsonl")
+    capsys.readouterr()
+    assert main(["score", str(tmp_path / "partial.jsonl"), "-o", str(tmp_path / "p.jsonl"),
+                 "--card", str(card), "--no-progress"]) == 0
+    assert "note: 3 of 200 rows lack a feature of the card (score.edit_sim: 3 rows" in (
+        capsys.readouterr().err)
+    assert read_generations(tmp_path / "p.jsonl")["score.hybrid"].isna().sum() == 3
     report = tmp_path / "report"
     assert main(["audit", str(applied), "-o", str(report), "--resamples", "200",
                  "--permutations", "200", "--scale", "0,4"]) == 0

@@ -47,6 +47,13 @@ def run(args: argparse.Namespace) -> int:
     if card is not None:
         signatures = {s.alias: s.signature() for s in scorers}
         table[HYBRID_COLUMN] = card.apply(table, signatures, missing="nan")
+        unscored = int(table[HYBRID_COLUMN].isna().sum())
+        if unscored:
+            lacking = table[card.features].isna().sum()
+            print(f"note: {unscored} of {len(table)} rows lack a feature of the card ("
+                  + ", ".join(f"{name}: {n} rows" for name, n in lacking[lacking > 0].items())
+                  + "), so their score.hybrid is NaN (the hybrid needs each of its features, "
+                  "whatever its weight)", file=sys.stderr)
         write_generations(table, args.output)
         sidecar = signature_path(args.output)
         meta = json.loads(sidecar.read_text(encoding="utf-8"))
