@@ -260,8 +260,8 @@ def _williams(level: str, statistic: str, data: _Data, a: str, b: str) -> float 
     if level == "system":
         assert data.systems is not None
         h, xa, xb = (stats.system_means(v, data.systems) for v in (h, xa, xb))
-        if h.size <= 3:
-            return None
+    if h.size <= 3:  # (the test's t has n - 3 degrees of freedom)
+        return None
     function = stats.POINT_STATISTICS[statistic]
     r = (function(xa, h), function(xb, h), function(xa, xb))
     if not all(math.isfinite(v) for v in r):
@@ -478,6 +478,9 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
                 f"{scale[0]:g}-{scale[1]:g}, e.g. {data.human[outside][0]:g} (task "
                 f"{data.tasks[outside][0]!r}); fix the ratings or the scale (--scale, or "
                 "[rating] min and max in study.toml)")
+    if data.task_labels.size < 2:
+        raise ValueError(f"the audit needs rows of at least 2 tasks (its intervals resample "
+                         f"tasks); the table has {data.task_labels.size}")
     if np.unique(data.human).size < 2:
         raise ValueError(f"'{target}' takes one value on every row" + (
             f" ({data.human[0]:g})" if data.human.size else "") + ": no agreement with it can "
@@ -543,9 +546,14 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
             if constant:
                 skipped.append(f"permutation test {chosen} vs {other}: {constant[0]} is constant")
                 p_perm = None
+            elif statistic == "tau_darr" and tie_threshold > 0:
+                # (it z-scores both metrics, where a threshold on the scores has no equal)
+                skipped.append(f"permutation test {chosen} vs {other} at tau_darr: it needs "
+                               f"exact ties (tie_threshold 0, not {tie_threshold:g})")
+                p_perm = None
             else:
-                p_perm = stats.perm_both(batch, data.scores[chosen], data.scores[other],
-                                         n_permutations, [seed, index, k])[0]
+                p_perm = _number(stats.perm_both(batch, data.scores[chosen], data.scores[other],
+                                                 n_permutations, [seed, index, k])[0])
             va = agreement[level][chosen][statistic]["value"]
             vb = agreement[level][other][statistic]["value"]
             lo, hi = stats.bootstrap_difference_ci(resampled[(level, statistic, chosen)],
@@ -566,7 +574,7 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
         rows.extend(family)
 
     i, _, _ = stats.within_group_pairs(data.tasks)
-    cdt_counts = stats.darr_counts(data.human, data.human, data.tasks)
+    cdt_counts = stats.darr_counts(data.human, data.human, data.tasks, tie_threshold)
     settings = {
         "seed": seed, "n_resamples": n_resamples, "n_permutations": n_permutations,
         "confidence": confidence, "alpha": alpha, "bootstrap_unit": "task",

@@ -16,6 +16,7 @@ Each function names its source. Conventions everywhere:
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Sequence
 
 import krippendorff
@@ -200,7 +201,8 @@ def accuracy_and_calibration(human: np.ndarray, metric: np.ndarray,
     candidates = np.r_[0.0, gap[last]]
     zero = np.sum(weight * ((gap == 0) & (relation == 0))) + np.sum(right * (gap > 0))
     scores = np.r_[zero, (tie_gain + order_gain)[last]] / np.sum(weight)
-    best = int(np.argmax(scores))
+    # (the smallest: sums of 1/pairs weights taken in two orders can differ in the last bits)
+    best = int(np.flatnonzero(scores >= scores.max() - 1e-12)[0])
     return float(scores[0]), float(candidates[best]), float(scores[best])
 
 
@@ -700,8 +702,13 @@ class _WithinDarr(BatchStatistic):
         keep = h != 0
         self.i, self.j, self.h, self.threshold = i[keep], j[keep], h[keep].astype(float), threshold
         self.n = human.size
-        super().__init__(lambda batch: (_relation(batch[:, self.i] - batch[:, self.j],
-                                                  threshold) @ self.h) / self.h.size)
+        super().__init__(self._tau)
+
+    def _tau(self, batch: np.ndarray) -> np.ndarray:
+        if not self.h.size:  # the humans tie every pair: undefined
+            return np.full(batch.shape[0], np.nan)
+        related = _relation(batch[:, self.i] - batch[:, self.j], self.threshold)
+        return (related @ self.h) / self.h.size
 
     def swapped(self, first: np.ndarray, second: np.ndarray, swap: np.ndarray) -> np.ndarray:
         i, j, h = self.i, self.j, self.h
@@ -734,7 +741,9 @@ def perm_both(statistic: Callable[[np.ndarray], np.ndarray] | BatchStatistic,
     fixed human scores. Both metrics are z-scored; each permutation swaps the two metrics' scores
     of every row independently with probability 1/2 (as in mt-metrics-eval). Returns
     ``(p, delta, permuted deltas)`` for H1: a agrees better than b, where
-    ``p = (#{permuted delta >= delta} + 1) / (n_permutations + 1)``.
+    ``p = (#{permuted delta >= delta} + 1) / (#permutations + 1)``, over the permutations whose
+    delta is defined; p is NaN where the observed delta is undefined (a statistic of nothing:
+    every tie) or no permuted one is.
     """
     if not isinstance(statistic, BatchStatistic):
         statistic = BatchStatistic(statistic)
@@ -742,6 +751,8 @@ def perm_both(statistic: Callable[[np.ndarray], np.ndarray] | BatchStatistic,
     if za.shape != zb.shape:
         raise ValueError("both metrics must score the same rows")
     delta = float(statistic(za)[0] - statistic(zb)[0])
+    if not math.isfinite(delta):
+        return math.nan, delta, np.full(n_permutations, np.nan)
     rng = np.random.default_rng(seed)
     deltas = np.empty(n_permutations)
     buffer = np.empty((PERMUTATION_CHUNK, za.size))  # reused: fresh large arrays page-fault
@@ -751,8 +762,11 @@ def perm_both(statistic: Callable[[np.ndarray], np.ndarray] | BatchStatistic,
         swap = buffer[:size]
         swap[...] = np.unpackbits(bits, axis=1, count=za.size)
         deltas[part] = statistic.swapped(za, zb, swap) - statistic.swapped(zb, za, swap)
+    defined = int(np.count_nonzero(np.isfinite(deltas)))
+    if not defined:
+        return math.nan, delta, deltas
     exceed = int(np.count_nonzero(deltas >= delta - 1e-12))
-    return (exceed + 1) / (n_permutations + 1), delta, deltas
+    return (exceed + 1) / (defined + 1), delta, deltas
 
 
 def batch_statistic(level: str, statistic: str, human: np.ndarray, groups: np.ndarray | None = None,
@@ -809,6 +823,8 @@ def krippendorff_alpha(reliability: np.ndarray, level: str = "interval") -> floa
     if data.ndim != 2 or np.count_nonzero(np.sum(np.isfinite(data), axis=0) >= 2) == 0:
         raise ValueError("Krippendorff's alpha needs a raters x units matrix with at least one "
                          "unit rated by two or more raters")
+    if np.unique(data[np.isfinite(data)]).size < 2:  # no disagreement to expect: undefined
+        return math.nan
     return float(krippendorff.alpha(reliability_data=data, level_of_measurement=level))
 
 

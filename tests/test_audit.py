@@ -367,6 +367,38 @@ def test_ratings_outside_the_given_scale_are_refused_as_fit_refuses_them(frame):
         audit(frame, scale=(0, 2), n_resamples=10, n_permutations=10)
 
 
+def test_tiny_tables_end_in_results_or_a_reason():
+    three = pd.DataFrame({"task_id": ["a", "b", "c"], "rating": [0.0, 1.0, 3.0],
+                          "score.x": [0.1, 0.5, 0.4], "score.y": [0.3, 0.2, 0.9]})
+    result = audit(three, n_resamples=20, n_permutations=20)  # (Williams needs 4 rows)
+    assert [row["p_williams"] for row in result["comparisons"]] == [None]
+    with pytest.raises(ValueError, match="needs rows of at least 2 tasks .* the table has 1"):
+        audit(three.assign(task_id="a"), n_resamples=20, n_permutations=20)
+
+
+def test_a_comparison_of_undefined_statistics_has_no_p_value():
+    """The humans tie each task's rows: within-task tau_darr is undefined for every metric."""
+    rng = np.random.default_rng(0)
+    rating = np.repeat(rng.integers(0, 5, 8), 3).astype(float)
+    frame = pd.DataFrame({"task_id": np.repeat(np.arange(8), 3).astype(str), "rating": rating,
+                          "score.a": rating + rng.normal(0, 0.5, 24),
+                          "score.b": rng.normal(size=24)})
+    result = audit(frame, focus="score.a", n_resamples=50, n_permutations=99)
+    [within] = [r for r in result["comparisons"] if r["level"] == "within_task"]
+    assert within["delta"] is None and within["p_permutation"] is None and within["p_holm"] is None
+
+
+def test_a_tie_threshold_counts_human_ties_and_leaves_tau_darr_untested(frame):
+    result = audit(frame, n_resamples=20, n_permutations=20, tie_threshold=0.5)
+    h, tasks = frame["rating"].to_numpy(), frame["task_id"].to_numpy()
+    i, j, _ = stats.within_group_pairs(tasks)
+    assert result["counts"]["human_tied_pairs"] == int((np.abs(h[i] - h[j]) <= 0.5).sum())
+    darr = [r for r in result["comparisons"] if r["statistic"] == "tau_darr"]
+    assert darr and all(r["p_permutation"] is None for r in darr)
+    assert any("at tau_darr: it needs exact ties (tie_threshold 0, not 0.5)" in reason
+               for reason in result["skipped"])
+
+
 def test_a_constant_rating_is_refused_with_its_reason():
     frame = _pass_frame().assign(rating=3.0)
     with pytest.raises(ValueError, match="'rating' takes one value on every row"):

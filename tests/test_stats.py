@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
@@ -231,6 +232,46 @@ def test_a_metric_that_ties_every_pair_has_its_accuracy_inside_its_interval():
     low, high = np.percentile(resampled, [2.5, 97.5])
     assert low <= estimate <= high
     assert np.mean(resampled) == pytest.approx(estimate, rel=0.1)
+
+
+def test_a_permutation_test_of_an_undefined_statistic_has_no_p_value():
+    """Humans tie every pair of each task: tau_darr is undefined, so no p-value, not 1/(n+1)."""
+    rng = np.random.default_rng(0)
+    tasks = np.repeat(np.arange(8), 3)
+    human = np.repeat(rng.integers(0, 5, 8), 3).astype(float)
+    batch = stats.batch_statistic("within_task", "tau_darr", human, tasks)
+    p, delta, deltas = stats.perm_both(batch, human + rng.normal(0, 0.5, 24),
+                                       rng.normal(size=24), 99, seed=0)
+    assert np.isnan(p) and np.isnan(delta) and np.isnan(deltas).all()
+
+
+def test_grouped_tie_calibration_returns_the_smallest_maximiser():
+    """Per-group weights (1/pairs) summed in two orders differ in their last bits; the
+    smallest epsilon of the equal best accuracies wins (found by a search in exact fractions)."""
+    human = np.array([2, 0, 1, 0, 2, 2, 2], float)
+    metric = np.array([3, 1, 0, 3, 1, 3, 3], float)
+    groups = np.repeat(["a", "b"], [5, 2])
+
+    def exact(epsilon: float) -> Fraction:
+        per = []
+        for g in np.unique(groups):
+            rows = np.flatnonzero(groups == g)
+            pairs = list(itertools.combinations(rows, 2))
+            right = sum(np.sign(human[i] - human[j]) == (
+                0 if abs(metric[i] - metric[j]) <= epsilon else np.sign(metric[i] - metric[j]))
+                for i, j in pairs)
+            per.append(Fraction(int(right), len(pairs)))
+        return sum(per) / len(per)
+
+    candidates = [0.0, 1.0, 2.0, 3.0]
+    best = max(exact(e) for e in candidates)
+    epsilon, accuracy = stats.tie_calibration(human, metric, groups)
+    assert epsilon == min(e for e in candidates if exact(e) == best)
+    assert accuracy == pytest.approx(float(best))
+
+
+def test_krippendorff_alpha_of_one_value_everywhere_is_undefined():
+    assert np.isnan(stats.krippendorff_alpha(np.array([[2.0, 2.0, np.nan], [2.0, 2.0, 2.0]])))
 
 
 def test_weighted_statistic_equals_repeated_rows():
