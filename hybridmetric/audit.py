@@ -95,7 +95,7 @@ import numpy as np
 import pandas as pd
 
 from hybridmetric import stats
-from hybridmetric.schema import SCORE_PREFIX, rows_label
+from hybridmetric.schema import SCORE_PREFIX, check_on_scale, rows_label
 from hybridmetric.signature import environment, signature
 
 AUDIT_VERSION = "2"
@@ -470,14 +470,8 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
         n_dropped = int((~complete).sum())
         frame = frame[complete].reset_index(drop=True)
     data = _Data(frame, metrics, target)
-    if scale is not None:  # (as fit checks them)
-        outside = (data.human < scale[0]) | (data.human > scale[1])
-        if outside.any():
-            raise ValueError(
-                f"{int(outside.sum())} rating(s) of '{target}' lie outside the scale "
-                f"{scale[0]:g}-{scale[1]:g}, e.g. {data.human[outside][0]:g} (task "
-                f"{data.tasks[outside][0]!r}); fix the ratings or the scale (--scale, or "
-                "[rating] min and max in study.toml)")
+    if scale is not None:
+        check_on_scale(data.human, data.tasks, scale, target)
     if data.task_labels.size < 2:
         raise ValueError(f"the audit needs rows of at least 2 tasks (its intervals resample "
                          f"tasks); the table has {data.task_labels.size}")

@@ -98,7 +98,7 @@ from sklearn.metrics import make_scorer
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from hybridmetric.io import atomic_path, frame_hash, read_generations
-from hybridmetric.schema import SCORE_PREFIX
+from hybridmetric.schema import SCORE_PREFIX, check_on_scale
 from hybridmetric.signature import environment, signature
 
 CARD_FORMAT = "hybridmetric-card/1"
@@ -620,13 +620,7 @@ def fit_card(
         scale = (float(design.y_train.min()), float(design.y_train.max()))
     else:
         scale_source, scale = "given", (float(scale[0]), float(scale[1]))
-        outside = (design.y_train < scale[0]) | (design.y_train > scale[1])
-        if outside.any():
-            raise ValueError(
-                f"{int(outside.sum())} rating(s) of '{target}' lie outside the scale "
-                f"{scale[0]:g}-{scale[1]:g}, e.g. {design.y_train[outside][0]:g} (task "
-                f"{design.tasks_train[outside][0]!r}); fix the ratings or the scale (--scale, or "
-                "[rating] min and max in study.toml)")
+        check_on_scale(design.y_train, design.tasks_train, scale, target)
 
     def estimator() -> HybridMetric:
         return HybridMetric(model=model, alpha=alpha, calibration=calibration, bounds=scale)

@@ -80,6 +80,18 @@ def rows_label(frame: pd.DataFrame, positions: Sequence[int], limit: int = 5) ->
     return ", ".join(labels) + more
 
 
+def check_on_scale(ratings: Sequence[float], tasks: Sequence[Any], scale: tuple[float, float],
+                   target: str) -> None:
+    """ValueError where a rating of ``target`` lies outside ``scale``: how many, and one of
+    them with its task (as ``fit`` and ``audit`` both refuse them)."""
+    outside = [k for k, value in enumerate(ratings) if not scale[0] <= value <= scale[1]]
+    if outside:
+        raise ValueError(
+            f"{len(outside)} rating(s) of '{target}' lie outside the scale {scale[0]:g}-"
+            f"{scale[1]:g}, e.g. {ratings[outside[0]]:g} (task {tasks[outside[0]]!r}); fix the "
+            "ratings or the scale (--scale, or [rating] min and max in study.toml)")
+
+
 def _missing(value: Any) -> bool:
     if value is None:
         return True
