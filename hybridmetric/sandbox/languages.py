@@ -65,16 +65,18 @@ _C_HEADERS = frozenset(f"{name}.h" for name in (
 #: nothing when the event comes from the program's own code (``process.emit``), not from node.
 _JS_PRELOAD_FILE = "hybridmetric_token.js"
 _JS_PRELOAD_SOURCE = """"use strict";
-// Node preloads it in each worker thread too, where fd 3 is long closed: the main thread's alone,
-// told by process.chdir, which a worker thread lacks (require("worker_threads") costs ~2 ms).
-let mainThread = true;
+// Node preloads it in each worker thread too, where fd 3 is long closed, and in each process the
+// program forks (child_process.fork, cluster), where fd 3 is the channel to its parent: it acts
+// in the program's own process and main thread alone, told by the channel the forked ones have
+// and by process.chdir, which a worker thread lacks (require("worker_threads") costs ~2 ms).
+let programsOwn = process.channel === undefined;
 try {
   process.chdir(".");
 } catch (error) {
   if (error.code !== "ERR_WORKER_UNSUPPORTED_OPERATION") throw error;
-  mainThread = false;
+  programsOwn = false;
 }
-if (mainThread) {
+if (programsOwn) {
   const fs = require("fs");
   const buffer = new Uint8Array(64);
   const size = fs.readSync(3, buffer, 0, 64, null);
@@ -143,6 +145,10 @@ __attribute__((section(".preinit_array"), used))
 static void (*const take_token_first)(int, char **, char **) = take_token;
 extern "C" int __real_main(int, char **, char **);
 extern "C" int __wrap_main(int argc, char **argv, char **envp) {
+  // The C runtime calls it once; a call of the program's own (it can name it) sends nothing.
+  static bool entered = false;
+  if (entered) return 1;
+  entered = true;
   long self = raw(SYS_getpid, 0, nullptr, 0);
   int status = __real_main(argc, argv, envp);
   // the exit status is its low byte; a process the program forked sends no token
@@ -155,7 +161,8 @@ extern "C" int __wrap_main(int argc, char **argv, char **envp) {
 
 #: The class Java runs: in a package of its own, where no type of the program's (in the
 #: unnamed package, or one of its own) can stand for a name it uses (a program's ``class Math``
-#: or ``class java`` did), it calls the test's ``main`` by reflection.
+#: or ``class java`` did), it calls the test's ``main`` by reflection. A program that declares
+#: that package is refused (its ``class java`` would stand for ``java.io`` there).
 JAVA_HARNESS = "hybridmetric_harness.HybridmetricMain"
 _JAVA_WRAPPER = """package hybridmetric_harness;
 
@@ -291,10 +298,16 @@ def java_main_class(source: str) -> str:
 
 def java_binary_name(source: str) -> str:
     """The name the JVM knows the main class by (:func:`java_main_class`): in the program's
-    package, nested classes after a ``$``."""
+    package, nested classes after a ``$``. ValueError for a program in the harness's package."""
     package = _JAVA_PACKAGE.search(java_code(source))
     name = java_main_class(source).replace(".", "$")
-    return "".join(package.group(1).split()) + "." + name if package else name
+    if package is None:
+        return name
+    dotted = "".join(package.group(1).split())
+    if dotted == JAVA_HARNESS.rpartition(".")[0]:
+        raise ValueError(f"the program declares package {dotted}, the test harness's own; "
+                         "give it another package")
+    return f"{dotted}.{name}"
 
 
 def uses_stdcxx(source: str) -> bool:

@@ -19,6 +19,18 @@ import pytest
 from hybridmetric.sandbox import FAILED, PASSED, SYNTAX_ERROR, TIMEOUT, Limits, Program, Sandbox
 
 LIMITS = Limits(timeout_s=1.5, memory_mb=512)
+#: A JavaScript program that forks itself (child_process.fork) and checks the child's exit
+#: and answer.
+FORKED_CHILD = ("const assert = require('node:assert');\n"
+                "const { fork } = require('node:child_process');\n"
+                "if (process.argv[2] === 'child') {\n"
+                "  process.send(6 * 7);\n"
+                "  process.disconnect();\n"
+                "} else {\n"
+                "  let answer;\n"
+                "  fork(__filename, ['child']).on('message', (message) => { answer = message; })\n"
+                "    .on('exit', (code) => { assert.strictEqual(code, 0); %s; });\n"
+                "}\n")
 #: A JavaScript program whose worker thread runs the first code; the second, on its message.
 WORKER_THREAD = ("const assert = require('node:assert');\n"
                  "const { Worker } = require('node:worker_threads');\n"
@@ -88,6 +100,11 @@ CASES = [
      FAILED),
     ("js_worker_thread_never_ends", "javascript", WORKER_THREAD % ("setInterval(() => {}, 100)",
                                                                    ""), TIMEOUT),
+    # ... and processes it forks (which node starts with its --require, fd 3 their channel) run
+    ("js_forked_child_answers", "javascript", FORKED_CHILD % "assert.strictEqual(answer, 42)",
+     PASSED),
+    ("js_forked_child_answers_wrong", "javascript",
+     FORKED_CHILD % "assert.strictEqual(answer, 41)", FAILED),
 ]
 
 RUNTIMES = {"python": [sys.executable, "program.py"], "javascript": ["node", "program.js"]}

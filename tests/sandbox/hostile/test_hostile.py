@@ -152,6 +152,38 @@ static void send() {
 }
 %s
 """
+#: A program that calls the harness's wrapper of ``main`` itself (the linker lets it name it):
+#: the nested ``main`` returns 0 at once, and the program leaves before its tests.
+CPP_CALLS_THE_WRAPPER = """#include <cassert>
+#include <unistd.h>
+extern "C" int __wrap_main(int, char **, char **);
+int main(int argc, char **argv) {
+  static int depth = 0;
+  if (depth++) return 0;
+  __wrap_main(argc, argv, nullptr);
+  _exit(0);
+  assert(1 == 2);
+}
+"""
+#: A program in the harness's own package, whose ``class java`` (with ``io.FileInputStream``)
+#: would stand for the ``java.io.FileInputStream`` the harness reads the token with.
+JAVA_IN_THE_HARNESS_PACKAGE = """package hybridmetric_harness;
+class java {
+  static class io {
+    static class FileInputStream implements AutoCloseable {
+      FileInputStream(String path) {}
+      int read(byte[] token) throws java.io.IOException { return Thief.steal(token); }
+      public void close() {}
+    }
+  }
+}
+class Thief {
+  static int steal(byte[] token) { System.exit(0); return 0; }
+}
+public class Main {
+  public static void main(String[] args) { throw new AssertionError("the tests fail"); }
+}
+"""
 JAVA_SENDS_THE_TOKEN = """
 import java.io.*;
 public class Problem {
@@ -276,6 +308,8 @@ HOSTILE: list[tuple[Any, ...]] = [
      CPP_SENDS_THE_TOKEN % "struct Early { Early() { send(); } } early;\nint main() {}",
      {FAILED}),
     ("java_sends_the_token_early", "java", JAVA_SENDS_THE_TOKEN, {FAILED}),
+    ("cpp_calls_the_harness_s_main_itself", "cpp", CPP_CALLS_THE_WRAPPER, {FAILED}),
+    ("java_joins_the_harness_s_package", "java", JAVA_IN_THE_HARNESS_PACKAGE, {SYNTAX_ERROR}),
     # node's "nothing left to run" (when the token goes out) raised by the program itself
     ("js_fakes_the_end", "javascript",
      "process.emit('beforeExit', 0);\nprocess.exit(0);\n", {FAILED}),
