@@ -11,9 +11,9 @@ Per worker (a long-lived process that owns one sandbox uid):
 - a mount namespace with private tmpfs mounts on ``/tmp``, ``/var/tmp``, ``/dev/shm`` (the
   world-writable places) and ``/run`` (where the host's Unix sockets live: a socket file can be
   connected to on a read-only mount, and seccomp lets AF_UNIX through; one elsewhere stays in
-  reach of a program whose uid may write it), emptied after every program; without root (programs then run as the user), every other mount is made read-only
-  and the user's home is covered, so that programs can neither change the user's files nor read
-  what lies there;
+  reach of a program whose uid may write it), emptied after every program; without root
+  (programs then run as the user), every other mount is made read-only and the user's home is
+  covered, so that programs can neither change the user's files nor read what lies there;
 - a PID namespace whose init is the worker, with its own ``/proc``: programs see and can signal
   only the worker's processes, and signals they send the worker are dropped by the kernel
   (without root, programs share the worker's uid and run in one more, nested, whose init is the
