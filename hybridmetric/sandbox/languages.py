@@ -203,6 +203,9 @@ _JAVA_PACKAGE = re.compile(rf"\bpackage\s+({_JAVA_NAME}(?:\s*\.\s*{_JAVA_NAME})*
 #: an interface's methods are public without saying so).
 _JAVA_MAIN = re.compile(r"\b((?:(?:public|static|final|synchronized|strictfp)\s+)+)"
                         r"(?:<[^<>]*>\s*)?void\s+main\s*\(")
+#: A Unicode escape (JLS 3.3): ``\u`` (or ``\uu...``) and four hex digits, after an even number
+#: of backslashes (an escaped backslash does not start one).
+_JAVA_UNICODE_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u+([0-9a-fA-F]{4})")
 #: Comments, text blocks, string and char literals: where "class X" is not a declaration.
 _JAVA_NOT_CODE = re.compile(r'//[^\n]*|/\*.*?\*/|"""(?:\\.|[^\\])*?"""|"(?:\\.|[^"\\\n])*"'
                             r"|'(?:\\.|[^'\\\n])*'", re.DOTALL)
@@ -242,7 +245,9 @@ class Build:
 
 
 def java_code(source: str) -> str:
-    """``source`` with comments and literals blanked out (same length, newlines kept)."""
+    """``source`` as javac reads it (Unicode escapes translated first), with comments and
+    literals blanked out (newlines kept)."""
+    source = _JAVA_UNICODE_ESCAPE.sub(lambda m: m.group(1) + chr(int(m.group(2), 16)), source)
     return _JAVA_NOT_CODE.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), source)
 
 

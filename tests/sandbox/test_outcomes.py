@@ -598,6 +598,19 @@ def test_javascript_es_modules_run(sandbox: Sandbox, run: Run) -> None:
     assert run(sandbox, "javascript", own_names).outcome == PASSED
 
 
+@pytest.mark.parametrize(("check", "outcome"), [("1 + 1 == 2", PASSED), ("1 + 1 == 3", FAILED)])
+def test_java_reads_unicode_escapes_as_javac_does(sandbox: Sandbox, run: Run, check: str,
+                                                   outcome: str) -> None:
+    """``\\u0070ublic`` is ``public`` to javac (JLS 3.3), in names too; an escaped backslash
+    starts no escape (the string holds a backslash, then ``u0041``)."""
+    source = ("\\u0070ublic class Pro\\u0062lem {\n"
+              "  \\u0070ublic static void main(String[] a) {\n"
+              "    if (!\"\\\\u0041\".equals(\"\\\\\" + \"u0041\")) throw new AssertionError();\n"
+              f"    if (!({check})) throw new AssertionError();\n  }}\n}}\n")
+    result = run(sandbox, "java", source)
+    assert result.outcome == outcome, result
+
+
 def test_java_runs_the_tests_main(sandbox: Sandbox, run: Run) -> None:
     helper_first = ("class Helper { public static void main(String[] a) { } }\n"
                     "class Problem { public static void main(String[] a) { assert 1 == 2; } }\n")
