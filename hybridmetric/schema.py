@@ -7,6 +7,7 @@ field.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -78,6 +79,25 @@ def rows_label(frame: pd.DataFrame, positions: Sequence[int], limit: int = 5) ->
         numbers = ", ".join(label.rsplit(" ", 1)[1] for label in labels)
         return f"{source}, {unit}s {numbers}{more}"
     return ", ".join(labels) + more
+
+
+def unshared_by_task(frame: pd.DataFrame, columns: Sequence[str] = ("references", "tests")
+                     ) -> list[str]:
+    """What the rows of one task do not share, where the contract says they do: for each of
+    ``columns``, a sentence naming the tasks whose rows hold different values (none: [])."""
+    if "task_id" not in frame.columns:
+        return []
+    found = []
+    for column in (c for c in columns if c in frame.columns):
+        texts = frame[column].map(lambda value: json.dumps(value, sort_keys=True, default=str))
+        counts = texts.groupby(frame["task_id"].astype(str), sort=True).nunique()
+        differ = counts.index[counts > 1].tolist()
+        if differ:
+            more = f" and {len(differ) - 3} more" if len(differ) > 3 else ""
+            found.append(f"the rows of task(s) {', '.join(map(repr, differ[:3]))}{more} hold "
+                         f"different {column}; each row is scored against its own (a task's "
+                         "rows are meant to share them)")
+    return found
 
 
 def check_on_scale(ratings: Sequence[float], tasks: Sequence[Any], scale: tuple[float, float],

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -20,7 +21,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from hybridmetric.io import atomic_path, frame_hash, plain, read_generations, write_generations
-from hybridmetric.schema import SCORE_PREFIX
+from hybridmetric.schema import SCORE_PREFIX, unshared_by_task
 from hybridmetric.scorers import Scorer
 from hybridmetric.signature import environment
 
@@ -111,6 +112,8 @@ def score(
         )
     for scorer in scorers:  # a row no scorer can take stops the run before any is scored
         scorer.check(frame)
+    for note in unshared_by_task(frame):
+        print(f"hybridmetric: note: {note}", file=sys.stderr)
     expected = run_signature(frame, scorers)
     done: dict[int, dict[str, float]] = {}
     journal = journal_path(output) if output is not None else None

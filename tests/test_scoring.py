@@ -47,6 +47,20 @@ def test_score_writes_table_and_signature(tmp_path):
     assert not journal_path(out).exists()
 
 
+def test_rows_of_a_task_that_do_not_share_its_references_or_tests_are_noted(capsys):
+    rows = [{"task_id": "t1", "candidate": "a", "references": ["a"], "tests": {"cases": ["1"]}},
+            {"task_id": "t1", "candidate": "b", "references": ["b"], "tests": {"cases": ["1"]}},
+            {"task_id": "t2", "candidate": "c", "references": ["c"], "tests": {"cases": ["1"]}},
+            {"task_id": "t2", "candidate": "d", "references": ["c"], "tests": {"cases": ["2"]}}]
+    scored = score(pd.DataFrame(rows), [EditSim()])
+    assert scored["score.edit_sim"].tolist() == [1.0, 1.0, 1.0, 0.0]  # each against its own
+    err = capsys.readouterr().err
+    assert "the rows of task(s) 't1' hold different references; each row is scored" in err
+    assert "the rows of task(s) 't2' hold different tests" in err
+    score(pd.DataFrame(rows[2:3]), [EditSim()])
+    assert "note" not in capsys.readouterr().err
+
+
 def test_existing_score_columns_are_not_overwritten(tmp_path):
     scored = score(make_input(tmp_path / "g.jsonl"), build(["edit_sim"]), progress=False)
     with pytest.raises(ValueError, match="already has score column"):
