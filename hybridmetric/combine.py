@@ -167,6 +167,18 @@ def _kendall(y_true: np.ndarray, y_pred: np.ndarray) -> float:
 kendall_scorer = make_scorer(_kendall)
 
 
+def check_folds(n_groups: int, n_splits: int, n_repeats: int = 1) -> None:
+    """ValueError unless ``n_groups`` tasks can fill ``n_splits`` folds, ``n_repeats`` times."""
+    if n_splits < 2:
+        raise ValueError(f"cross-validation needs at least 2 folds (--folds), got {n_splits}")
+    if n_repeats < 1:
+        raise ValueError(f"cross-validation needs at least 1 repeat (--repeats), got {n_repeats}")
+    if n_groups < n_splits:
+        raise ValueError(
+            f"{n_groups} distinct tasks cannot fill {n_splits} folds; use fewer folds (--folds)"
+        )
+
+
 def grouped_folds(
     groups: Sequence[Any], n_splits: int = 5, n_repeats: int = 1, seed: int = 0
 ) -> list[tuple[int, np.ndarray, np.ndarray]]:
@@ -178,14 +190,7 @@ def grouped_folds(
     """
     groups = np.asarray(groups)
     unique, inverse = np.unique(groups, return_inverse=True)
-    if n_splits < 2:
-        raise ValueError(f"cross-validation needs at least 2 folds (--folds), got {n_splits}")
-    if n_repeats < 1:
-        raise ValueError(f"cross-validation needs at least 1 repeat (--repeats), got {n_repeats}")
-    if len(unique) < n_splits:
-        raise ValueError(
-            f"{len(unique)} distinct tasks cannot fill {n_splits} folds; use fewer folds (--folds)"
-        )
+    check_folds(len(unique), n_splits, n_repeats)
     rng = np.random.default_rng(seed)
     splits = []
     for repeat in range(n_repeats):

@@ -70,15 +70,15 @@ def row_label(frame: pd.DataFrame, position: int) -> str:
 def rows_label(frame: pd.DataFrame, positions: Sequence[int], limit: int = 5) -> str:
     """Where rows ``positions`` of ``frame`` came from, the first ``limit`` of them named:
     ``g.jsonl, lines 3, 9 and 4 more``; else ``row 3, row 9 and 4 more``."""
-    labels = [row_label(frame, int(p)) for p in positions[:limit]]
+    shown = [int(p) for p in positions[:limit]]
     more = f" and {len(positions) - limit} more" if len(positions) > limit else ""
-    source, _, first = labels[0].rpartition(", ") if labels else ("", "", "")
-    unit = first.split(" ", 1)[0]
-    if source and len(labels) > 1 and all(label.startswith(f"{source}, {unit} ")
-                                          for label in labels):
-        numbers = ", ".join(label.rsplit(" ", 1)[1] for label in labels)
-        return f"{source}, {unit}s {numbers}{more}"
-    return ", ".join(labels) + more
+    where = frame.attrs.get("location")
+    labels = [frame.index[p] for p in shown]
+    if len(shown) > 1 and isinstance(where, Location) and all(
+            isinstance(label, int) and 0 <= label < len(where.numbers) for label in labels):
+        numbers = ", ".join(str(where.numbers[label]) for label in labels)
+        return f"{where.source}, {where.unit}s {numbers}{more}"
+    return ", ".join(row_label(frame, p) for p in shown) + more
 
 
 def unshared_by_task(frame: pd.DataFrame, columns: Sequence[str] = ("references", "tests")

@@ -25,10 +25,10 @@ from hybridmetric.cli.signals import interrupted
 from hybridmetric.combine import (
     HYBRID_COLUMN,
     RATER_MODELS,
+    check_folds,
     dibia_columns,
     dibia_combined,
     fit_card,
-    grouped_folds,
 )
 from hybridmetric.io import read_study
 from hybridmetric.report import write_report
@@ -131,7 +131,7 @@ def run(args: argparse.Namespace) -> int:
     _check_target(frame, args.target, study.scale, args.model)
     systems_of(frame)  # (before any scoring: rows that name no system where others do)
     rated = frame.loc[pd.to_numeric(frame[args.target], errors="coerce").notna(), "task_id"]
-    grouped_folds(rated.to_numpy(), args.folds, args.repeats)  # (enough tasks for the folds)
+    check_folds(rated.astype(str).nunique(), args.folds, args.repeats)
     out = Path(args.output)
     scorers = build_scorers(args)
     print(f"[1/3] scoring {len(frame)} rows of {study.name} with {args.scorers}", file=sys.stderr)
