@@ -6,8 +6,9 @@ Per worker (a long-lived process that owns one sandbox uid):
   namespace that maps only the user's own uid): only a loopback that is down, so nothing,
   including a listener on the host's 127.0.0.1 or an abstract Unix socket, can be reached;
 - a seccomp filter that refuses every socket family but ``AF_UNIX`` (the fallback where namespaces
-  are not allowed, and a second wall where they are) and the kernel keyring calls (a uid's
-  keyring outlives its processes: one program could leave data there for the next);
+  are not allowed, and a second wall where they are), the kernel keyring calls (a uid's
+  keyring outlives its processes: one program could leave data there for the next) and new
+  user namespaces (where a program would hold every capability);
 - a mount namespace with private tmpfs mounts on ``/tmp``, ``/var/tmp``, ``/dev/shm`` (the
   world-writable places) and ``/run`` (where the host's Unix sockets live: a socket file can be
   connected to on a read-only mount, and seccomp lets AF_UNIX through; one elsewhere stays in
@@ -72,6 +73,7 @@ AF_UNIX = 1
 SCMP_ACT_ALLOW = 0x7FFF0000
 SCMP_ACT_ERRNO = 0x00050000  # | the errno
 SCMP_CMP_NE = 1
+SCMP_CMP_MASKED_EQ = 7  # (argument & datum_a) == datum_b
 PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run")
 #: Where a worker mounts its IPC namespace's POSIX message queues (a private directory).
 MQUEUE_DIR = "/tmp/.mqueue"
@@ -99,6 +101,7 @@ class Isolation:
     ipc_namespace: bool = False  # System V IPC, POSIX queues: none of the host's; SysV not kept
     message_queues: bool = False  # POSIX message queues cleared after each program
     no_keyrings: bool = False  # seccomp denies the kernel keyring calls (they outlive programs)
+    no_user_namespaces: bool = False  # seccomp denies new user namespaces
 
     @property
     def network_blocked(self) -> bool:
@@ -111,7 +114,7 @@ class Isolation:
                  ("mountns", self.mount_namespace), ("uid", self.uid is not None),
                  ("memcg", self.memory_cgroup), ("pidns", self.pid_namespace),
                  ("rofs", self.read_only), ("ipcns", self.ipc_namespace),
-                 ("nokeys", self.no_keyrings))
+                 ("nokeys", self.no_keyrings), ("nouserns", self.no_user_namespaces))
         return "+".join(name for name, on in named if on) or "none"
 
     def as_dict(self) -> dict[str, object]:
@@ -313,14 +316,25 @@ KEYRING_CALLS = (b"add_key", b"request_key", b"keyctl")
 #: never sees them: it would take programs round the socket rule. They fail with ENOSYS, as on a
 #: kernel without it (node's libuv and other users then fall back to plain system calls).
 IO_URING_CALLS = (b"io_uring_setup", b"io_uring_enter", b"io_uring_register")
+#: The calls that make a user namespace, in which a program would hold every capability (mount,
+#: build namespaces of any kind, reach kernel code that needs them): ``clone`` and ``unshare``
+#: with CLONE_NEWUSER fail (EPERM); ``clone3``, whose flags seccomp cannot read (they are in
+#: memory), fails with ENOSYS, as on a kernel before 5.3 (the C library then makes threads and
+#: processes with ``clone``). As Docker's default profile does.
+USER_NAMESPACE_CALLS = (b"clone", b"unshare")
 
 
 def load_filter(deny_sockets: bool) -> None:
     """Load a seccomp filter (libseccomp) that makes the keyring calls fail (EPERM), io_uring
-    (ENOSYS) and, with ``deny_sockets``, ``socket()`` unless it is AF_UNIX (EACCES)."""
+    (ENOSYS), the making of user namespaces (:data:`USER_NAMESPACE_CALLS`) and, with
+    ``deny_sockets``, ``socket()`` unless it is AF_UNIX (EACCES). Loaded by the worker once
+    it has made its own namespaces (without root, its user namespace comes first)."""
     rules: list[tuple[bytes, int, _ArgCmp | None]] = [
         *((name, errno.EPERM, None) for name in KEYRING_CALLS),
-        *((name, errno.ENOSYS, None) for name in IO_URING_CALLS)]
+        *((name, errno.ENOSYS, None) for name in IO_URING_CALLS),
+        *((name, errno.EPERM, _ArgCmp(0, SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER))
+          for name in USER_NAMESPACE_CALLS),
+        (b"clone3", errno.ENOSYS, None)]
     if deny_sockets:
         rules.append((b"socket", errno.EACCES, _ArgCmp(0, SCMP_CMP_NE, AF_UNIX, 0)))
     _load_rules(rules)
@@ -542,7 +556,7 @@ def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
     _check(_libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0), "prctl(CHILD_SUBREAPER)")
     return Isolation(netns, seccomp, mountns, uid if root else None, pid_namespace=pidns,
                      read_only=read_only, ipc_namespace=ipcns, message_queues=queues,
-                     no_keyrings=filtered), problems
+                     no_keyrings=filtered, no_user_namespaces=filtered), problems
 
 
 def _children(pid: int, task: int) -> list[int]:

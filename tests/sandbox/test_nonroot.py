@@ -114,6 +114,10 @@ programs = {
                            ".sendall(b'leak')\n" % port),
     "abstract_unix": ("python", "import socket\ns = socket.socket(socket.AF_UNIX)\n"
                                 "s.connect('\\0' + %r)\ns.sendall(b'leak')\n" % abstract),
+    # nested in the worker's user namespace, one more would give the program every capability
+    "user_namespace": ("python", "import ctypes\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                                 "assert libc.unshare(0x10000000) == -1, 'made one'\n"
+                                 "assert ctypes.get_errno() == 1, ctypes.get_errno()\n"),
     "capabilities": ("python", "held = [l for l in open('/proc/self/status') if l[:6] in "
                                "('CapPrm', 'CapEff', 'CapInh', 'CapAmb')]\n"
                                "assert all(int(l.split()[1], 16) == 0 for l in held), held\n"),
@@ -265,7 +269,8 @@ def _run_as_user(home: str, data: str) -> None:
     walls = {k: v for k, v in seen["isolation"].items() if k != "memory_cgroup"}  # host-dependent
     assert walls == {"network_namespace": True, "seccomp": True, "mount_namespace": True,
                      "uid": None, "pid_namespace": True, "read_only": True,
-                     "ipc_namespace": True, "message_queues": True, "no_keyrings": True}
+                     "ipc_namespace": True, "message_queues": True, "no_keyrings": True,
+                     "no_user_namespaces": True}
     assert seen["outcomes"] == {
         "passes": "passed", "fails": "failed", "exit_early": "failed", "loops": "timeout",
         "memory": "memory", "shared_memory": "failed", "memory_files": "failed",
@@ -274,8 +279,8 @@ def _run_as_user(home: str, data: str) -> None:
         "after_renice": "passed", "forked_by_init": "passed",
         "fork_bomb": seen["outcomes"]["fork_bomb"], "escapes": "passed",
         "secret": "passed", "connects": "failed", "abstract_unix": "failed",
-        "capabilities": "passed", "java_first": "passed", "kills_by_pid": "failed",
-        "kills_all": "failed", "interrupts_worker": "passed",
+        "user_namespace": "passed", "capabilities": "passed", "java_first": "passed",
+        "kills_by_pid": "failed", "kills_all": "failed", "interrupts_worker": "passed",
         "sees": "passed", "javascript": "passed", "cpp": "passed",
         "java": "passed", "reads_home": "passed", "writes_home": "failed",
         "reads_files": "passed", "writes_files": "failed", "writes_tmp": "passed",

@@ -553,6 +553,74 @@ def test_io_uring_cannot_go_round_the_socket_filter(sandbox: Sandbox, run: Run,
     untouched(sandbox)
 
 
+#: A user namespace, three ways (x86-64 numbers): ``unshare``, ``clone`` and ``clone3`` (its
+#: ``struct clone_args``: flags, then exit_signal fifth). A child that one made leaves at once.
+#: Prints each call's (result, errno), then makes a thread, a process and a command, which the C
+#: library makes with ``clone3`` where it can.
+USER_NAMESPACE = """
+import ctypes, os, subprocess, threading
+CLONE_NEWUSER, SIGCHLD = 0x10000000, 17
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def attempt(call, *args):
+    ctypes.set_errno(0)
+    made = libc.syscall(call, *args)
+    if made == 0 and call != 272:
+        os._exit(0)
+    error = ctypes.get_errno()
+    if made > 0:
+        os.waitpid(made, 0)
+    return made, error
+clone_args = (ctypes.c_uint64 * 11)(CLONE_NEWUSER, 0, 0, 0, SIGCHLD)
+seen = [attempt(272, CLONE_NEWUSER), attempt(56, CLONE_NEWUSER | SIGCHLD, 0, 0, 0, 0),
+        attempt(435, ctypes.byref(clone_args), ctypes.sizeof(clone_args))]
+print(seen)
+thread = threading.Thread(target=sum, args=([1, 2],))
+thread.start()
+thread.join()
+child = os.fork()
+if child == 0:
+    os._exit(7)
+assert os.waitstatus_to_exitcode(os.waitpid(child, 0)[1]) == 7
+subprocess.run(["true"], check=True)
+"""
+
+
+def _unprivileged_user_namespace() -> int:
+    """0 where an unprivileged user (an unused uid) may make a user namespace here, else the
+    errno (found in a child of the test, which runs as root)."""
+    import ctypes
+
+    child = os.fork()
+    if child == 0:
+        code = 1
+        try:
+            os.setgid(60998)
+            os.setuid(60998)
+            libc = ctypes.CDLL(None, use_errno=True)
+            code = 0 if libc.unshare(0x10000000) == 0 else ctypes.get_errno()
+        finally:
+            os._exit(code)
+    return os.waitstatus_to_exitcode(os.waitpid(child, 0)[1])
+
+
+def test_no_user_namespace_is_made(sandbox: Sandbox, run: Run, untouched: Check) -> None:
+    """In a user namespace of its own a program would hold every capability (mounts, namespaces
+    of any kind, the kernel code that needs them): ``unshare`` and ``clone`` with CLONE_NEWUSER
+    fail with EPERM, and ``clone3`` (seccomp cannot read its flags) with ENOSYS, where this
+    machine lets an unprivileged user make one; threads, forks and commands still work (the C
+    library falls back to ``clone``)."""
+    if os.uname().machine != "x86_64":
+        pytest.skip("the system call numbers in the program are x86-64's")
+    refused = _unprivileged_user_namespace()
+    if refused:
+        pytest.skip(f"this machine gives an unprivileged user no user namespace: errno {refused}")
+    result = run(sandbox, "python", USER_NAMESPACE + "assert seen == [(-1, 1), (-1, 1), "
+                 f"(-1, {errno.ENOSYS})], seen\n")
+    assert result.outcome == PASSED, result
+    untouched(sandbox)
+
+
 FORKED_MEMORY_BOMB = """
 import os, time
 children = []
