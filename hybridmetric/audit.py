@@ -584,6 +584,8 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
     fields = {"audit": AUDIT_VERSION, "target": target, "seed": seed, "boot": n_resamples,
               "unit": "task", "perm": n_permutations, "ci": confidence,
               "tie": tie_threshold, "missing": missing, "useful": useful_threshold,
+              # (with missing=drop-rows the metrics decide the rows; the focus, the comparisons)
+              "metrics": ",".join(metrics), "focus": chosen,
               "scale": "observed" if scale is None else f"{scale[0]:g}-{scale[1]:g}",
               **environment(["numpy", "scipy", "krippendorff"])}
     extra: dict[str, Any] = {}

@@ -97,9 +97,10 @@ from sklearn.linear_model import Ridge
 from sklearn.metrics import make_scorer
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from hybridmetric.io import atomic_path, frame_hash, read_generations
+from hybridmetric.io import atomic_path, frame_hash
 from hybridmetric.schema import SCORE_PREFIX, check_on_scale
 from hybridmetric.signature import environment, signature
+from hybridmetric.signature import parse as parse_signature
 
 CARD_FORMAT = "hybridmetric-card/1"
 MODELS = ("nonneg", "ridge", "ordinal", "mixed")
@@ -398,26 +399,15 @@ def feature_columns(frame: pd.DataFrame, features: Sequence[str] | None = None) 
     columns = [f if f.startswith(SCORE_PREFIX) else SCORE_PREFIX + f for f in features]
     unknown = [c for c in columns if c not in available]
     if unknown:
-        raise ValueError(f"no such feature column(s) {unknown}; available: {available}")
+        parts = {c: [a for a in available if a.startswith(c + ".")] for c in unknown}
+        hint = "".join(f"; {c} has several columns: name one of {', '.join(p)}"
+                       for c, p in parts.items() if p)
+        raise ValueError(f"no such feature column(s) {unknown}{hint}; available: {available}")
     if len(set(columns)) != len(columns):
         raise ValueError(f"a feature is named twice in {list(features)}")
     if not columns:
         raise ValueError("no features chosen")
     return columns
-
-
-def read_scores(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, str]]:
-    """A scores file and the scorer signatures of its ``<path>.signature.json`` sidecar."""
-    sidecar = Path(f"{path}.signature.json")
-    if not sidecar.exists():
-        raise FileNotFoundError(
-            f"{sidecar}: missing; a scores file written by 'hybridmetric score' has this sidecar "
-            "with the signature of every scorer"
-        )
-    meta = json.loads(sidecar.read_text(encoding="utf-8"))
-    if not isinstance(meta, dict) or not isinstance(meta.get("scorers"), dict):
-        raise ValueError(f"{sidecar}: expected an object with a 'scorers' object")
-    return read_generations(path), dict(meta["scorers"])
 
 
 def _where(frame: pd.DataFrame, rows: np.ndarray, limit: int = 5) -> str:
@@ -448,7 +438,8 @@ def _missing_message(frame: pd.DataFrame, missing: dict[str, np.ndarray], fix: s
 def _check_signatures(columns: Sequence[str], scorer_signatures: Mapping[str, str] | None) -> None:
     if scorer_signatures is None:
         raise ValueError("scorer_signatures is required: the card stores each feature's scorer "
-                         "signature; read_scores(path) returns them from the scores' sidecar")
+                         "signature; scoring.read_scores(path) returns them from the scores' "
+                         "sidecar")
     absent = sorted({scorer_of(c, list(scorer_signatures)) for c in columns}
                     - set(scorer_signatures))
     if absent:
@@ -765,10 +756,7 @@ def _comparison(per_fold: dict[str, dict[str, list[float]]],
 
 
 def _signature_diff(card: str, scores: str) -> list[str]:
-    def fields(text: str) -> dict[str, str]:
-        return dict(item.partition(":")[::2] for item in text.split("|"))
-
-    a, b = fields(card), fields(scores)
+    a, b = parse_signature(card), parse_signature(scores)
     return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
 
 
@@ -942,6 +930,5 @@ __all__ = [
     "fit_card",
     "grouped_folds",
     "kendall_scorer",
-    "read_scores",
     "scorer_of",
 ]

@@ -20,7 +20,14 @@ from typing import Any
 import pandas as pd
 from tqdm.auto import tqdm
 
-from hybridmetric.io import atomic_path, frame_hash, plain, read_generations, write_generations
+from hybridmetric.io import (
+    atomic_path,
+    file_format,
+    frame_hash,
+    plain,
+    read_generations,
+    write_generations,
+)
 from hybridmetric.schema import SCORE_PREFIX, unshared_by_task
 from hybridmetric.scorers import Scorer
 from hybridmetric.signature import environment
@@ -36,6 +43,22 @@ def journal_path(output: str | os.PathLike) -> Path:
 
 def signature_path(output: str | os.PathLike) -> Path:
     return Path(f"{output}{SIGNATURE_SUFFIX}")
+
+
+def read_scores(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, str], str | None]:
+    """A scores file, the scorer signatures of its sidecar (``<path>.signature.json``), and the
+    signature of the metric card that wrote its ``score.hybrid`` (``score --card``), or None."""
+    sidecar = signature_path(path)
+    if not sidecar.exists():
+        raise FileNotFoundError(
+            f"{sidecar}: missing; a scores file written by 'hybridmetric score' has this sidecar "
+            "with the signature of every scorer"
+        )
+    meta = json.loads(sidecar.read_text(encoding="utf-8"))
+    if not isinstance(meta, dict) or not isinstance(meta.get("scorers"), dict):
+        raise ValueError(f"{sidecar}: expected an object with a 'scorers' object")
+    hybrid = meta["hybrid"] if isinstance(meta.get("hybrid"), str) else None
+    return read_generations(path), dict(meta["scorers"]), hybrid
 
 
 def run_signature(frame: pd.DataFrame, scorers: Sequence[Scorer]) -> dict[str, Any]:
@@ -100,6 +123,8 @@ def score(
     written there; the run is journaled so that ``resume=True`` continues an interrupted one.
     ``progress=None`` shows a bar only on a terminal.
     """
+    if output is not None:
+        file_format(output)  # (an extension it cannot write, refused before the scoring)
     frame = read_generations(source)
     names = [s.alias for s in scorers]
     if len(set(names)) != len(names):

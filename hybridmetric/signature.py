@@ -35,6 +35,11 @@ def signature(fields: Mapping[str, Any]) -> str:
     return "|".join(f"{key}:{format_value(value)}" for key, value in fields.items())
 
 
+def parse(text: str) -> dict[str, str]:
+    """The ``key:value`` fields of a signature (the values as :func:`format_value` wrote them)."""
+    return dict(item.partition(":")[::2] for item in text.split("|"))
+
+
 def environment(packages: Iterable[str] = ()) -> dict[str, str]:
     """hybridmetric's, Python's and the named packages' versions, for a signature."""
     fields = {"hybridmetric": package_version("hybridmetric"), "python": platform.python_version()}

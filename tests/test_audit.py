@@ -44,6 +44,17 @@ def results(frame) -> dict:
     return audit(frame, seed=3, n_resamples=400, n_permutations=400)
 
 
+def test_the_signature_names_what_changes_the_numbers(frame, results):
+    """The focus decides the comparisons; the metrics (with drop-rows) the rows: a run that
+    changes either signs differently."""
+    other = audit(frame, seed=3, n_resamples=400, n_permutations=400, focus="score.good")
+    assert other["comparisons"] != results["comparisons"]
+    assert other["signature"] != results["signature"]
+    fewer = audit(frame, metrics=["score.good", "score.hybrid"], seed=3, n_resamples=400,
+                  n_permutations=400)
+    assert fewer["signature"] != results["signature"]
+
+
 def test_results_are_strict_json_with_the_documented_keys(results):
     text = json.dumps(results, allow_nan=False)
     assert json.loads(text) == results
@@ -53,6 +64,7 @@ def test_results_are_strict_json_with_the_documented_keys(results):
     assert results["metrics"] == ["score.good", "score.weak", "score.hybrid"]
     assert results["focus"] == "score.hybrid"
     assert "seed:3" in results["signature"] and "boot:400" in results["signature"]
+    assert "|metrics:score.good,score.weak,score.hybrid|focus:score.hybrid|" in results["signature"]
     assert results["skipped"] == []
     assert results["counts"] == {"within_task_pairs": 30 * 6,
                                  "human_tied_pairs": results["counts"]["human_tied_pairs"],

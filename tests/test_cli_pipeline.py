@@ -52,13 +52,44 @@ def test_fit_then_apply_card_then_audit(slice_file, tmp_path, capsys):
     results = json.loads((report / "results.json").read_text())
     assert results["focus"] == "score.hybrid" and results["n_rows"] == 200
     assert results["scorers"] == sidecar["scorers"]
-    assert "hybrid_source" not in results  # (score --card wrote it, with its own signature)
+    # score --card wrote it: the report says so, with the card's signature
+    assert results["hybrid_source"].startswith("a metric card applied by 'hybridmetric score")
+    assert results["hybrid_source"].endswith(sidecar["hybrid"])
     assert main(["audit", str(scores), "-o", str(tmp_path / "r2"), "--card", str(card),
                  "--resamples", "20", "--permutations", "20", "--scale", "0,4"]) == 0
     applied_here = json.loads((tmp_path / "r2" / "results.json").read_text())
     assert applied_here["hybrid_source"].startswith(f"the card {card} applied to these rows")
     assert applied_here["scorers"] == json.loads(Path(f"{scores}.signature.json").read_text())[
         "scorers"]
+
+
+def test_a_card_s_scorers_come_back_with_their_names_and_settings(slice_file, tmp_path):
+    """score --card without --scorers runs the scorers the card was fitted on: under their
+    aliases, with the settings the card records (here not the defaults)."""
+    scores, card = tmp_path / "s.jsonl", tmp_path / "card.json"
+    assert main(["score", str(slice_file), "-o", str(scores), "--scorers",
+                 "es=edit_sim,chrf", "--set", "chrf.word_order=2", "--set", "es.level=token",
+                 "--no-progress"]) == 0
+    assert main(["fit", str(scores), "-o", str(card), "--repeats", "1", "--bootstrap", "0"]) == 0
+    applied = tmp_path / "applied.jsonl"
+    assert main(["score", str(slice_file), "-o", str(applied), "--card", str(card),
+                 "--no-progress"]) == 0
+    table, first = read_generations(applied), read_generations(scores)
+    for column in ("score.es", "score.chrf"):
+        assert table[column].tolist() == first[column].tolist()
+    assert table["score.hybrid"].notna().all()
+
+
+def test_a_card_that_does_not_match_is_refused_before_scoring(slice_file, tmp_path, capsys):
+    scores, card = tmp_path / "s.jsonl", tmp_path / "card.json"
+    assert main(["score", str(slice_file), "-o", str(scores), *SCORERS]) == 0
+    assert main(["fit", str(scores), "-o", str(card), "--repeats", "1", "--bootstrap", "0"]) == 0
+    capsys.readouterr()
+    out = tmp_path / "x.jsonl"
+    code = main(["score", str(slice_file), "-o", str(out), "--card", str(card),
+                 "--set", "chrf.word_order=2", "--no-progress"])
+    assert code == 2 and "chrf: differs in word_order" in capsys.readouterr().err
+    assert list(tmp_path.glob("x.jsonl*")) == []  # nothing scored, no journal to resume
 
 
 def test_card_with_other_scorer_settings_is_refused(slice_file, tmp_path, capsys):

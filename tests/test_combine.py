@@ -28,11 +28,11 @@ from hybridmetric.combine import (
     fit_card,
     grouped_folds,
     kendall_scorer,
-    read_scores,
     scorer_of,
 )
 from hybridmetric.combine import _comparison as comparison
 from hybridmetric.io import write_generations
+from hybridmetric.scoring import read_scores
 
 SIGNATURES = {"chrf": "scorer:chrf|v:1|nrefs:best", "edit_sim": "scorer:edit_sim|v:1|level:char",
               "noise": "scorer:noise|v:1", "pass_rate": "scorer:pass_rate|v:1|timeout_s:10.0"}
@@ -419,8 +419,8 @@ def test_read_scores_needs_its_signature_sidecar(tmp_path):
     with pytest.raises(FileNotFoundError, match="signature.json"):
         read_scores(path)
     (tmp_path / "scores.jsonl.signature.json").write_text(json.dumps({"scorers": SIGNATURES}))
-    read, signatures = read_scores(path)
-    assert signatures == SIGNATURES
+    read, signatures, hybrid = read_scores(path)
+    assert signatures == SIGNATURES and hybrid is None
     np.testing.assert_allclose(read["score.chrf"], frame["score.chrf"])
 
 
@@ -444,6 +444,12 @@ def test_dibia_combined_scorer_by_hand():
     assert scored[1] == pytest.approx(1 - 1 / len(reference))  # fails: one character to retype
     assert np.isnan(scored[2])  # no tests: PASS is not applicable, so neither is COMBINED
     assert "edit_level:char" in text and "pass_rate_v:" in text and "sandbox:" in text
+    # a row whose tests no sandbox language runs stops the run before any row is scored, as
+    # pass_rate's own check does
+    frame.at[2, "tests"] = {**tests, "language": "cobol"}
+    with DibiaCombined(workers=1, timeout_s=5.0) as scorer, pytest.raises(
+            ValueError, match="cobol"):
+        scorer.check(frame)
 
 
 def test_out_of_fold_predictions_never_see_their_task():

@@ -67,3 +67,14 @@ def test_alias_runs_one_scorer_twice(tmp_path):
     assert tok.signature().startswith("scorer:edit_sim|v:1|as:tok|level:token|")
     with pytest.raises(ValueError, match="ALIAS=SCORER"):
         registry.build(["=edit_sim"])
+
+
+def test_a_shortcut_no_selected_scorer_takes_is_refused(tmp_path, capsys):
+    """--device and --allow-network, as a --set for an unselected scorer, would do nothing."""
+    data = tmp_path / "g.jsonl"
+    data.write_text('{"task_id": "t", "candidate": "x = 1", "references": ["x = 1"]}\n')
+    for flag in (["--device", "cpu"], ["--allow-network"]):
+        code = main(["score", str(data), "-o", str(tmp_path / "s.jsonl"), "--scorers",
+                     "exact_match", *flag, "--no-progress"])
+        assert code == 2 and f"{flag[0]}: no selected scorer takes it" in capsys.readouterr().err
+    assert not (tmp_path / "s.jsonl").exists()

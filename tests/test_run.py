@@ -134,3 +134,22 @@ def test_a_study_of_raters_grades_alone_is_fitted_and_audited_on_their_mean(
     for key in ("weights", "intercept", "cv"):
         assert raters[key] is not None and raters[key] == mean[key], key
 
+
+
+def test_renamed_scorers_are_the_hybrid_s_features_and_run_s_options_reach_the_audit(
+        small_study, tmp_path, capsys):
+    """The hybrid's default features follow the scorers selected, under their own names; a
+    feature no scorer writes is refused before any scoring; --missing reaches the audit too."""
+    out = tmp_path / "renamed"
+    assert main(["run", str(small_study), "-o", str(out), "--scorers", "es=edit_sim,chrf",
+                 "--missing", "refuse", *FAST]) == 0
+    card = json.loads((out / "card.json").read_text())
+    assert [f["name"] for f in card["features"]] == ["score.es", "score.chrf"]
+    results = json.loads((out / "report" / "results.json").read_text())
+    assert "|missing:refuse|" in results["signature"]
+    capsys.readouterr()
+    refused = tmp_path / "refused"
+    assert main(["run", str(small_study), "-o", str(refused), "--scorers", "es=edit_sim,chrf",
+                 "--features", "es,edit_sim", *FAST]) == 2
+    assert "--features edit_sim: no selected scorer writes" in capsys.readouterr().err
+    assert not refused.exists()

@@ -67,6 +67,13 @@ def test_existing_score_columns_are_not_overwritten(tmp_path):
         score(scored, build(["edit_sim"]), progress=False)
 
 
+def test_an_output_of_an_unknown_format_is_refused_before_any_row_is_scored(tmp_path):
+    data = make_input(tmp_path / "g.jsonl")
+    with pytest.raises(ValueError, match=r"unknown extension '\.txt'"):
+        score(data, build(["edit_sim"]), tmp_path / "s.txt", progress=False)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["g.jsonl"]  # no journal left
+
+
 def test_resume_after_sigkill_equals_uninterrupted_run(tmp_path, plugin_dir):
     data = make_input(tmp_path / "g.jsonl")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(plugin_dir), os.getcwd()])}

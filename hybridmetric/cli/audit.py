@@ -7,9 +7,10 @@ import sys
 
 from hybridmetric.audit import audit
 from hybridmetric.cli.fit import parse_scale
-from hybridmetric.combine import HYBRID_COLUMN, MetricCard, read_scores
+from hybridmetric.combine import HYBRID_COLUMN, MetricCard
 from hybridmetric.report import write_report
 from hybridmetric.schema import with_rater_mean
+from hybridmetric.scoring import read_scores
 
 
 def add_audit_options(parser: argparse.ArgumentParser) -> None:
@@ -42,21 +43,29 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+IN_SAMPLE = ("if the card was fitted on these rows its agreement is in-sample (optimistic); "
+             "the card's cross-validated numbers are the honest ones")
+
+
 def run(args: argparse.Namespace) -> int:
-    frame, signatures = read_scores(args.scores)
+    frame, signatures, applied = read_scores(args.scores)
     frame, note = with_rater_mean(frame, args.target)
     if note:
         print(note, file=sys.stderr)
     card, hybrid = None, None
     if args.card:
         card = MetricCard.load(args.card)
-        if HYBRID_COLUMN not in frame.columns:
-            frame[HYBRID_COLUMN] = card.apply(frame, signatures, missing="nan")
-            hybrid = (f"the card {args.card} applied to these rows (in-sample where it was "
-                      "fitted on them)")
-            print("note: score.hybrid was computed by applying the card; if the card was fitted "
-                  "on these rows its agreement is in-sample (optimistic); the card's "
-                  "cross-validated numbers are the honest ones", file=sys.stderr)
+    if HYBRID_COLUMN in frame.columns:
+        if applied is not None:  # written by score --card
+            hybrid = (f"a metric card applied by 'hybridmetric score --card' (in-sample where it "
+                      f"was fitted on these rows); the card's signature: {applied}")
+            print(f"note: score.hybrid comes from a metric card; {IN_SAMPLE}", file=sys.stderr)
+    elif card is not None:
+        frame[HYBRID_COLUMN] = card.apply(frame, signatures, missing="nan")
+        hybrid = (f"the card {args.card} applied to these rows (in-sample where it was "
+                  f"fitted on them); its signature: {card.data['signature']}")
+        print(f"note: score.hybrid was computed by applying the card; {IN_SAMPLE}",
+              file=sys.stderr)
     metrics = [m.strip() for m in args.metrics.split(",")] if args.metrics else None
     results = audit(frame, metrics=metrics, target=args.target, seed=args.seed,
                     n_resamples=args.resamples, n_permutations=args.permutations,

@@ -5,8 +5,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from hybridmetric.combine import MODELS, fit_card, read_scores
+from hybridmetric.combine import MODELS, fit_card
 from hybridmetric.schema import with_rater_mean
+from hybridmetric.scoring import read_scores
 
 
 def parse_scale(text: str | None) -> tuple[float, float] | None:
@@ -19,19 +20,26 @@ def parse_scale(text: str | None) -> tuple[float, float] | None:
     return low, high
 
 
-def add_fit_options(parser: argparse.ArgumentParser) -> None:
+def add_fit_options(parser: argparse.ArgumentParser,
+                    features: str = "every score.* column",
+                    missing: str = "refuse") -> None:
+    """The options of ``fit`` (and of ``run``, with its own default ``features`` and
+    ``missing``)."""
     parser.add_argument("--target", default="rating", help="the human rating column")
-    parser.add_argument("--features", help="comma-separated score columns or scorer names "
-                                           "(default: every score.* column)")
+    parser.add_argument("--features", help="comma-separated score columns, or the names of "
+                                           f"scorers with one column (default: {features})")
     parser.add_argument("--model", default="nonneg", choices=MODELS, help="the combiner")
     parser.add_argument("--seed", type=int, default=0, help="seed of folds and resamples")
     parser.add_argument("--folds", type=int, default=5, help="cross-validation folds (by task)")
     parser.add_argument("--repeats", type=int, default=10, help="cross-validation repeats")
     parser.add_argument("--bootstrap", type=int, default=200,
                         help="bootstrap resamples (over tasks) for the weights' CIs")
-    parser.add_argument("--calibration", default="none", choices=("none", "isotonic"))
-    parser.add_argument("--missing", default="refuse", choices=("refuse", "drop-rows"),
-                        help="what to do with rows missing a feature or the target")
+    parser.add_argument("--calibration", default="none", choices=("none", "isotonic"),
+                        help="none: predictions clipped to the rating scale; isotonic: an "
+                             "increasing map of them onto it, fitted on the training predictions")
+    parser.add_argument("--missing", default=missing, choices=("refuse", "drop-rows"),
+                        help="what to do with rows missing a feature or the target "
+                             f"(default: {missing})")
 
 
 def fit_options(args: argparse.Namespace) -> dict:
@@ -53,7 +61,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    frame, signatures = read_scores(args.scores)
+    frame, signatures, _ = read_scores(args.scores)
     frame, note = with_rater_mean(frame, args.target)
     if note:
         print(note, file=sys.stderr)

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 
 from hybridmetric import scorers as registry
 from hybridmetric.scorers import Scorer
+
+#: The scorers that ``--allow-network`` and ``--device`` set (their ``allow_network`` and
+#: ``device`` settings).
+TAKE_ALLOW_NETWORK = ("pass_rate", "dibia_combined")
+TAKE_DEVICE = ("codebertscore",)
 
 
 def add_scorer_options(parser: argparse.ArgumentParser, default: str) -> None:
@@ -15,21 +21,29 @@ def add_scorer_options(parser: argparse.ArgumentParser, default: str) -> None:
     parser.add_argument("--set", dest="settings", action="append", default=[],
                         metavar="SCORER.KEY=VALUE", help="a scorer setting; repeatable")
     parser.add_argument("--allow-network", action="store_true",
-                        help="let tests reach the network (pass_rate); only for trusted tests")
+                        help="let tests reach the network (pass_rate, dibia_combined); only for "
+                             "trusted tests")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"),
                         help="where CodeBERTScore runs (default: auto)")
 
 
-def build_scorers(args: argparse.Namespace) -> list[Scorer]:
+def build_scorers(args: argparse.Namespace, defaults: Sequence[str] = ()) -> list[Scorer]:
+    """The scorers ``--scorers`` names, with ``defaults`` (``--set`` assignments) under the
+    command line's own ``--device``, ``--allow-network`` and ``--set``."""
     entries = [n.strip() for n in args.scorers.split(",") if n.strip()]
     if not entries:
         raise ValueError("--scorers is empty; name at least one scorer")
     shortcuts = []
     for entry in entries:
         alias, name = registry.split_name(entry)
-        if args.allow_network and name == "pass_rate":
+        if args.allow_network and name in TAKE_ALLOW_NETWORK:
             shortcuts.append(f"{alias}.allow_network=true")
-        if args.device and name == "codebertscore":
+        if args.device and name in TAKE_DEVICE:
             shortcuts.append(f"{alias}.device={args.device}")
-    settings = registry.parse_settings(shortcuts + args.settings, entries)
+    for flag, given, takers in (("--allow-network", args.allow_network, TAKE_ALLOW_NETWORK),
+                                ("--device", args.device, TAKE_DEVICE)):
+        if given and not any(registry.split_name(e)[1] in takers for e in entries):
+            raise ValueError(f"{flag}: no selected scorer takes it ({', '.join(takers)}); "
+                             "it would do nothing")
+    settings = registry.parse_settings([*defaults, *shortcuts, *args.settings], entries)
     return registry.build(entries, settings)

@@ -6,9 +6,9 @@ import argparse
 import json
 from pathlib import Path
 
-from hybridmetric.combine import read_scores
 from hybridmetric.sandbox import pass_at_k_table
 from hybridmetric.scorers.pass_rate import PassRate
+from hybridmetric.scoring import read_scores
 from hybridmetric.signature import environment, signature
 
 PASSK_VERSION = "1"
@@ -47,7 +47,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    frame, scorer_signatures = read_scores(args.scores)
+    frame, scorer_signatures, _ = read_scores(args.scores)
     ks = parse_ks(args.k)
     if args.resamples < 0:
         raise ValueError(f"--resamples must be 0 or more, got {args.resamples}")

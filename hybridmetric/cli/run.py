@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +33,8 @@ from hybridmetric.combine import (
 )
 from hybridmetric.io import read_study
 from hybridmetric.report import write_report
-from hybridmetric.schema import with_rater_mean
+from hybridmetric.schema import SCORE_PREFIX, with_rater_mean
+from hybridmetric.scorers import Scorer
 from hybridmetric.scoring import journal_path, score
 
 SIMILARITY = "edit_sim,chrf,bleu,rouge_l,codebleu,exact_match"
@@ -40,11 +42,10 @@ SIMILARITY = "edit_sim,chrf,bleu,rouge_l,codebleu,exact_match"
 CODEBERTSCORE = ("codebertscore", "codebertscore_intent=codebertscore")
 CODEBERTSCORE_SETTINGS = ("codebertscore.use_context=false",
                           "codebertscore_intent.use_context=true")
-#: Features of the hybrid: one column per signal (F1 for CodeBERTScore, the pass rate for tests).
 DIBIA_COLUMN = "score.dibia_combined"
-FEATURES = ("score.edit_sim", "score.chrf", "score.bleu", "score.rouge_l", "score.codebleu",
-            "score.exact_match", "score.codebertscore.f1", "score.codebertscore_intent.f1",
-            "score.pass_rate")
+#: What the hybrid is fitted on by default.
+FEATURES_HELP = ("one column per scorer: F1 for CodeBERTScore, the pass rate for pass_rate; "
+                 "not dibia_combined, a baseline")
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -54,9 +55,21 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("-o", "--output", required=True, help="output folder")
     add_scorer_options(parser, "every applicable scorer")
     parser.add_argument("--resume", action="store_true", help="continue an interrupted scoring")
-    add_fit_options(parser)
+    add_fit_options(parser, features=FEATURES_HELP, missing="drop-rows")
     add_audit_options(parser)
-    parser.set_defaults(func=run, features=None, missing="drop-rows")
+    parser.set_defaults(func=run)
+
+
+def default_features(scorers: Sequence[Scorer]) -> list[str]:
+    """The hybrid's default features: one column per scorer (its F1 where it has one, else its
+    first: CodeBERTScore's F1, pass_rate's pass rate), but Dibia et al.'s COMBINED, a baseline
+    that is itself a blend of two of them."""
+    columns = []
+    for scorer in scorers:
+        if scorer.name != "dibia_combined":
+            f1 = [c for c in scorer.columns if c.endswith(".f1")]
+            columns.append(f1[0] if f1 else scorer.columns[0])
+    return columns
 
 
 def default_scorers(has_tests: bool, has_context: bool) -> tuple[str, list[str]]:
@@ -134,6 +147,15 @@ def run(args: argparse.Namespace) -> int:
     check_folds(rated.astype(str).nunique(), args.folds, args.repeats)
     out = Path(args.output)
     scorers = build_scorers(args)
+    options = fit_options(args)
+    produced = [c for s in scorers for c in s.columns]
+    unknown = [f for f in options["features"] or ()
+               if (f if f.startswith(SCORE_PREFIX) else SCORE_PREFIX + f) not in produced]
+    if unknown:  # (before scoring, which may take hours)
+        raise ValueError(f"--features {', '.join(unknown)}: no selected scorer writes such a "
+                         f"column; they write {', '.join(produced)}")
+    if options["features"] is None and not default_features(scorers):
+        raise ValueError("no selected scorer gives the hybrid a feature; select more scorers")
     print(f"[1/3] scoring {len(frame)} rows of {study.name} with {args.scorers}", file=sys.stderr)
     try:
         table = score(study.path, scorers, out / "scores.jsonl", resume=args.resume)
@@ -148,9 +170,8 @@ def run(args: argparse.Namespace) -> int:
     if baseline is not None:  # Dibia et al.'s COMBINED, audited beside the single metrics
         table[DIBIA_COLUMN] = dibia_combined(table[baseline[0]].to_numpy(float),
                                              table[baseline[1]].to_numpy(float))
-    options = fit_options(args)
     if options["features"] is None:
-        present = [f for f in FEATURES if f in table.columns]
+        present = default_features(scorers)
         constant = [f for f in present if table[f].nunique() < 2]
         if constant:
             print(f"note: {', '.join(constant)} take one value on this study; "
@@ -163,7 +184,7 @@ def run(args: argparse.Namespace) -> int:
     table[HYBRID_COLUMN] = card.out_of_fold
     print("[3/3] auditing agreement with the ratings", file=sys.stderr)
     results = audit(table, target=args.target, seed=args.seed, n_resamples=args.resamples,
-                    n_permutations=args.permutations, missing="drop-rows", scale=study.scale,
+                    n_permutations=args.permutations, missing=args.missing, scale=study.scale,
                     useful_threshold=study.useful)
     paths = write_report(results, table, out / "report", card=card.data, scorers=signatures,
                          hybrid="out-of-fold predictions: each row's from the fit (first "

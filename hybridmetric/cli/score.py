@@ -6,11 +6,13 @@ import argparse
 import json
 import sys
 
+from hybridmetric import scorers as registry
 from hybridmetric.cli.options import add_scorer_options, build_scorers
 from hybridmetric.cli.signals import interrupted
 from hybridmetric.combine import HYBRID_COLUMN, MetricCard
 from hybridmetric.io import atomic_path, write_generations
 from hybridmetric.scoring import journal_path, score, signature_path
+from hybridmetric.signature import parse as parse_signature
 
 DEFAULT_SCORERS = "edit_sim,chrf,bleu,rouge_l,codebleu,exact_match"
 
@@ -22,7 +24,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("-o", "--output", required=True, help="scores file (.jsonl/.csv/.parquet)")
     add_scorer_options(parser, DEFAULT_SCORERS)
     parser.add_argument("--card", help="metric card from 'hybridmetric fit': adds score.hybrid "
-                                       "(--scorers then defaults to the card's scorers)")
+                                       "(--scorers then defaults to the card's scorers, with "
+                                       "the settings the card records)")
     parser.add_argument("--resume", action="store_true",
                         help="continue an interrupted run from its journal")
     parser.add_argument("--chunk-size", type=int, default=256, help="rows per journaled chunk")
@@ -30,12 +33,38 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
+def card_scorers(card: MetricCard) -> tuple[str, list[str]]:
+    """The ``--scorers`` value (``ALIAS=SCORER`` where renamed) and the ``--set`` assignments
+    that rebuild the scorers a card was fitted on, read from their signatures: every signed
+    setting as the card has it (the unsigned ones, which change no number, keep their
+    defaults)."""
+    entries: dict[str, str] = {}
+    assignments: list[str] = []
+    for feature in card.data["features"]:
+        alias = feature["scorer"]
+        if alias in entries:
+            continue
+        fields = parse_signature(feature["signature"])
+        name = fields.get("scorer", alias)
+        entries[alias] = alias if name == alias else f"{alias}={name}"
+        assignments += [f"{alias}.{key}={fields[key]}"
+                        for key, setting in registry.get(name).settings_spec.items()
+                        if setting.signed and key in fields]
+    return ",".join(entries.values()), assignments
+
+
 def run(args: argparse.Namespace) -> int:
     card = MetricCard.load(args.card) if args.card else None
+    restored: list[str] = []
     if args.scorers is None:
-        args.scorers = (",".join(dict.fromkeys(f["scorer"] for f in card.data["features"]))
-                        if card else DEFAULT_SCORERS)
-    scorers = build_scorers(args)
+        if card is None:
+            args.scorers = DEFAULT_SCORERS
+        else:  # the card's own scorers and settings (what the command line sets wins)
+            args.scorers, restored = card_scorers(card)
+    scorers = build_scorers(args, restored)
+    if card is not None:  # before any row is scored, which may take hours
+        card.check([c for s in scorers for c in s.columns],
+                   {s.alias: s.signature() for s in scorers})
     try:
         table = score(args.input, scorers, args.output, resume=args.resume,
                       chunk_size=args.chunk_size, progress=False if args.no_progress else None)

@@ -38,6 +38,9 @@ class DibiaCombined(Scorer):
         return {"edit_sim_v": EditSim.version, "pass_rate_v": PassRate.version,
                 **self._pass.signature_fields()}
 
+    def check(self, frame: pd.DataFrame) -> None:
+        self._pass.check(frame)
+
     def score(self, frame: pd.DataFrame) -> pd.DataFrame:
         edit = self._edit.score(frame)[self._edit.columns[0]].to_numpy(float)
         passed = self._pass.score(frame)[self._pass.columns[1]].to_numpy(float)
