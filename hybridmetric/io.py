@@ -42,15 +42,18 @@ def file_format(path: str | os.PathLike) -> str:
     return FORMATS[suffix]
 
 
-def _text_lines(path: Path) -> Iterator[tuple[int, str]]:
+def _text_lines(path: Path, json_lines: bool = False) -> Iterator[tuple[int, str]]:
     """The numbered lines of a UTF-8 file (a leading byte order mark skipped; lines end in LF,
-    CRLF or CR); bytes that are not UTF-8 raise a RecordError naming the line."""
+    CRLF or CR); bytes that are not UTF-8 raise a RecordError naming the line. ``json_lines``:
+    a CR in a line that ends in LF is JSON whitespace, not a line end (only a file whose lines
+    end in CR alone is split there)."""
     number = 0
     with path.open("rb") as handle:
         for raw in handle:
             if raw.endswith(b"\r\n"):
                 raw = raw[:-2] + b"\n"
-            for data in raw.split(b"\r"):  # (JSON text holds no raw CR)
+            lf_line = json_lines and raw.endswith(b"\n")
+            for data in (raw,) if lf_line else raw.split(b"\r"):
                 number += 1
                 if number == 1 and data.startswith(b"\xef\xbb\xbf"):
                     data = data[3:]
@@ -79,7 +82,7 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
 def _read_jsonl(path: Path) -> tuple[pd.DataFrame, Location]:
     rows: list[dict[str, Any]] = []
     lines: list[int] = []
-    for number, text in _text_lines(path):
+    for number, text in _text_lines(path, json_lines=True):
         if not text.strip():
             continue
         try:
@@ -96,7 +99,13 @@ def _read_jsonl(path: Path) -> tuple[pd.DataFrame, Location]:
                               f"expected a JSON object, got {type(row).__name__}")
         rows.append(row)
         lines.append(number)
-    return pd.DataFrame(rows), Location(str(path), "line", lines)
+    try:
+        return pd.DataFrame(rows), Location(str(path), "line", lines)
+    except UnicodeEncodeError:  # a string column that cannot be stored as UTF-8
+        where = Location(str(path), "line", lines)
+        frame = pd.DataFrame(rows, dtype=object)
+        validate(frame, where)  # names the row and field
+        raise
 
 
 def _decode_containers(frame: pd.DataFrame, where: Location) -> pd.DataFrame:
@@ -258,7 +267,9 @@ def write_generations(frame: pd.DataFrame, path: str | os.PathLike) -> Path:
                                     if isinstance(v, dict | list | tuple | np.ndarray) else v
                                     for v in flat[column]]
             if kind == "csv":
-                flat.to_csv(temporary, index=False)
+                # (RFC 4180 line ends: a cell holding a bare CR is then quoted, where with LF
+                # alone it would be written bare and read back as two rows)
+                flat.to_csv(temporary, index=False, lineterminator="\r\n")
             else:
                 flat.to_parquet(temporary, index=False)
     return path

@@ -113,9 +113,20 @@ def check_on_scale(ratings: Sequence[float], tasks: Sequence[Any], scale: tuple[
 
 
 def _missing(value: Any) -> bool:
-    if value is None:
+    if value is None or value is pd.NA:  # (pd.NA: a nullable column's missing value)
         return True
     return isinstance(value, float) and math.isnan(value)
+
+
+def _not_text(value: str) -> str | None:
+    """Why ``value`` cannot be written as UTF-8 (a lone surrogate, which a JSON ``\\ud800``
+    escape makes), or None."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as error:
+        return (f"holds {value[error.start]!r} at character {error.start + 1}, half of a "
+                "UTF-16 surrogate pair, which is no character: fix the text")
+    return None
 
 
 def _is_number(value: Any) -> bool:
@@ -149,11 +160,11 @@ def _check_cell(field: str, value: Any) -> str | None:
             return f"expected a string, got {type(value).__name__} {value!r:.60}"
         if field == "task_id" and not value:
             return "task_id is empty"
-        return None
+        return _not_text(value)
     if field == "references":
         if not isinstance(value, list | tuple) or not all(isinstance(r, str) for r in value):
             return f"expected a list of strings, got {type(value).__name__} {value!r:.60}"
-        return None
+        return next(filter(None, map(_not_text, value)), None)
     if field == "tests":
         return _check_tests(value)
     if field == "rating":

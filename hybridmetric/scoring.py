@@ -137,6 +137,8 @@ def score(
         )
     for scorer in scorers:  # a row no scorer can take stops the run before any is scored
         scorer.check(frame)
+    for scorer in scorers:  # (what a scorer computes over the whole table, however chunked)
+        scorer.prepare(frame)
     for note in unshared_by_task(frame):
         print(f"hybridmetric: note: {note}", file=sys.stderr)
     expected = run_signature(frame, scorers)

@@ -201,6 +201,7 @@ def test_cache_dedups_shared_references_and_persists(scorer):
 
 
 def test_idf_file_weights_apply(tmp_path, scorer):
+    scorer._load()
     tokenizer = scorer._tokenizer
     path = tmp_path / "idf.json"
     # [CLS]/[SEP] weigh 0 and every other token (absent: the file's largest weight) weighs 2,
@@ -212,6 +213,46 @@ def test_idf_file_weights_apply(tmp_path, scorer):
     np.testing.assert_allclose(weighted.to_numpy(), scorer.score(frame).to_numpy(), atol=1e-9)
     refs_idf = CodeBertScore(idf="refs", device="cpu").score(frame)
     assert np.abs(refs_idf.to_numpy() - weighted.to_numpy()).max() > 1e-3
+    # a file that leaves [CLS]/[SEP] out: they still weigh 0, as in code_bert_score's tables
+    path.write_text(json.dumps({"1000": 2.0}))
+    no_specials = CodeBertScore(idf=str(path), device="cpu").score(frame)
+    np.testing.assert_allclose(no_specials.to_numpy(), weighted.to_numpy(), atol=1e-9)
+
+
+def test_refs_idf_is_the_whole_table_s_however_it_is_chunked(tmp_path):
+    """idf=refs weighs tokens by their document frequency over the whole table's references
+    (prepare, which scoring calls once): chunks of one task each score as the whole does (over
+    one task's reference alone, every reference token would weigh log(2/2) = 0); a table with
+    no reference at all gives NaN, not an error."""
+    from hybridmetric.scoring import score
+
+    frame = frame_of(CODE[:5]).assign(task_id=[f"t{i}" for i in range(5)])
+    build = [CodeBertScore(idf="refs", device="cpu")]
+    whole = score(frame, build, progress=False)[COLUMNS].to_numpy()
+    chunked = score(frame, build, tmp_path / "c.jsonl", chunk_size=1,
+                    progress=False)[COLUMNS].to_numpy()
+    np.testing.assert_allclose(chunked, whole, atol=1e-6)
+    alone = build[0].score(frame.iloc[:1])  # (the table it was prepared on: same numbers)
+    np.testing.assert_allclose(alone.to_numpy()[0], whole[0], atol=1e-6)
+    assert whole[:, 2].min() > 0.3
+    empty = frame.assign(references=[[]] * 5)
+    assert np.isnan(score(empty, [CodeBertScore(idf="refs", device="cpu")],
+                          progress=False)[COLUMNS].to_numpy()).all()
+
+
+def test_the_model_hash_covers_the_tokenizer_s_settings(tmp_path):
+    """The window (model_max_length) and the casing are the tokenizer's settings: a copy of the
+    model that changes them signs differently."""
+    import shutil
+
+    copy = tmp_path / "model"
+    shutil.copytree(embedded_model_path(), copy)
+    first = CodeBertScore(model=str(copy), layer=6).signature()
+    config = copy / "tokenizer_config.json"
+    settings = json.loads(config.read_text())
+    settings["model_max_length"] = 128
+    config.write_text(json.dumps(settings))
+    assert CodeBertScore(model=str(copy), layer=6).signature() != first
 
 
 def test_rescale_baseline(tmp_path, scorer):

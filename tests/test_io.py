@@ -55,6 +55,37 @@ def test_round_trip(tmp_path, extension):
 def test_dataframe_input_is_validated():
     with pytest.raises(RecordError, match=r"<DataFrame>: row 1, field 'candidate'"):
         read_generations(pd.DataFrame({"task_id": ["a", "b"], "candidate": ["x", 3]}))
+    # a nullable column's missing value (pd.NA) is absent, as None and NaN are
+    frame = read_generations(pd.DataFrame({
+        "task_id": ["a", "b"], "candidate": ["x", "y"],
+        "context": pd.array(["set x", pd.NA], dtype="string"),
+        "rating": pd.array([1.5, pd.NA], dtype="Float64")}))
+    assert frame["context"].tolist()[0] == "set x" and pd.isna(frame["context"].tolist()[1])
+    assert pd.isna(frame["rating"].tolist()[1])
+
+
+def test_a_lone_surrogate_is_named_where_it_is(tmp_path):
+    """JSON may escape half of a surrogate pair (\\ud800), which is no character: no UTF-8
+    file, tokenizer or parser takes it. The error names the line and field."""
+    path = tmp_path / "g.jsonl"
+    path.write_text('{"task_id": "t", "candidate": "x"}\n'
+                    '{"task_id": "u", "candidate": "y", "references": ["a\\udc80b"]}\n')
+    with pytest.raises(RecordError, match=r"line 2, field 'references': holds '\\udc80' at "
+                       r"character 2, half of a UTF-16 surrogate pair"):
+        read_generations(path)
+    with pytest.raises(RecordError, match=r"row 0, field 'candidate': holds '\\ud800'"):
+        read_generations(pd.DataFrame({"task_id": ["t"], "candidate": ["\ud800"]}, dtype=object))
+
+
+def test_a_carriage_return_is_json_whitespace_and_a_csv_cell_keeps_it(tmp_path):
+    """JSON Lines end at LF (a CR between tokens is whitespace, not a line end); a cell that
+    holds a bare CR is written quoted to CSV and read back whole."""
+    path = tmp_path / "g.jsonl"
+    path.write_bytes(b'{"task_id": "t",\r "candidate": "x = 1\\rprint(x)"}\r\n')
+    frame = read_generations(path)
+    assert frame["candidate"].tolist() == ["x = 1\rprint(x)"]
+    again = read_generations(write_generations(frame, tmp_path / "g.csv"))
+    assert again["candidate"].tolist() == ["x = 1\rprint(x)"]
 
 
 @pytest.mark.parametrize(("line", "message"), [

@@ -143,6 +143,10 @@ def test_codebleu_names_the_grammar_version_to_install():
     wanted = f"pip install 'tree-sitter-{missing[0].replace('_', '-')}<0.23'"
     with CodeBleu() as scorer, pytest.raises(RuntimeError, match=re.escape(wanted)):
         scorer.score(rows)
+    # the check that runs before any row is scored finds it, naming the row and field
+    with CodeBleu() as scorer, pytest.raises(
+            ValueError, match=r"row 0, field 'language': .*" + re.escape(wanted)):
+        scorer.check(rows)
 
 
 def test_codebleu_names_the_version_when_a_grammar_is_too_new(monkeypatch):
@@ -161,6 +165,11 @@ def test_codebleu_unknown_language_is_an_error():
     rows = frame([("x", ["x"])]).assign(language="cobol")
     with pytest.raises(ValueError, match="does not support language 'cobol'"):
         CodeBleu().score(rows)
+    rows = frame([("x", ["x"]), ("y", ["y"]), ("z", [])]).assign(language=["python", "", "rust"])
+    with pytest.raises(ValueError, match=r"row 1, field 'language': codebleu does not support "
+                       r"language ''"):
+        CodeBleu().check(rows)
+    CodeBleu().check(rows.iloc[[0, 2]])  # (a row without references is not scored)
 
 
 def test_settings_are_checked():
@@ -172,6 +181,18 @@ def test_settings_are_checked():
     assert Bleu(lowercase="true").settings["lowercase"] is True
     with pytest.raises(ValueError, match="expects int"):
         Chrf(char_order="four")
+    # values that would give NaN, inf, 0 or scores above 1 without a word
+    for scorer, settings, message in (
+            (Chrf, {"char_order": "0"}, "'char_order' must be at least 1"),
+            (RougeL, {"beta": "nan"}, "'beta' must be a finite number"),
+            (RougeL, {"beta": "inf"}, "'beta' must be a finite number"),
+            (RougeL, {"beta": "-1"}, "'beta' must be at least 0"),
+            (CodeBleu, {"weights": "nan,0.25,0.25,0.25"}, "sum to 1"),
+            (CodeBleu, {"weights": "inf,0,0,0"}, "sum to 1"),
+            (CodeBleu, {"weights": "2,2,2,2"}, "sum to 1")):
+        with pytest.raises(ValueError, match=message):
+            scorer(**settings)
+    assert CodeBleu(weights="0.1,0.2,0.3,0.4").settings["weights"] == "0.1,0.2,0.3,0.4"
 
 
 def test_signature_records_settings_and_versions():

@@ -7,6 +7,7 @@ similarity scorer, no tests for pass_rate) get NaN: "not applicable", never a ma
 
 from __future__ import annotations
 
+import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ class Setting:
     choices: tuple[Any, ...] | None = None
     kind: type | None = None  # when the default is None, the type of a given value
     signed: bool = True  # in the signature; False only where no number can depend on it
+    at_least: float | None = None  # the smallest value a number may take
 
     @property
     def type(self) -> type:
@@ -58,6 +60,11 @@ class Setting:
             value = float(value)
         if value is not None and not isinstance(value, wanted):
             raise ValueError(f"setting '{name}' expects {wanted.__name__}, got {value!r}")
+        if isinstance(value, float) and not math.isfinite(value):
+            raise ValueError(f"setting '{name}' must be a finite number, got {value!r}")
+        if self.at_least is not None and value is not None and value < self.at_least:
+            raise ValueError(f"setting '{name}' must be at least {self.at_least:g}, "
+                             f"got {value!r}")
         if self.choices is not None and value not in self.choices:
             raise ValueError(f"setting '{name}' must be one of {list(self.choices)}, got {value!r}")
         return value
@@ -117,6 +124,11 @@ class Scorer(ABC):
     def check(self, frame: pd.DataFrame) -> None:  # noqa: B027 - most scorers take any row
         """Raise ValueError, naming the row and field, for a row this scorer cannot score;
         called on the whole table before any row is scored."""
+
+    def prepare(self, frame: pd.DataFrame) -> None:  # noqa: B027 - most scorers need nothing
+        """Compute what depends on the whole table (CodeBERTScore's idf over its references),
+        for the ``score`` calls that follow on chunks of its rows; called once per run, after
+        :meth:`check`, with every row (those a resumed run has scored too)."""
 
     @abstractmethod
     def score(self, frame: pd.DataFrame) -> pd.DataFrame:

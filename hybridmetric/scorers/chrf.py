@@ -17,9 +17,9 @@ class Chrf(Scorer):
     name = "chrf"
     description = "character n-gram F-score (sacrebleu sentence chrF / 100)"
     settings_spec = {
-        "char_order": Setting(6, "largest character n-gram"),
-        "word_order": Setting(0, "largest word n-gram (2 gives chrF++)"),
-        "beta": Setting(2, "recall weight"),
+        "char_order": Setting(6, "largest character n-gram", at_least=1),
+        "word_order": Setting(0, "largest word n-gram (2 gives chrF++)", at_least=0),
+        "beta": Setting(2, "recall weight", at_least=0),
         "whitespace": Setting(False, "keep whitespace in character n-grams"),
     }
     packages = ("sacrebleu",)

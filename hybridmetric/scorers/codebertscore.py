@@ -212,9 +212,11 @@ def load_baseline(path: str, layer: int) -> np.ndarray:
 
 
 def _model_files_hash(folder: Path) -> str:
-    """sha256 over the weight and tokenizer files of a model folder (sorted by name)."""
+    """sha256 over the weight and tokenizer files of a model folder (sorted by name): the
+    tokenizer's settings too (its casing, its longest input, which is the encoder's window)."""
     digest = hashlib.sha256()
-    patterns = ("*.safetensors", "*.bin", "tokenizer.json", "vocab.*", "merges.txt", "config.json")
+    patterns = ("*.safetensors", "*.bin", "tokenizer.json", "vocab.*", "merges.txt", "config.json",
+                "tokenizer_config.json", "special_tokens_map.json", "added_tokens.json", "*.model")
     files = sorted({file for pattern in patterns for file in folder.glob(pattern)})
     if not files:
         raise RuntimeError(f"no model files found in {folder} to hash")
@@ -259,7 +261,8 @@ class CodeBertScore(Scorer):
         "use_context": Setting(True, "encode the row's context (intent) before the code, then "
                                "drop its tokens from the matching"),
         "idf": Setting("off", "token weights: off, refs (idf over the references of the scored "
-                       "rows, one document per row and reference), or a JSON/pickle file path"),
+                       "table, one document per row and reference), or a JSON/pickle file "
+                       "path ([CLS]/[SEP] weigh 0 unless it says otherwise)"),
         "no_punc": Setting(True, "drop punctuation-only tokens from the matching"),
         "dtype": Setting("auto", "encoder precision; auto = float32 except bfloat16 on CUDA; "
                          "float16 only on CUDA", choices=_DTYPES),
@@ -295,6 +298,7 @@ class CodeBertScore(Scorer):
         self._window = 0
         self._hash: str | None = None
         self._idf_unseen = 0.0
+        self._table_idf: tuple[dict[int, float], float] | None = None  # see prepare()
         self._cache: OrderedDict[tuple[str, str], _Encoded] = OrderedDict()
         self._cache_bytes = 0
         #: Counts of the last ``score`` call: distinct texts needed, encoded, found in the cache.
@@ -462,21 +466,38 @@ class CodeBertScore(Scorer):
 
     # -- scoring -----------------------------------------------------------------------------
 
+    def prepare(self, frame: pd.DataFrame) -> None:
+        """With ``idf=refs``: the idf over the whole table's references, which the following
+        ``score`` calls use (on any chunk of its rows, so that how a run is chunked or where it
+        resumes changes no number)."""
+        self._table_idf = None
+        if self.settings["idf"] == "refs":
+            self._load()
+            self._table_idf = self._references_idf(frame)
+
+    def _references_idf(self, frame: pd.DataFrame) -> tuple[dict[int, float], float]:
+        """The idf of each token over ``frame``'s references (one document each), and the
+        weight of a token none of them has."""
+        documents = [ref.strip() for refs in references_of(frame) for ref in refs]
+        if not documents:  # (no row to score either)
+            return {}, 0.0
+        encoded = self._tokenizer(documents, add_special_tokens=True, truncation=False,
+                                  verbose=False)["input_ids"]
+        return idf_from_corpus(encoded), math.log(len(documents) + 1)
+
     def _idf_table(self, frame: pd.DataFrame) -> dict[int, float] | None:
-        """Token weights for this call; None means 1 for every token but [CLS]/[SEP]."""
+        """Token weights for this call; None means 1 for every token but [CLS]/[SEP]. With
+        ``idf=refs``, over the table given to :meth:`prepare`, else over ``frame``."""
         mode = self.settings["idf"]
         if mode == "off":
             return None
         if mode == "refs":
-            documents = [ref.strip() for refs in references_of(frame) for ref in refs]
-            encoded = self._tokenizer(documents, add_special_tokens=True, truncation=False,
-                                      verbose=False)["input_ids"]
-            table = idf_from_corpus(encoded)
-            self._idf_unseen = math.log(len(documents) + 1)
+            table, self._idf_unseen = self._table_idf or self._references_idf(frame)
             return table
         assert self._idf_file is not None
         self._idf_unseen = max(self._idf_file.values())
-        return self._idf_file
+        # [CLS] and [SEP], in every text, weigh 0 (as in the idf tables code_bert_score makes)
+        return {**self._idf_off, **self._idf_file}
 
     def _weights(self, item: _Encoded, table: dict[int, float] | None) -> np.ndarray:
         if table is None:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import subprocess
 import sys
@@ -25,6 +26,7 @@ import pandas as pd
 from codebleu import calc_codebleu
 from codebleu.utils import AVAILABLE_LANGS, get_tree_sitter_language
 
+from hybridmetric.schema import row_label
 from hybridmetric.scorers.base import Scorer, Setting, references_of, single_column
 from hybridmetric.scorers.tokenize import TOKENIZERS
 
@@ -41,8 +43,10 @@ def _weights(text: str) -> tuple[float, float, float, float]:
         weights = tuple(float(w) for w in text.split(","))
     except ValueError:
         weights = ()
-    if len(weights) != 4 or min(weights) < 0:
-        raise ValueError(f"codebleu weights must be 4 non-negative numbers 'a,b,c,d', got {text!r}")
+    if (len(weights) != 4 or not all(math.isfinite(w) and w >= 0 for w in weights)
+            or not math.isclose(sum(weights), 1.0)):
+        raise ValueError("codebleu weights must be 4 non-negative numbers 'a,b,c,d' that sum "
+                         f"to 1 (CodeBLEU is their weighted mean), got {text!r}")
     return weights  # type: ignore[return-value]
 
 
@@ -72,6 +76,24 @@ class CodeBleu(Scorer):
                 f"codebleu does not support language {language!r}; supported: {AVAILABLE_LANGS}"
             )
         return lang
+
+    def check(self, frame: pd.DataFrame) -> None:
+        """Every row with references names a language codebleu parses, whose grammar loads."""
+        languages: dict[str, int] = {}
+        for position, (refs, language) in enumerate(zip(references_of(frame),
+                                                        frame["language"], strict=True)):
+            if refs:
+                try:
+                    languages.setdefault(self._language(language), position)
+                except ValueError as error:
+                    raise ValueError(f"{row_label(frame, position)}, field 'language': "
+                                     f"{error}") from None
+        for lang, position in languages.items():
+            try:
+                load_grammar(lang)
+            except RuntimeError as error:
+                raise ValueError(f"{row_label(frame, position)}, field 'language': "
+                                 f"{error}") from None
 
     def _worker(self) -> subprocess.Popen:
         """The worker process, started with PYTHONHASHSEED fixed (see the module docstring)."""

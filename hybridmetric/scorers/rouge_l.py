@@ -19,7 +19,7 @@ class RougeL(Scorer):
     description = "ROUGE-L F-measure over code tokens (best reference)"
     settings_spec = {
         "tokenizer": Setting("tranx", "code tokenizer", choices=tuple(TOKENIZERS)),
-        "beta": Setting(1.0, "recall weight of the F-measure"),
+        "beta": Setting(1.0, "recall weight of the F-measure", at_least=0),
     }
     packages = ("rapidfuzz",)
 
