@@ -75,7 +75,7 @@ resamples gave a defined value; ``None`` stands for an undefined statistic)::
       "skipped": [str, ...],             # levels or comparisons left out, and why
       "settings": {"seed", "n_resamples", "n_permutations", "confidence", "alpha",
                    "bootstrap_unit", "ci_method", "permutation", "williams", "holm_family",
-                   "tie_threshold", "comparisons", "useful_threshold", "scale"}
+                   "tie_threshold", "missing", "comparisons", "useful_threshold", "scale"}
     }
 
 ``pass_value`` answers Dibia et al. (2022, arXiv 2210.16494), who found that programmers value
@@ -95,7 +95,13 @@ import numpy as np
 import pandas as pd
 
 from hybridmetric import stats
-from hybridmetric.schema import SCORE_PREFIX, check_on_scale, rows_label
+from hybridmetric.schema import (
+    HYBRID_COLUMN,
+    PASS_COLUMN,
+    SCORE_PREFIX,
+    check_on_scale,
+    rows_label,
+)
 from hybridmetric.signature import environment, signature
 
 AUDIT_VERSION = "2"
@@ -106,8 +112,7 @@ WITHIN_STATISTICS = ("tau_darr", "pairwise_accuracy", "pairwise_accuracy_tc", "p
 SYSTEM_STATISTICS = ("pearson", "spearman", "kendall_tau_b", "kendall_tau_c", "pairwise_accuracy")
 #: ("item", "spearman") is supported too; it is left out by default as the costliest test.
 DEFAULT_COMPARISONS = (("item", "pearson"), ("within_task", "tau_darr"), ("system", "pearson"))
-HYBRID = f"{SCORE_PREFIX}hybrid"
-PASS = f"{SCORE_PREFIX}pass"  # 1.0: the unit tests pass, 0.0: they fail, NaN: no tests
+HYBRID, PASS = HYBRID_COLUMN, PASS_COLUMN
 
 
 def _number(value: Any) -> float | None:

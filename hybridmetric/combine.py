@@ -63,14 +63,14 @@ per-generation ``target`` (by default the mean rating).
                  undefined (folds where it is undefined)}},
                  comparison: {metric: "kendall", best_feature, best_feature_kendall,
                  hybrid_kendall, gain (mean of per-fold hybrid - best), gain_sd, wins (folds
-                 where the hybrid is higher), n_folds, beats_best_feature (gain > 0)}, all
-                 over the folds where both taus are defined (null where none is)}
+                 where the hybrid is higher), n_folds, beats_best_feature (mean gain > 0; no
+                 test)}, all over the folds where both taus are defined (null where none is)}
                  dibia_combined also names its {pass, edit_sim} columns; it is
                  {"skipped": reason} when a PASS or EDIT-SIM column is absent or incomplete
     training     {sha256, n_rows, n_tasks, n_dropped_rows, n_rater_rows}; the hash is
                  hybridmetric.io.frame_hash of the columns task_id, the target, the features (and
                  ratings for rater-trained models), on the rows used
-    bootstrap    {n, level}
+    bootstrap    {n, level, skipped}
     seed, versions {package: version}, signature (key:value|... string)
 
 Cards are applied only to scores whose scorer signatures equal those stored for every feature.
@@ -98,7 +98,7 @@ from sklearn.metrics import make_scorer
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from hybridmetric.io import atomic_path, frame_hash
-from hybridmetric.schema import SCORE_PREFIX, check_on_scale
+from hybridmetric.schema import HYBRID_COLUMN, PASS_COLUMN, SCORE_PREFIX, check_on_scale
 from hybridmetric.signature import environment, signature
 from hybridmetric.signature import parse as parse_signature
 
@@ -106,9 +106,8 @@ CARD_FORMAT = "hybridmetric-card/1"
 MODELS = ("nonneg", "ridge", "ordinal", "mixed")
 RATER_MODELS = ("ordinal", "mixed")
 CALIBRATIONS = ("none", "isotonic")
-HYBRID_COLUMN = SCORE_PREFIX + "hybrid"
 #: Dibia et al.'s PASS, in order of preference: all tests pass (0/1), else the fraction passed.
-DIBIA_PASS_COLUMNS = (SCORE_PREFIX + "pass", SCORE_PREFIX + "pass_rate")
+DIBIA_PASS_COLUMNS = (PASS_COLUMN, SCORE_PREFIX + "pass_rate")
 DIBIA_EDIT_COLUMN = SCORE_PREFIX + "edit_sim"
 CORRELATIONS = ("kendall", "spearman", "pearson")
 CALIBRATION_BINS = 10
@@ -896,7 +895,8 @@ class MetricCard:
         else:
             lines.append(row("dibia_combined", cv["dibia_combined"], None))
         c = cv["comparison"]
-        verdict = "beats" if c["beats_best_feature"] else "does not beat"
+        # (a mean gain: the sd and the folds won say how sure it is)
+        verdict = "is higher than" if c["beats_best_feature"] else "is not higher than"
         if c["gain"] is None:
             lines.append("the hybrid cannot be compared with any single feature: no held-out "
                          "fold gives both a Kendall tau (constant ratings or predictions in "
@@ -904,7 +904,7 @@ class MetricCard:
         else:
             lines.append(
                 f"the hybrid {verdict} the best single feature ({c['best_feature']}, Kendall "
-                f"tau {c['best_feature_kendall']:.3f}) on held-out tasks: "
+                f"tau {c['best_feature_kendall']:.3f}) on held-out tasks, on average: "
                 f"{c['hybrid_kendall']:.3f}, difference {c['gain']:+.3f} (sd "
                 f"{'n/a' if c['gain_sd'] is None else format(c['gain_sd'], '.3f')} over the "
                 f"{c['n_folds']} folds where both are defined; "

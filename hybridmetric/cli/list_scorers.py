@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from hybridmetric import scorers as registry
+from hybridmetric.signature import format_value
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -19,8 +20,12 @@ def run(args: argparse.Namespace) -> int:
         if cls.description:
             print(f"    {cls.description}")
         print(f"    columns: {', '.join(cls.column_names())}")
-        for key, spec in cls.settings_spec.items():
-            choices = f" {{{', '.join(map(str, spec.choices))}}}" if spec.choices else ""
-            print(f"    --set {name}.{key}={spec.default!s:<10}{choices}  {spec.help}")
+        # each setting at its default, as the command line and the signature write values
+        options = [f"--set {name}.{key}={format_value(spec.default)}"
+                   for key, spec in cls.settings_spec.items()]
+        width = max(map(len, options), default=0)
+        for option, spec in zip(options, cls.settings_spec.values(), strict=True):
+            choices = f"{{{', '.join(map(format_value, spec.choices))}}}  " if spec.choices else ""
+            print(f"    {option:<{width}}  {choices}{spec.help}")
     return 0
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
+
+import pandas as pd
 
 from hybridmetric.sandbox import pass_at_k_table
 from hybridmetric.scorers.pass_rate import PassRate
@@ -12,6 +15,15 @@ from hybridmetric.scoring import read_scores
 from hybridmetric.signature import environment, signature
 
 PASSK_VERSION = "1"
+DEFAULT_KS = (1, 10, 100)
+
+
+def fewest_samples(frame: pd.DataFrame, by: str | None) -> int:
+    """The fewest rows any task has (within each value of ``by``); 0 for no row."""
+    if frame.empty:
+        return 0
+    keys = ["task_id"] if by is None or by not in frame.columns else [by, "task_id"]
+    return int(frame.groupby(keys, dropna=False).size().min())
 
 
 def parse_ks(text: str) -> list[int]:
@@ -32,8 +44,8 @@ def register(commands: argparse._SubParsersAction) -> None:
                     "2021 over its n samples (rows) of which c passed every test; the mean over "
                     "tasks, with a 95% bootstrap interval over tasks.")
     parser.add_argument("scores", help="scores file written by 'hybridmetric score' with pass_rate")
-    parser.add_argument("--k", default="1,10,100", help="comma-separated k values "
-                                                        "(default 1,10,100)")
+    parser.add_argument("--k", help="comma-separated k values (default: those of 1,10,100 that "
+                                     "every task has the samples for)")
     parser.add_argument("--column", default="score.pass",
                         help="the 0/1 column of whole-program passes (default score.pass; "
                              "score.ALIAS.pass for an aliased pass_rate)")
@@ -42,25 +54,44 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--resamples", type=int, default=10000,
                         help="bootstrap resamples over tasks (0: no interval)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    parser.add_argument("--missing", default="refuse", choices=("refuse", "drop-rows"),
+                        help="rows without a verdict (no tests: the column is empty): refuse, "
+                             "or leave them out (default: refuse)")
     parser.add_argument("-o", "--output", help="write the table and its signature as JSON")
     parser.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     frame, scorer_signatures, _ = read_scores(args.scores)
-    ks = parse_ks(args.k)
     if args.resamples < 0:
         raise ValueError(f"--resamples must be 0 or more, got {args.resamples}")
+    dropped = 0
+    if args.missing == "drop-rows" and args.column in frame.columns:
+        judged = frame[args.column].notna()
+        dropped = int((~judged).sum())
+        frame = frame[judged]
     by = args.by or ("system" if "system" in frame.columns else None)
+    if args.k is None:  # the default ks that every task has the samples for
+        fewest = fewest_samples(frame, by)
+        ks = [k for k in DEFAULT_KS if k <= fewest] or [1]
+        if len(ks) < len(DEFAULT_KS):
+            print(f"note: pass@{', pass@'.join(str(k) for k in DEFAULT_KS if k not in ks)} "
+                  f"left out: a task has only {fewest} sample(s) (--k to choose)",
+                  file=sys.stderr)
+    else:
+        ks = parse_ks(args.k)
     table = pass_at_k_table(frame, ks, column=args.column, by=by,
                             n_resamples=args.resamples, seed=args.seed)
     scorer = next((alias for alias in scorer_signatures
                    if args.column in PassRate.column_names(alias)), None)
     fields = {"passk": PASSK_VERSION, "k": ",".join(map(str, ks)), "column": args.column,
-              "by": by or "none", "unit": "task",
+              "by": by or "none", "unit": "task", "missing": args.missing,
               "boot": args.resamples, "ci": 0.95, "seed": args.seed,
               **environment(["numpy", "pandas"])}
     sign = signature(fields)
+    if dropped:
+        print(f"note: {dropped} row(s) without a verdict in {args.column} left out",
+              file=sys.stderr)
     print(format_table(table, ks, args.resamples > 0, by or "group"))
     print(f"signature: {sign}")
     if scorer is not None:

@@ -22,6 +22,7 @@ from hybridmetric.audit import audit, systems_of
 from hybridmetric.cli.audit import add_audit_options
 from hybridmetric.cli.fit import add_fit_options, fit_options
 from hybridmetric.cli.options import add_scorer_options, build_scorers
+from hybridmetric.cli.score import DEFAULT_SCORERS
 from hybridmetric.cli.signals import interrupted
 from hybridmetric.combine import (
     HYBRID_COLUMN,
@@ -37,8 +38,9 @@ from hybridmetric.schema import SCORE_PREFIX, with_rater_mean
 from hybridmetric.scorers import Scorer
 from hybridmetric.scoring import journal_path, score
 
-SIMILARITY = "edit_sim,chrf,bleu,rouge_l,codebleu,exact_match"
-#: CodeBERTScore twice: on the code alone, and with the intent encoded as context.
+#: CodeBERTScore twice: on the code alone (``score.codebertscore.*``: not the scorer's default,
+#: which encodes the intent), and with the intent encoded as context
+#: (``score.codebertscore_intent.*``).
 CODEBERTSCORE = ("codebertscore", "codebertscore_intent=codebertscore")
 CODEBERTSCORE_SETTINGS = ("codebertscore.use_context=false",
                           "codebertscore_intent.use_context=true")
@@ -50,7 +52,7 @@ FEATURES_HELP = ("one column per scorer: F1 for CodeBERTScore, the pass rate for
 
 def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("run", help="the main job: score, fit and audit a study",
-                                 description=__doc__.split("\n\n")[0])
+                                 description=__doc__.split("\n\n")[0].replace("``", ""))
     parser.add_argument("study", help="study folder (generations.jsonl + study.toml)")
     parser.add_argument("-o", "--output", required=True, help="output folder")
     add_scorer_options(parser, "every applicable scorer")
@@ -74,7 +76,7 @@ def default_features(scorers: Sequence[Scorer]) -> list[str]:
 
 def default_scorers(has_tests: bool, has_context: bool) -> tuple[str, list[str]]:
     """The scorers (and settings) that apply to a study: all of them where the data allows."""
-    entries = SIMILARITY.split(",") + list(CODEBERTSCORE if has_context else CODEBERTSCORE[:1])
+    entries = DEFAULT_SCORERS.split(",") + list(CODEBERTSCORE if has_context else CODEBERTSCORE[:1])
     settings = CODEBERTSCORE_SETTINGS if has_context else CODEBERTSCORE_SETTINGS[:1]
     if has_tests:
         entries.append("pass_rate")

@@ -11,7 +11,7 @@ from hybridmetric.cli.options import add_scorer_options, build_scorers
 from hybridmetric.cli.signals import interrupted
 from hybridmetric.combine import HYBRID_COLUMN, MetricCard
 from hybridmetric.io import atomic_path, write_generations
-from hybridmetric.scoring import journal_path, score, signature_path
+from hybridmetric.scoring import DEFAULT_CHUNK, journal_path, score, signature_path
 from hybridmetric.signature import parse as parse_signature
 
 DEFAULT_SCORERS = "edit_sim,chrf,bleu,rouge_l,codebleu,exact_match"
@@ -28,7 +28,8 @@ def register(commands: argparse._SubParsersAction) -> None:
                                        "the settings the card records)")
     parser.add_argument("--resume", action="store_true",
                         help="continue an interrupted run from its journal")
-    parser.add_argument("--chunk-size", type=int, default=256, help="rows per journaled chunk")
+    parser.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK,
+                        help=f"rows per journaled chunk (default: {DEFAULT_CHUNK})")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(func=run)
 

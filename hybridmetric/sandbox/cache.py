@@ -1,6 +1,7 @@
 """A persistent cache of verdicts keyed by (language, program, limits, network, Java classpath,
-isolation, the version of the interpreter or compiler, sandbox version). Libraries a program
-imports are not in the key: after upgrading them, delete the cache file.
+isolation, sandbox version, and the runtime: the version of the interpreter or compiler, the
+modules the Python fork server preloads, the Java jars' sizes and times, the C++ standard).
+Libraries a program imports are not in the key: after upgrading them, delete the cache file.
 
 Re-scoring a table whose programs were already run costs a lookup. Sandbox failures are never
 cached; timeouts are, like any verdict (delete the file to run them again). SQLite; several

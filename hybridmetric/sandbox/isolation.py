@@ -109,7 +109,8 @@ class Isolation:
 
     @property
     def walls(self) -> str:
-        """The walls that are up, e.g. ``netns+seccomp+mountns+uid+memcg+pidns+ipcns``."""
+        """The walls that are up, e.g.
+        ``netns+seccomp+mountns+uid+memcg+pidns+ipcns+nokeys+nouserns``."""
         named = (("netns", self.network_namespace), ("seccomp", self.seccomp),
                  ("mountns", self.mount_namespace), ("uid", self.uid is not None),
                  ("memcg", self.memory_cgroup), ("pidns", self.pid_namespace),

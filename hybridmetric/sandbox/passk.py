@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from hybridmetric.schema import row_label
+
 
 def pass_at_k(n: int, c: int, k: int) -> float:
     """Probability that at least one of ``k`` samples drawn from ``n`` (``c`` correct) passes.
@@ -49,17 +51,18 @@ def pass_at_k_table(frame: pd.DataFrame, ks: Sequence[int], column: str = "score
     """
     if column not in frame.columns:
         raise ValueError(f"no {column!r} column: score the table with pass_rate first "
-                         "('hybridmetric score INPUT --scorers pass_rate'), or name the column "
-                         "with --column")
+                         "('hybridmetric score INPUT -o SCORES --scorers pass_rate'), or name "
+                         "the column with --column")
     if not ks:
         raise ValueError("pass@k: give at least one k")
     values = pd.to_numeric(frame[column], errors="coerce").to_numpy(dtype=float)
     bad = np.flatnonzero(~np.isin(values, (0.0, 1.0)))
     if len(bad):
-        shown = _listed(bad, lambda r: f"row {r} (task {frame['task_id'].iloc[r]}: "
-                                       f"{frame[column].iloc[r]})")
+        shown = _listed(bad, lambda r: f"{row_label(frame, r)} (task "
+                                       f"{frame['task_id'].iloc[r]}: {frame[column].iloc[r]})")
         raise ValueError(f"pass@k needs {column} to be 0 or 1 in every row; not so in {shown} "
-                         "(rows without tests have no verdict: leave them out)")
+                         "(rows without tests have no verdict: leave them out, with "
+                         "--missing drop-rows)")
     if by is None:
         keys = pd.Series("all", frame.index)
     elif by not in frame.columns:

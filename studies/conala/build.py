@@ -2,7 +2,7 @@
 
 Source: JetBrains-Research/codegen-metrics @ b630570dd513b471d941de1c85257e639a7e1a65,
 ``data/to-grade/conala/conala-human-grades.json`` (Apache-2.0): 472 unique CoNaLa test intents, the
-outputs of 5 systems for each, graded 0-4 by 2-10 of 16 programmers.
+outputs of 5 systems for each, graded 0-4 by 3-10 of 16 programmers.
 
 One row per (intent, system): ``task_id`` = ``conala-NNN`` (the intent's position in the source
 file), ``context`` = the intent, ``references`` = the reference snippet(s), ``ratings`` = each
