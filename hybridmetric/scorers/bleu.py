@@ -25,6 +25,7 @@ from hybridmetric.scorers.tokenize import tranx_tokens
 
 class Bleu(Scorer):
     name = "bleu"
+    version = "2"  # 2: at most 1
     description = "sentence BLEU (sacrebleu, effective order) / 100"
     settings_spec = {
         "tokenize": Setting(
@@ -59,7 +60,8 @@ class Bleu(Scorer):
 
     def joint(self, candidate: str, references: list[str]) -> float:
         refs = [self._text(r) for r in references]
-        return self._metric.sentence_score(self._text(candidate), refs).score / 100
+        # (at most 1: sacrebleu's exp of a sum of logs gives 100.00000000000004 for a match)
+        return min(1.0, self._metric.sentence_score(self._text(candidate), refs).score / 100)
 
     def score(self, frame: pd.DataFrame) -> pd.DataFrame:
         if self.settings["refs"] == "best":

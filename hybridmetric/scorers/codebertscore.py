@@ -61,6 +61,8 @@ DEFAULT_LAYERS: dict[str, int] = {
 }
 #: Overlap of consecutive windows for texts longer than the encoder's window (reference: 0.5).
 CHUNK_OVERLAP = 0.5
+#: Decimals the scores are rounded to (float32 noise is ~1e-7; see CodeBertScore.score).
+DECIMALS = 6
 #: Punctuation that ``no_punc`` drops: operators that carry meaning in code are kept.
 _PUNCTUATION = frozenset(string.punctuation) - frozenset("+-*/&|~")
 #: Byte-level BPE markers of a leading space, newline and tab.
@@ -249,7 +251,7 @@ class CodeBertScore(Scorer):
     """
 
     name = "codebertscore"
-    version = "1"
+    version = "2"  # 2: rounded to DECIMALS
     description = "CodeBERTScore: greedy cosine matching of encoder token embeddings, intent-aware"
     parts = ("precision", "recall", "f1", "f3")
     packages = ("torch", "transformers", "tokenizers")
@@ -384,6 +386,7 @@ class CodeBertScore(Scorer):
             "dtype_used": self.dtype,
             "device_class": self.device,
             "window_overlap": CHUNK_OVERLAP,
+            "decimals": DECIMALS,
         }
         for key in ("idf", "baseline"):
             value = self.settings[key]
@@ -533,6 +536,10 @@ class CodeBertScore(Scorer):
                 results[row] = np.where(np.isnan(current), values, np.fmax(current, values))
             self._evict(set(needed))
         self.last_run = dict(stats)
+        # The encoder's float32 arithmetic leaves ~1e-7 of noise (identical code scores
+        # 0.99999988 or 1.0000001, and the batch a text shares shifts it): rounded away, so
+        # that equal texts tie and rank statistics do not order them by noise.
+        results = np.round(results, DECIMALS)
         if self._baseline is not None:
             results = (results - self._baseline) / (1 - self._baseline)
         return pd.DataFrame(results, columns=self.columns, index=frame.index)
