@@ -5,9 +5,11 @@ repairs to run on a BERT tokenizer under transformers 5: it encodes an empty tex
 ``build_inputs_with_special_tokens``, which transformers 5 removed, so we give it back as
 [CLS] + ids + [SEP]; with contexts it calls ``decode(...).removeprefix(tokenizer.bos_token)`` and
 BERT has no bos token, so ``bos_token`` is set to [CLS]; and it finds the context's end by
-decoding token prefixes, which fails when the tokenizer lowercases, so it decodes without special
-tokens and callers give it contexts in the tokenizer's decoded form (:func:`decoded_form`), which
-encode to the same token ids. Used by the parity tests and ``analysis/`` scripts only.
+decoding token prefixes, which fails when the tokenizer lowercases, so it decodes without [CLS],
+[SEP] and padding (not without every special token: an [UNK] in a context, e.g. an emoji, must
+stay in its decoded form) and callers give it contexts in the tokenizer's decoded form
+(:func:`decoded_form`), which encode to the same token ids. Used by the parity tests and
+``analysis/`` scripts only.
 """
 
 from __future__ import annotations
@@ -20,6 +22,12 @@ import numpy as np
 
 def _with_specials(tokenizer, ids: list[int]) -> list[int]:
     return [tokenizer.cls_token_id, *ids, tokenizer.sep_token_id]
+
+
+def _decode_without_markers(tokenizer, decode, ids, **options) -> str:
+    """``decode`` of ``ids`` without the [CLS], [SEP] and padding among them."""
+    markers = {tokenizer.cls_token_id, tokenizer.sep_token_id, tokenizer.pad_token_id}
+    return decode([i for i in ids if i not in markers], **options)
 
 
 def decoded_form(texts: list[str], model_path: str) -> list[str]:
@@ -46,7 +54,7 @@ def code_bert_score(cands: list[str], refs: list, model_path: str, layer: int,
     def repaired(*args, **kwargs):
         tokenizer = original(*args, **kwargs)
         tokenizer.bos_token = tokenizer.cls_token
-        tokenizer.decode = functools.partial(tokenizer.decode, skip_special_tokens=True)
+        tokenizer.decode = functools.partial(_decode_without_markers, tokenizer, tokenizer.decode)
         tokenizer.build_inputs_with_special_tokens = functools.partial(_with_specials, tokenizer)
         return tokenizer
 

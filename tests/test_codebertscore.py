@@ -329,6 +329,18 @@ def test_parity_multiple_references(scorer):
     np.testing.assert_allclose(ours, reference_scores(cands, refs, scorer.layer), atol=1e-4)
 
 
+def test_parity_with_a_context_the_tokenizer_cannot_spell(scorer):
+    """A context with characters outside the vocabulary (emoji: [UNK]) ends where it ends, in
+    the reference tool too (its repair keeps [UNK] in the decoded context)."""
+    contexts = ["intent \N{GRINNING FACE} here", "sort a list \N{FIRE} fast"]
+    cands, refs = ["x = 1", "sorted(a)"], ["x = 2", "a.sort()"]
+    frame = pd.DataFrame({"candidate": cands, "references": [[r] for r in refs],
+                          "context": contexts})
+    np.testing.assert_allclose(scorer.score(frame).to_numpy(),
+                               reference_scores(cands, refs, scorer.layer, normalise(contexts)),
+                               atol=1e-4)
+
+
 def test_long_inputs_use_windows_not_truncation(scorer):
     body = "\n".join(f"value_{i} = compute(value_{i - 1}, {i})" for i in range(1, 90))
     candidate, reference = body, "value_1 = compute(value_0, 1)\nvalue_2 = compute(value_1, 2)"
