@@ -117,8 +117,10 @@ def _decode_containers(frame: pd.DataFrame, where: Location) -> pd.DataFrame:
                 try:
                     value = json.loads(value)
                 except json.JSONDecodeError as error:
+                    hint = ("; strings in JSON take double quotes: [\"x = 1\"], not ['x = 1']"
+                            if "'" in value else "")
                     raise RecordError(where.source, where.of(position), column,
-                                      f"not valid JSON text ({error.msg})") from None
+                                      f"not valid JSON text ({error.msg}){hint}") from None
             decoded.append(value)
         frame[column] = pd.Series(decoded, index=frame.index, dtype=object)
     return frame
@@ -207,6 +209,9 @@ def read_generations(source: str | os.PathLike | pd.DataFrame) -> pd.DataFrame:
             frame[column] = pd.Series([_native(v) for v in cells], index=frame.index,
                                       dtype=object)
         frame = _decode_containers(frame, where)
+    if frame.empty:
+        raise RecordError(str(path), "file", None, "holds no rows (an empty table); nothing "
+                          "to score, fit or audit")
     return validate(frame, where)
 
 

@@ -138,6 +138,19 @@ def test_csv_rows_are_numbered_like_a_spreadsheet(tmp_path):
     path.write_text('task_id,candidate,references\nt1,x,"[""x""]"\nt2,y,[not json\n')
     with pytest.raises(RecordError, match=r"row 3, field 'references': not valid JSON"):
         read_generations(path)
+    path.write_text("task_id,candidate,references\nt1,x,['x = 1']\n")  # a Python list
+    with pytest.raises(RecordError, match=r"row 2, field 'references': not valid JSON text "
+                       r"\(.*\); strings in JSON take double quotes"):
+        read_generations(path)
+
+
+@pytest.mark.parametrize(("name", "text"), [("g.jsonl", ""), ("g.jsonl", "\n\n"),
+                                            ("g.csv", "task_id,candidate\n")])
+def test_a_file_without_rows_says_so(tmp_path, name, text):
+    path = tmp_path / name
+    path.write_text(text)
+    with pytest.raises(RecordError, match=rf"{name}: file: holds no rows"):
+        read_generations(path)
 
 
 def test_unknown_extension(tmp_path):
