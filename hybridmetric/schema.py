@@ -179,6 +179,8 @@ def _check_cell(field: str, value: Any) -> str | None:
         if not isinstance(value, Mapping):
             return f"expected an object of rater -> number, got {type(value).__name__}"
         for rater, grade in value.items():
+            if grade is None:  # (a rater who did not grade it, as in a Parquet struct)
+                continue
             if not isinstance(rater, str) or not _is_number(grade) or not math.isfinite(grade):
                 return f"rater {rater!r} has a non-numeric grade {grade!r}"
         return None
@@ -225,6 +227,9 @@ def validate(frame: pd.DataFrame, where: Location) -> pd.DataFrame:
             values = [DEFAULT_LANGUAGE if _missing(v) else v for v in values]
         elif column == "references":
             values = [None if _missing(v) else list(v) for v in values]
+        elif column == "ratings":  # a null grade: the rater did not grade the row
+            values = [None if _missing(v) else {r: g for r, g in v.items() if g is not None}
+                      for v in values]
         else:
             values = [None if _missing(v) else v for v in values]
         frame[column] = pd.Series(values, index=frame.index, dtype=object)

@@ -274,6 +274,10 @@ def test_parquet_with_native_lists_and_structs_reads_as_json_would(tmp_path):
     pq.write_table(table, tmp_path / "map.parquet")
     assert read_generations(tmp_path / "map.parquet")["ratings"].tolist() == [
         {"r1": 3.0, "r2": 4.0}, None]
+    # a null grade in JSON is the same absent grade as a struct's null field
+    rows[1]["ratings"] = {"r1": 1.0, "r2": None}
+    assert read_generations(write_jsonl(tmp_path / "g.jsonl", rows))["ratings"].tolist() == [
+        {"r1": 3.0, "r2": 4.0}, {"r1": 1.0}]
 
 
 @pytest.mark.parametrize(("name", "text", "message"), [
