@@ -100,13 +100,9 @@ def _read_jsonl(path: Path) -> tuple[pd.DataFrame, Location]:
                               f"expected a JSON object, got {type(row).__name__}")
         rows.append(row)
         lines.append(number)
-    try:
-        return pd.DataFrame(rows), Location(str(path), "line", lines)
-    except UnicodeEncodeError:  # a string column that cannot be stored as UTF-8
-        where = Location(str(path), "line", lines)
-        frame = pd.DataFrame(rows, dtype=object)
-        validate(frame, where)  # names the row and field
-        raise
+    # (objects as JSON gave them: no column converted, so an error quotes the value as written,
+    # 3 and not 3.0, and a string that is no UTF-8 reaches the check that names it)
+    return pd.DataFrame(rows, dtype=object), Location(str(path), "line", lines)
 
 
 def _decode_containers(frame: pd.DataFrame, where: Location) -> pd.DataFrame:

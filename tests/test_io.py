@@ -99,6 +99,9 @@ def test_a_carriage_return_is_json_whitespace_and_a_csv_cell_keeps_it(tmp_path):
     ('{"task_id": "t", "candidate": "x", "tests": {"cases": [], "timeout": 1}}',
      r"line 2, field 'tests': unknown key"),
     ('{"task_id": "t", "candidate": null}', r"line 2, field 'candidate': value is missing"),
+    # (the other row has no language: the value is quoted as written, not as a float column's)
+    ('{"task_id": "t", "candidate": "x", "language": 3}',
+     r"line 2, field 'language': expected a string, got int 3$"),
     ('{"task_id": "t", "candidate": "x"', r"line 2: not valid JSON"),
     ('{"task_id": "t", "candidate": "a\tb"}',
      r"line 2: not valid JSON \(Invalid control character at column 33\)"),
