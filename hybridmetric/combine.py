@@ -386,6 +386,11 @@ def scorer_of(column: str, scorer_names: Sequence[str] = ()) -> str:
     return max(matches, key=len) if matches else rest.split(".", 1)[0]
 
 
+def score_column(name: str) -> str:
+    """A feature's column: ``chrf`` or ``score.chrf`` -> ``score.chrf``."""
+    return name if name.startswith(SCORE_PREFIX) else SCORE_PREFIX + name
+
+
 def feature_columns(frame: pd.DataFrame, features: Sequence[str] | None = None) -> list[str]:
     """Resolve feature names (``chrf`` or ``score.chrf``) to columns; None: every score column
     except ``score.hybrid``."""
@@ -395,7 +400,7 @@ def feature_columns(frame: pd.DataFrame, features: Sequence[str] | None = None) 
             raise ValueError("the table has no score.* columns; score it first "
                              "(hybridmetric score)")
         return available
-    columns = [f if f.startswith(SCORE_PREFIX) else SCORE_PREFIX + f for f in features]
+    columns = [score_column(f) for f in features]
     unknown = [c for c in columns if c not in available]
     if unknown:
         parts = {c: [a for a in available if a.startswith(c + ".")] for c in unknown}

@@ -33,17 +33,18 @@ def build_scorers(args: argparse.Namespace, defaults: Sequence[str] = ()) -> lis
     entries = [n.strip() for n in args.scorers.split(",") if n.strip()]
     if not entries:
         raise ValueError("--scorers is empty; name at least one scorer")
+    named = [registry.split_name(entry) for entry in entries]
     shortcuts = []
-    for entry in entries:
-        alias, name = registry.split_name(entry)
-        if args.allow_network and name in TAKE_ALLOW_NETWORK:
-            shortcuts.append(f"{alias}.allow_network=true")
-        if args.device and name in TAKE_DEVICE:
-            shortcuts.append(f"{alias}.device={args.device}")
-    for flag, given, takers in (("--allow-network", args.allow_network, TAKE_ALLOW_NETWORK),
-                                ("--device", args.device, TAKE_DEVICE)):
-        if given and not any(registry.split_name(e)[1] in takers for e in entries):
+    for flag, value, setting, takers in (
+            ("--allow-network", "true" if args.allow_network else None, "allow_network",
+             TAKE_ALLOW_NETWORK),
+            ("--device", args.device, "device", TAKE_DEVICE)):
+        if value is None:
+            continue
+        taken = [f"{alias}.{setting}={value}" for alias, name in named if name in takers]
+        if not taken:
             raise ValueError(f"{flag}: no selected scorer takes it ({', '.join(takers)}); "
                              "it would do nothing")
+        shortcuts += taken
     settings = registry.parse_settings([*defaults, *shortcuts, *args.settings], entries)
     return registry.build(entries, settings)

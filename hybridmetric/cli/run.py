@@ -31,10 +31,11 @@ from hybridmetric.combine import (
     dibia_columns,
     dibia_combined,
     fit_card,
+    score_column,
 )
 from hybridmetric.io import read_study
 from hybridmetric.report import write_report
-from hybridmetric.schema import SCORE_PREFIX, with_rater_mean
+from hybridmetric.schema import with_rater_mean
 from hybridmetric.scorers import Scorer
 from hybridmetric.scoring import journal_path, score
 
@@ -151,8 +152,7 @@ def run(args: argparse.Namespace) -> int:
     scorers = build_scorers(args)
     options = fit_options(args)
     produced = [c for s in scorers for c in s.columns]
-    unknown = [f for f in options["features"] or ()
-               if (f if f.startswith(SCORE_PREFIX) else SCORE_PREFIX + f) not in produced]
+    unknown = [f for f in options["features"] or () if score_column(f) not in produced]
     if unknown:  # (before scoring, which may take hours)
         raise ValueError(f"--features {', '.join(unknown)}: no selected scorer writes such a "
                          f"column; they write {', '.join(produced)}")

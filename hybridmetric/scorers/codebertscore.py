@@ -301,6 +301,7 @@ class CodeBertScore(Scorer):
         self._hash: str | None = None
         self._idf_unseen = 0.0
         self._table_idf: tuple[dict[int, float], float] | None = None  # see prepare()
+        self._idf_file_table: tuple[dict[int, float], float] = ({}, 0.0)  # see _load()
         self._cache: OrderedDict[tuple[str, str], _Encoded] = OrderedDict()
         self._cache_bytes = 0
         #: Counts of the last ``score`` call: distinct texts needed, encoded, found in the cache.
@@ -339,6 +340,10 @@ class CodeBertScore(Scorer):
         self._window = self._window_length(tokenizer, model.config)
         self._tokenizer, self._model = tokenizer, model
         self._idf_off = {tokenizer.cls_token_id: 0.0, tokenizer.sep_token_id: 0.0}
+        if self._idf_file is not None:  # (the weight of a token it lacks: its largest)
+            # [CLS] and [SEP], in every text, weigh 0 (as in the idf tables code_bert_score makes)
+            self._idf_file_table = ({**self._idf_off, **self._idf_file},
+                                    max(self._idf_file.values()))
 
     @staticmethod
     def _layer_list(model: Any) -> Any:
@@ -497,10 +502,8 @@ class CodeBertScore(Scorer):
         if mode == "refs":
             table, self._idf_unseen = self._table_idf or self._references_idf(frame)
             return table
-        assert self._idf_file is not None
-        self._idf_unseen = max(self._idf_file.values())
-        # [CLS] and [SEP], in every text, weigh 0 (as in the idf tables code_bert_score makes)
-        return {**self._idf_off, **self._idf_file}
+        table, self._idf_unseen = self._idf_file_table
+        return table
 
     def _weights(self, item: _Encoded, table: dict[int, float] | None) -> np.ndarray:
         if table is None:
