@@ -247,8 +247,9 @@ class HybridMetric(RegressorMixin, BaseEstimator):
             raise ValueError(
                 f"calibration must be one of {list(CALIBRATIONS)}, got {self.calibration!r}"
             )
-        if not (isinstance(self.alpha, int | float) and self.alpha >= 0):
-            raise ValueError(f"alpha must be a number >= 0, got {self.alpha!r}")
+        if not (isinstance(self.alpha, int | float) and math.isfinite(self.alpha)
+                and self.alpha >= 0):
+            raise ValueError(f"alpha must be a finite number >= 0, got {self.alpha!r}")
         if self.bounds is not None and not (
             len(self.bounds) == 2 and float(self.bounds[0]) <= float(self.bounds[1])
         ):

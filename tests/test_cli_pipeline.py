@@ -101,3 +101,24 @@ def test_card_with_other_scorer_settings_is_refused(slice_file, tmp_path, capsys
                  *SCORERS, "--set", "rouge_l.tokenizer=code"])
     assert code == 2
     assert "rouge_l" in capsys.readouterr().err
+
+
+def test_ridge_penalty_is_an_option_of_fit(slice_file, tmp_path, capsys):
+    scores = tmp_path / "s.jsonl"
+    assert main(["score", str(slice_file), "-o", str(scores), *SCORERS]) == 0
+    weights = {}
+    for alpha in ("0", "1000"):
+        card = tmp_path / f"card{alpha}.json"
+        assert main(["fit", str(scores), "-o", str(card), "--model", "ridge", "--alpha", alpha,
+                     "--scale", "0,4", "--repeats", "1", "--bootstrap", "0"]) == 0
+        saved = json.loads(card.read_text())
+        assert saved["alpha"] == float(alpha) and f"alpha:{float(alpha)}" in saved["signature"]
+        weights[alpha] = sum(abs(w["value"]) for w in saved["weights"].values())
+    # a large penalty shrinks the standardised weights towards 0 (by about n / (n + alpha))
+    assert weights["1000"] < 0.5 * weights["0"]
+    capsys.readouterr()
+    assert main(["fit", str(scores), "-o", str(tmp_path / "c.json"), "--alpha", "2"]) == 2
+    assert "--alpha is ridge's penalty; --model nonneg has none" in capsys.readouterr().err
+    assert main(["fit", str(scores), "-o", str(tmp_path / "c.json"), "--model", "ridge",
+                 "--alpha", "inf"]) == 2
+    assert "alpha must be a finite number >= 0, got inf" in capsys.readouterr().err

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from hybridmetric.combine import MODELS, fit_card
@@ -29,6 +30,9 @@ def add_fit_options(parser: argparse.ArgumentParser,
     parser.add_argument("--features", help="comma-separated score columns, or the names of "
                                            f"scorers with one column (default: {features})")
     parser.add_argument("--model", default="nonneg", choices=MODELS, help="the combiner")
+    parser.add_argument("--alpha", type=float,
+                        help="ridge's penalty on the standardised features (--model ridge "
+                             "only; default 1.0)")
     parser.add_argument("--seed", type=int, default=0, help="seed of folds and resamples")
     parser.add_argument("--folds", type=int, default=5, help="cross-validation folds (by task)")
     parser.add_argument("--repeats", type=int, default=10, help="cross-validation repeats")
@@ -44,7 +48,13 @@ def add_fit_options(parser: argparse.ArgumentParser,
 
 def fit_options(args: argparse.Namespace) -> dict:
     features = [f.strip() for f in args.features.split(",")] if args.features else None
+    if args.alpha is not None and args.model != "ridge":
+        raise ValueError(f"--alpha is ridge's penalty; --model {args.model} has none "
+                         "(add --model ridge, or leave --alpha out)")
+    if args.alpha is not None and not (math.isfinite(args.alpha) and args.alpha >= 0):
+        raise ValueError(f"--alpha must be a finite number >= 0, got {args.alpha!r}")
     return {"target": args.target, "features": features, "model": args.model,
+            "alpha": 1.0 if args.alpha is None else args.alpha,
             "seed": args.seed, "folds": args.folds, "repeats": args.repeats,
             "n_boot": args.bootstrap, "calibration": args.calibration, "missing": args.missing}
 
