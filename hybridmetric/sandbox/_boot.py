@@ -95,7 +95,10 @@ if __name__ == "__main__":
         os.close(3)
         from hybridmetric.sandbox.launcher import serve as start
     else:
-        sys.path[0] = os.path.dirname(os.path.dirname(here))  # not the sandbox folder itself
+        # Not the sandbox folder (the script's), nor anything else: the worker's import path,
+        # which its fork server and programs take, is the interpreter's own, as ``python
+        # program.py`` has it (the program's folder comes first there).
+        del sys.path[0]
         from hybridmetric.sandbox.worker import main as start
     sys.meta_path.remove(compiled)
     compiled.modules.clear()  # (the loader of each module: its code would stay in the heap)

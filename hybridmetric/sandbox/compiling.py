@@ -24,6 +24,12 @@ from hybridmetric.sandbox.launcher import _TAIL, COMPILE_ERRORS, _error_text, fi
 #: program's limits. (Loaded in the forking process, code would leave its identifiers there:
 #: from Python 3.12 interned strings outlive the code, and a later program could find them.)
 PRECOMPILE_MAX = 1 << 16
+#: Python sources with more ``+`` than this are compiled in the child too, under the program's
+#: time limit: the compiler folds a chain of constants (``'a' * 4096 + 'a' * 4096 + ...``) into
+#: one, copying what it has so far at each ``+``, in time quadratic in the chain (1,000 terms:
+#: over a second; a few such chains in 64 KiB took 42 s), which in the worker no limit would
+#: stop. (HumanEval's programs have at most 22.)
+PRECOMPILE_MAX_PLUS = 100
 #: The compiler flags of the ``__future__`` features a program's first part turns on for its
 #: shared tail too (see :func:`precompile`); but ``barry_as_FLUFL``, which changes how a file
 #: parses only when given to ``compile``, not when the file imports it (and then only the code
@@ -58,7 +64,8 @@ def precompile(source: str, path: str, tail_at: int | None = None) -> bytes | st
     checks that the warning filters are the child's: see ``ForkServer.compiles_here``): its
     code for :meth:`Forker.launch` (a tuple of code objects, marshalled, which the child runs in
     turn in one namespace); the error text of a syntax error (no child needed); None when the
-    child must compile it: larger than :data:`PRECOMPILE_MAX`, a compiler warning (which must
+    child must compile it: larger than :data:`PRECOMPILE_MAX`, more ``+`` than
+    :data:`PRECOMPILE_MAX_PLUS`, a compiler warning (which must
     reach the program's stderr), nested too deep to compile (how deep may depend on the
     stack), no memory, or code too deeply nested to marshal.
 
@@ -73,7 +80,7 @@ def precompile(source: str, path: str, tail_at: int | None = None) -> bytes | st
     past its end could tell that its frame ended before the tail's began (one that rebinds or
     removes ``__builtins__`` changes the tail's builtins: what it could do anyway to the
     builtins themselves, ``builtins.abs = ...``)."""
-    if len(source) > PRECOMPILE_MAX:
+    if len(source) > PRECOMPILE_MAX or source.count("+") > PRECOMPILE_MAX_PLUS:
         return None
     if tail_at is not None:
         parts = _precompile_parts(source, path, tail_at)

@@ -389,6 +389,44 @@ def writable_image_bytes(path: str) -> int:
     return total
 
 
+#: The relocation that has the dynamic loader call a function of the executable's (a GNU
+#: indirect function's resolver: ``__attribute__((ifunc))``, ``target_clones``) while it relocates
+#: the executable, before its ``.preinit_array`` runs: its number on each 64-bit machine
+#: (``e_machine``): x86-64, AArch64, PowerPC64, s390x, RISC-V, LoongArch.
+IRELATIVE = {62: 37, 183: 1032, 21: 248, 22: 61, 243: 58, 258: 12}
+SHT_SYMTAB, SHT_RELA, SHT_DYNSYM = 2, 4, 11
+STT_GNU_IFUNC = 10
+
+
+def indirect_functions(path: str) -> int:
+    """How many indirect functions the ELF executable ``path`` defines, and relocations it has
+    that call one (:data:`IRELATIVE`): the dynamic loader runs their resolvers, code of the
+    program's, while it relocates the executable, before ``take_token`` (from
+    ``.preinit_array``, otherwise the executable's first code), so they could read the token
+    first. 0 for what is not a 64-bit ELF file."""
+    with open(path, "rb") as handle:
+        data = handle.read()
+    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2:
+        return 0
+    order = "<" if data[5] == 1 else ">"
+    machine = struct.unpack_from(order + "H", data, 0x12)[0]
+    table = struct.unpack_from(order + "Q", data, 0x28)[0]
+    size, count = struct.unpack_from(order + "HH", data, 0x3A)
+    found = 0
+    for header in range(table, table + size * count, size):
+        kind = struct.unpack_from(order + "I", data, header + 4)[0]
+        offset, length = struct.unpack_from(order + "QQ", data, header + 0x18)
+        entries = range(offset, offset + length - 23, 24)  # (Elf64_Rela and Elf64_Sym: 24 bytes)
+        if kind == SHT_RELA and machine in IRELATIVE:
+            found += sum(struct.unpack_from(order + "Q", data, entry + 8)[0] & 0xFFFFFFFF
+                         == IRELATIVE[machine] for entry in entries)
+        elif kind in (SHT_SYMTAB, SHT_DYNSYM):  # defined (a section index), of type IFUNC
+            found += sum(data[entry + 4] & 0xF == STT_GNU_IFUNC
+                         and struct.unpack_from(order + "H", data, entry + 6)[0] != 0
+                         for entry in entries)
+    return found
+
+
 def build(language: str, source: str, memory_mb: int, cxx: str = ".",
           classpath: Sequence[str] = (), classes: str = ".",
           cpp_standard: str = CPP_STANDARD) -> Build:

@@ -57,8 +57,19 @@ import warnings
 # name, a page the child copies (about 30 fewer page faults a child, a few microseconds each).
 # The names are this module's own, so a program that patches ``os``, ``atexit`` or ``builtins``
 # (``mock.patch("os._exit")``, ``builtins.exec = ...`` before its shared tail runs) does not
-# reach what its harness calls.
+# reach what its harness calls; nor, rebinding ``builtins.BaseException`` and the like, what it
+# catches (the program's failure still gets its verdict, not an escape through the frames of the
+# fork server that made it).
 from atexit import _run_exitfuncs
+from builtins import (
+    BaseException,
+    EOFError,
+    Exception,
+    MemoryError,
+    SystemExit,
+    TypeError,
+    ValueError,
+)
 from builtins import exec as run_code
 from collections.abc import Callable, Sequence
 from marshal import loads as unmarshal
@@ -71,7 +82,6 @@ from os import (
     closerange,
     dup2,
     getpid,
-    read,
     setgroups,
     setresgid,
     setresuid,
@@ -128,6 +138,26 @@ libc = ctypes.CDLL(None, use_errno=True)
 _prctl = ctypes.CDLL(None).prctl
 _errno_location = ctypes.CDLL(None).__errno_location
 _errno_location.restype = ctypes.POINTER(ctypes.c_int)
+#: ``read`` and ``write`` of the C library, for a Python child's token, which it holds in memory
+#: of the C library's (:data:`_TOKEN_AT`), never in a Python object (see :func:`_python_main`).
+_c_read = ctypes.CDLL(None).read
+_c_write = ctypes.CDLL(None).write
+for _call in (_c_read, _c_write):
+    _call.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t)
+    _call.restype = ctypes.c_ssize_t
+_c_memset = ctypes.CDLL(None).memset
+_c_memset.argtypes = (ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t)
+#: The most bytes a token takes (the fork server's are 32).
+TOKEN_BYTES = 64
+#: Where a Python child keeps its report's kind (one byte) and, after it, its token: memory that
+#: no Python object owns or shows (``malloc``\ ed once here, filled in each child), so that a
+#: program that walks the frames above its own (``sys._getframe(1).f_locals``) or the objects
+#: the collector tracks finds no token; only reading its process's memory would.
+_malloc = ctypes.CDLL(None).malloc
+_malloc.restype = ctypes.c_void_p
+_TOKEN_AT: int = _malloc(1 + TOKEN_BYTES) or 0
+if not _TOKEN_AT:
+    raise MemoryError("no memory for the programs' token")
 
 #: (memory bytes, CPU seconds, file bytes, open files, processes, address space bytes): a
 #: child's rlimits. The address space (0: no limit) is what a program may map: an executed
@@ -274,7 +304,7 @@ def _program_streams() -> tuple[TextIO, TextIO, TextIO]:
     """A Python program's stdin, stdout and stderr: fds 0, 1, 2 as the child will have them.
     Made once in the forking process (which never uses them), so that a fork need not."""
     return (open(0, closefd=False),  # noqa: SIM115 - fd 0 is /dev/null
-            open(1, "w", encoding="utf-8", errors="backslashreplace", closefd=False),  # noqa: SIM115
+            open(1, "w", encoding="utf-8", closefd=False),  # noqa: SIM115 - strict, as python
             open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False,  # noqa: SIM115
                  buffering=1))
 
@@ -590,14 +620,23 @@ def _enter_python(path: str, streams: tuple[TextIO, TextIO, TextIO]) -> None:
     sys.argv = [path]
 
 
-def _report(code: bytes, exc: BaseException, source: str, path: str) -> NoReturn:
+def _send(kind: bytes, token_bytes: int) -> bool:
+    """Write the report ``kind`` and, right after it in the same write, the child's token (its
+    ``token_bytes`` at :data:`_TOKEN_AT`) on fd 4: the worker believes a kind only where the
+    token follows it. Whether it all went out."""
+    _c_memset(_TOKEN_AT, kind[0], 1)
+    return _c_write(4, _TOKEN_AT, 1 + token_bytes) == 1 + token_bytes
+
+
+def _report(code: bytes, exc: BaseException, source: str, path: str,
+            token_bytes: int) -> NoReturn:
     """End a Python program's child on an exception: its error text on stderr, then the
-    report ``code`` on fd 4 (see :func:`_python_main`)."""
+    report ``code`` with the token on fd 4 (see :func:`_python_main`)."""
     try:  # noqa: SIM105 - see _python_main
         write(2, _error_text(exc, source, path).encode("utf-8", "replace"))
     except BaseException:  # noqa: BLE001 - the verdict still goes out
         pass
-    write(4, code)
+    _send(code, token_bytes)
     _exit(1)
 
 
@@ -607,13 +646,20 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None) ->
     returns. (Every object this touches is a page the child copies, so it does little, with no
     helper such as ``contextlib.suppress``.)"""
     own_pid = getpid()
-    # The token, taken before the program runs: it cannot read it from fd 3 (see TOKEN_FD).
-    token = read(TOKEN_FD, 64)
+    # The token, taken before the program runs: it cannot read it from fd 3 (see TOKEN_FD), nor
+    # find it in a Python object (see _TOKEN_AT).
+    token_bytes = max(0, _c_read(TOKEN_FD, _TOKEN_AT + 1, TOKEN_BYTES))
     close(TOKEN_FD)
     close(FAILURE_FD)  # what fails from here on is the program's (see FAILURE_FD)
     # Its folder first on the import path, from here: had the forking process looked it up
     # before the folder existed, the import system would remember it as a dead end.
     sys.path.insert(0, folder)
+    # As deep a recursion as ``python path`` allows: the harness's frames below the program's
+    # (this function's and its callers') are not counted against it.
+    below, frame = 0, sys._getframe()
+    while frame is not None:
+        below, frame = below + 1, frame.f_back
+    sys.setrecursionlimit(sys.getrecursionlimit() + below)
 
     code: tuple[CodeType, ...] | None = None
     if compiled is not None:
@@ -625,9 +671,9 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None) ->
         if code is None:
             code = (compile(file_bytes(source), path, "exec", dont_inherit=True),)
     except COMPILE_ERRORS as exc:
-        _report(b"S", exc, source, path)
+        _report(b"S", exc, source, path, token_bytes)
     except MemoryError as exc:
-        _report(b"M", exc, source, path)
+        _report(b"M", exc, source, path, token_bytes)
     # A module of its own, as ``python path`` gives: pickle, unittest, doctest and typing look
     # the program up as ``sys.modules["__main__"]``.
     main = ModuleType("__main__")
@@ -642,11 +688,11 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None) ->
         for part in rest:
             run_code(part, namespace)
     except SystemExit as exc:
-        _report(b"X", RuntimeError(_exit_text(exc)), source, path)
+        _report(b"X", RuntimeError(_exit_text(exc)), source, path, token_bytes)
     except MemoryError as exc:
-        _report(b"M", exc, source, path)
+        _report(b"M", exc, source, path, token_bytes)
     except BaseException as exc:
-        _report(b"E", exc, source, path)
+        _report(b"E", exc, source, path, token_bytes)
     # Then what the interpreter does at exit (Py_FinalizeEx), in its order: wait for the
     # program's other threads (``threading._shutdown``, which also joins a ThreadPoolExecutor's
     # workers), send the token (the tests are over; a process the program forked that got here
@@ -659,11 +705,8 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None) ->
             threading._shutdown()
     except BaseException:  # noqa: BLE001 - python prints it and goes on
         pass
-    if getpid() == own_pid:
-        try:
-            write(4, b"T" + token)
-        except OSError:  # the program closed fd 4: no token, a failure
-            _exit(1)
+    if getpid() == own_pid and not _send(b"T", token_bytes):
+        _exit(1)  # the program closed fd 4: no token, a failure
     _run_exitfuncs()
     status = 0
     for name in ("stdout", "stderr"):
@@ -756,15 +799,10 @@ class Forker:
         argv, source, compiled, limits, timeout_s = request
         if limits[5] and argv is None:  # the child starts with this process's mappings
             limits = (*limits[:5], limits[5] + self.mapped)
-        token = os.urandom(16).hex().encode()
         opened: list[int] = []
         try:
             token_r, token_w = os.pipe()
-            opened.append(token_r)
-            try:
-                os.write(token_w, token)
-            finally:
-                os.close(token_w)
+            opened += [token_r, token_w]
             report_r, report_w = os.pipe()
             opened += [report_r, report_w]
             failure_r, failure_w = os.pipe()
@@ -784,8 +822,14 @@ class Forker:
         if pid == 0:
             self._child(argv, source, compiled, limits,
                         [self.devnull, out, err, token_r, report_w, failure_w])
-        for fd in (token_r, report_w, failure_w):
-            os.close(fd)
+        # The token, made once the child is (its memory never held it, so a program that
+        # searches it for Python objects finds none), and sent, all of it in one write.
+        token = os.urandom(16).hex().encode()
+        try:
+            os.write(token_w, token)  # (a pipe this process reads too: no EPIPE, room for it)
+        finally:
+            for fd in (token_w, token_r, report_w, failure_w):
+                os.close(fd)
         try:
             pidfd = os.pidfd_open(pid)
             try:

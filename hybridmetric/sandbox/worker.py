@@ -139,8 +139,17 @@ class Process:
         return os.WEXITSTATUS(self.status) if os.WIFEXITED(self.status) else None
 
     @property
+    def kind(self) -> bytes:
+        """What the harness reported (``T``: the tests completed; Python's ``S``, ``M``, ``X``,
+        ``E``: see ``launcher._python_main``): the byte before the token on fd 4, where the
+        harness writes them together; b"" when the token is not there (a program that writes
+        to fd 4 itself does not know it)."""
+        at = self.report.find(self.token) if self.token else -1
+        return self.report[at - 1:at] if at > 0 else b""
+
+    @property
     def completed(self) -> bool:
-        return self.exit_code == 0 and b"T" + self.token in self.report
+        return self.exit_code == 0 and self.kind == b"T"
 
 
 def _signal_name(number: int) -> str:
@@ -382,7 +391,13 @@ class Worker:
             return failed
         overhead = languages.RUNTIME_OVERHEAD_MB.get(language, 0)
         static = 0
-        if language == "cpp":  # static data over the limit: the kernel kills it in exec
+        if language == "cpp":
+            if languages.indirect_functions(os.path.join(work, "program")):
+                return RunResult(SYNTAX_ERROR, "the program defines an indirect function "
+                                 "(__attribute__((ifunc)) or target_clones), whose resolver the "
+                                 "dynamic loader runs before the test harness starts: the "
+                                 "sandbox does not run it, as its verdict could not be trusted")
+            # static data over the limit: the kernel kills it in exec
             static = languages.writable_image_bytes(os.path.join(work, "program"))
             if static > (limits.memory_mb + overhead) * 2**20:
                 return RunResult(MEMORY, f"the program's static data takes {static / 2**20:.0f} "
@@ -535,7 +550,7 @@ class Worker:
             return result(TIMEOUT, f"exceeded {limits.timeout_s} s\n{stderr}")
         if process.completed:
             return result(PASSED, "")
-        kind = process.report[:1]
+        kind = process.kind
         if process.failure:
             return result(SANDBOX_ERROR, process.failure)
         if kind == b"S":

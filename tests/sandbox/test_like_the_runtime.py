@@ -64,6 +64,15 @@ CASES = [
     ("stdout_closed_nothing_written", "python", "import os\nos.close(1)\nassert 1 == 1\n", PASSED),
     ("forked_child_runs_to_the_end", "python",
      "import os\npid = os.fork()\nif pid:\n    os.waitpid(pid, 0)\nassert 1 == 1\n", PASSED),
+    # stdout is strict UTF-8 (PYTHONIOENCODING=utf-8); stderr escapes what it cannot encode
+    ("stdout_lone_surrogate", "python", "print('\\udcff')\n", FAILED),
+    ("stderr_lone_surrogate", "python", "import sys\nprint('\\udcff', file=sys.stderr)\n",
+     PASSED),
+    # as deep a recursion as python allows: the harness's own frames do not count
+    ("recursion_as_deep_as_python_allows", "python",
+     "def down(n):\n    return 0 if n == 0 else down(n - 1)\n\ndown(996)\n", PASSED),
+    ("recursion_deeper_than_python_allows", "python",
+     "def down(n):\n    return 0 if n == 0 else down(n - 1)\n\ndown(1005)\n", FAILED),
     # the file is UTF-8, decoded as its coding declaration says
     ("coding_latin1_sees_two_characters", "python",
      "# -*- coding: latin-1 -*-\nassert len('\u00e9') == 1\n", FAILED),
@@ -120,7 +129,9 @@ def by_the_runtime(language: str, source: str, folder: Path) -> str:
                        check=True)
     process = subprocess.Popen(command, cwd=folder, stdin=subprocess.DEVNULL,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                               env={"PATH": "/usr/bin:/bin"}, start_new_session=True)
+                               env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8",
+                                    "PYTHONIOENCODING": "utf-8"},  # (as the sandbox's)
+                               start_new_session=True)
     try:
         stderr = process.communicate(timeout=LIMITS.timeout_s)[1]
     except subprocess.TimeoutExpired:
@@ -157,3 +168,15 @@ def test_a_source_no_file_can_hold_is_a_syntax_error(sandbox: Sandbox, source: s
     [result] = sandbox.run([Program("python", source, LIMITS)])
     assert result.outcome == SYNTAX_ERROR
     assert "cannot be written to a file" in result.error
+
+
+def test_the_import_path_is_the_interpreter_s_own(sandbox: Sandbox) -> None:
+    """A Python program imports from where ``python program.py`` would: its own folder, then
+    the interpreter's path, and nothing of the sandbox's (the project's folder included)."""
+    expected = subprocess.run([sys.executable, "-c", "import sys; print(sys.path[1:])"],
+                              capture_output=True, text=True, check=True, cwd="/",
+                              env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"}).stdout.strip()
+    source = ("import os, sys\nassert sys.path[0] == os.getcwd()\n"
+              f"assert sys.path[1:] == {expected}\n")
+    [result] = sandbox.run([Program("python", source, LIMITS)])
+    assert result.outcome == PASSED, result

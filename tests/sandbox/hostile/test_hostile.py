@@ -152,6 +152,49 @@ static void send() {
 }
 %s
 """
+#: A program that looks for its token where Python code can look: the locals of every frame
+#: below its own (the harness's) and what the collector tracks, sends each 32-character hex
+#: string it finds as the harness would, and ends with status 0 before its tests.
+FINDS_THE_TOKEN = """
+import gc, os, sys
+found, frame = [], sys._getframe()
+while frame is not None:
+    found += list(frame.f_locals.values())
+    frame = frame.f_back
+for holder in gc.get_objects():
+    if isinstance(holder, (tuple, list)):
+        found += holder
+    elif isinstance(holder, dict):
+        found += holder.values()
+hexes = set(b"0123456789abcdef")
+for value in found:
+    if isinstance(value, str):
+        value = value.encode("utf-8", "replace")
+    if isinstance(value, bytes) and len(value) == 32 and set(value) <= hexes:
+        os.write(4, b"T" + value)
+os._exit(0)
+assert False
+"""
+#: A C++ program whose indirect function's resolver, which the dynamic loader runs while it
+#: relocates the executable (before ``.preinit_array``), takes the token before the harness.
+CPP_IFUNC_TAKES_THE_TOKEN = """#include <cassert>
+#include <unistd.h>
+static char token[64];
+static long size;
+static int helper_itself() { return 0; }
+extern "C" void *resolve_helper() {
+  size = read(3, token, sizeof token);
+  return (void *)helper_itself;
+}
+extern "C" int helper() __attribute__((ifunc("resolve_helper")));
+int main() {
+  helper();
+  write(4, "T", 1);
+  write(4, token, size);
+  _exit(0);
+  assert(1 == 2);
+}
+"""
 #: A program that calls the harness's wrapper of ``main`` itself (the linker lets it name it):
 #: the nested ``main`` returns 0 at once, and the program leaves before its tests.
 CPP_CALLS_THE_WRAPPER = """#include <cassert>
@@ -316,6 +359,21 @@ HOSTILE: list[tuple[Any, ...]] = [
     ("js_fakes_the_end_from_a_promise", "javascript",
      "Promise.resolve(0).then(process.emit.bind(process, 'beforeExit'))\n"
      "  .then(() => process.exit(0));\n", {FAILED}),
+    ("finds_the_token_in_the_harness_s_objects", "python", FINDS_THE_TOKEN, {FAILED}),
+    ("cpp_ifunc_takes_the_token_first", "cpp", CPP_IFUNC_TAKES_THE_TOKEN, {SYNTAX_ERROR}),
+    # a report the harness makes counts only with the token after it (a failure stays one)
+    ("forges_a_syntax_error", "python", "import os\nos.write(4, b'S')\nassert 1 == 2\n",
+     {FAILED}),
+    ("forges_out_of_memory", "python", "import os\nos.write(4, b'M')\nassert 1 == 2\n",
+     {FAILED}),
+    ("cpp_forges_a_syntax_error", "cpp",
+     "#include <cassert>\n#include <unistd.h>\n"
+     "int main() { write(4, \"S\", 1); assert(1 == 2); }\n", {FAILED}),
+    ("js_forges_out_of_memory", "javascript",
+     "require('fs').writeSync(4, 'M');\nrequire('assert').strictEqual(1, 2);\n", {FAILED}),
+    # constants the compiler folds in time quadratic in the chain: compiled under the limits
+    ("constant_folding_bomb", "python", "x = " + " + ".join(["'a' * 4096"] * 1500) + "\n",
+     {TIMEOUT, MEMORY}, Limits(timeout_s=1.0)),
     ("forges_a_sandbox_error", "python",
      "import os\nos.write(4, b'B' + os.read(3, 64) + b' no')\nos._exit(70)\n", {FAILED}),
     ("raises_in_the_harness", "python", RAISES_IN_THE_HARNESS, {FAILED}),
@@ -337,6 +395,20 @@ def test_hostile_program(sandbox: Sandbox, run: Run, untouched: Check,
     _, language, source, allowed, *limits = case
     result = run(sandbox, language, source, *limits)
     assert result.outcome in allowed, result
+    untouched(sandbox)
+
+
+def test_rebound_exceptions_do_not_change_what_the_harness_catches(
+        sandbox: Sandbox, run: Run, untouched: Check) -> None:
+    """The harness catches the exceptions it bound at its start, not what ``builtins`` holds
+    when the program ends: the program's own error is its text, with no frame of the harness's
+    (whose files are the sandbox's own paths)."""
+    result = run(sandbox, "python",
+                 "import builtins\nclass Other:\n    pass\nbuiltins.BaseException = "
+                 "builtins.SystemExit = builtins.MemoryError = builtins.Exception = Other\n"
+                 "assert 1 == 2\n")
+    assert result.outcome == FAILED, result
+    assert result.error.endswith("AssertionError\n") and "launcher" not in result.error, result
     untouched(sandbox)
 
 
