@@ -99,7 +99,7 @@ from resource import (
     RLIMIT_NPROC,
     setrlimit,
 )
-from types import CodeType, ModuleType, TracebackType
+from types import CodeType, FrameType, ModuleType, TracebackType
 from typing import Any, NoReturn, TextIO
 
 PR_SET_PDEATHSIG = 1
@@ -138,26 +138,31 @@ libc = ctypes.CDLL(None, use_errno=True)
 _prctl = ctypes.CDLL(None).prctl
 _errno_location = ctypes.CDLL(None).__errno_location
 _errno_location.restype = ctypes.POINTER(ctypes.c_int)
-#: ``read`` and ``write`` of the C library, for a Python child's token, which it holds in memory
-#: of the C library's (:data:`_TOKEN_AT`), never in a Python object (see :func:`_python_main`).
-_c_read = ctypes.CDLL(None).read
+#: The C library's calls that make, send and report a program's token without a Python object
+#: ever holding it while the program runs (see :data:`_TOKEN_AT`).
+_getrandom = ctypes.CDLL(None).getrandom
+_getrandom.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint)
+_getrandom.restype = ctypes.c_ssize_t
 _c_write = ctypes.CDLL(None).write
-for _call in (_c_read, _c_write):
-    _call.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t)
-    _call.restype = ctypes.c_ssize_t
+_c_write.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t)
+_c_write.restype = ctypes.c_ssize_t
 _c_memset = ctypes.CDLL(None).memset
 _c_memset.argtypes = (ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t)
-#: The most bytes a token takes (the fork server's are 32).
-TOKEN_BYTES = 64
-#: Where a Python child keeps its report's kind (one byte) and, after it, its token: memory that
-#: no Python object owns or shows (``malloc``\ ed once here, filled in each child), so that a
-#: program that walks the frames above its own (``sys._getframe(1).f_locals``) or the objects
-#: the collector tracks finds no token; only reading its process's memory would.
 _malloc = ctypes.CDLL(None).malloc
 _malloc.restype = ctypes.c_void_p
+#: The bytes of a token (random: no harness reads more than 64).
+TOKEN_BYTES = 16
+#: A report's kind (one byte: ``T`` unless a Python child's harness writes another) and, after
+#: it, the token of the program being run: memory that no Python object owns or shows
+#: (``malloc``\ ed once here). The forking process draws each token into it before the fork and
+#: sends it on the token pipe (fd 3) from there, so a Python child holds it where its harness
+#: writes it from, and a program that walks the frames below its own
+#: (``sys._getframe(1).f_locals``) or searches what the collector tracks finds none: only
+#: reading its process's memory would.
 _TOKEN_AT: int = _malloc(1 + TOKEN_BYTES) or 0
 if not _TOKEN_AT:
     raise MemoryError("no memory for the programs' token")
+_c_memset(_TOKEN_AT, ord("T"), 1)
 
 #: (memory bytes, CPU seconds, file bytes, open files, processes, address space bytes): a
 #: child's rlimits. The address space (0: no limit) is what a program may map: an executed
@@ -620,46 +625,37 @@ def _enter_python(path: str, streams: tuple[TextIO, TextIO, TextIO]) -> None:
     sys.argv = [path]
 
 
-def _send(kind: bytes, token_bytes: int) -> bool:
-    """Write the report ``kind`` and, right after it in the same write, the child's token (its
-    ``token_bytes`` at :data:`_TOKEN_AT`) on fd 4: the worker believes a kind only where the
-    token follows it. Whether it all went out."""
-    _c_memset(_TOKEN_AT, kind[0], 1)
-    return _c_write(4, _TOKEN_AT, 1 + token_bytes) == 1 + token_bytes
-
-
-def _report(code: bytes, exc: BaseException, source: str, path: str,
-            token_bytes: int) -> NoReturn:
+def _report(code: bytes, exc: BaseException, source: str, path: str) -> NoReturn:
     """End a Python program's child on an exception: its error text on stderr, then the
-    report ``code`` with the token on fd 4 (see :func:`_python_main`)."""
+    report ``code`` on fd 4, with the token right after it in the same write (the worker
+    believes a report only where the token follows it; see :func:`_python_main`)."""
     try:  # noqa: SIM105 - see _python_main
         write(2, _error_text(exc, source, path).encode("utf-8", "replace"))
     except BaseException:  # noqa: BLE001 - the verdict still goes out
         pass
-    _send(code, token_bytes)
+    _c_memset(_TOKEN_AT, code[0], 1)
+    _c_write(4, _TOKEN_AT, 1 + TOKEN_BYTES)
     _exit(1)
 
 
-def _python_main(source: str, path: str, folder: str, compiled: bytes | None) -> NoReturn:
+def _python_main(source: str, path: str, folder: str, compiled: bytes | None,
+                 below: int) -> NoReturn:
     """Run ``source`` (``compiled``: its code from ``compiling.precompile``, or None) as
     ``__main__`` at ``path`` in ``folder`` in this (child) process; emit the token after it
-    returns. (Every object this touches is a page the child copies, so it does little, with no
-    helper such as ``contextlib.suppress``.)"""
+    returns. ``below``: the frames under this function's (the harness's). (Every object this
+    touches is a page the child copies, so it does little, with no helper such as
+    ``contextlib.suppress``.)"""
     own_pid = getpid()
-    # The token, taken before the program runs: it cannot read it from fd 3 (see TOKEN_FD), nor
-    # find it in a Python object (see _TOKEN_AT).
-    token_bytes = max(0, _c_read(TOKEN_FD, _TOKEN_AT + 1, TOKEN_BYTES))
+    # The token is at _TOKEN_AT already (the fork copied it): fd 3 closed, the program cannot
+    # read it there, nor find it in a Python object.
     close(TOKEN_FD)
     close(FAILURE_FD)  # what fails from here on is the program's (see FAILURE_FD)
     # Its folder first on the import path, from here: had the forking process looked it up
     # before the folder existed, the import system would remember it as a dead end.
     sys.path.insert(0, folder)
     # As deep a recursion as ``python path`` allows: the harness's frames below the program's
-    # (this function's and its callers') are not counted against it.
-    below, frame = 0, sys._getframe()
-    while frame is not None:
-        below, frame = below + 1, frame.f_back
-    sys.setrecursionlimit(sys.getrecursionlimit() + below)
+    # (this function's and those under it) are not counted against it.
+    sys.setrecursionlimit(sys.getrecursionlimit() + below + 1)
 
     code: tuple[CodeType, ...] | None = None
     if compiled is not None:
@@ -671,9 +667,9 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None) ->
         if code is None:
             code = (compile(file_bytes(source), path, "exec", dont_inherit=True),)
     except COMPILE_ERRORS as exc:
-        _report(b"S", exc, source, path, token_bytes)
+        _report(b"S", exc, source, path)
     except MemoryError as exc:
-        _report(b"M", exc, source, path, token_bytes)
+        _report(b"M", exc, source, path)
     # A module of its own, as ``python path`` gives: pickle, unittest, doctest and typing look
     # the program up as ``sys.modules["__main__"]``.
     main = ModuleType("__main__")
@@ -688,11 +684,11 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None) ->
         for part in rest:
             run_code(part, namespace)
     except SystemExit as exc:
-        _report(b"X", RuntimeError(_exit_text(exc)), source, path, token_bytes)
+        _report(b"X", RuntimeError(_exit_text(exc)), source, path)
     except MemoryError as exc:
-        _report(b"M", exc, source, path, token_bytes)
+        _report(b"M", exc, source, path)
     except BaseException as exc:
-        _report(b"E", exc, source, path, token_bytes)
+        _report(b"E", exc, source, path)
     # Then what the interpreter does at exit (Py_FinalizeEx), in its order: wait for the
     # program's other threads (``threading._shutdown``, which also joins a ThreadPoolExecutor's
     # workers), send the token (the tests are over; a process the program forked that got here
@@ -705,7 +701,7 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None) ->
             threading._shutdown()
     except BaseException:  # noqa: BLE001 - python prints it and goes on
         pass
-    if getpid() == own_pid and not _send(b"T", token_bytes):
+    if getpid() == own_pid and _c_write(4, _TOKEN_AT, 1 + TOKEN_BYTES) != 1 + TOKEN_BYTES:
         _exit(1)  # the program closed fd 4: no token, a failure
     _run_exitfuncs()
     status = 0
@@ -786,6 +782,7 @@ class Forker:
         # What a forked child starts with: its address-space limit counts above this (what the
         # process maps later is far inside the room the worker leaves, ADDRESS_SPACE_ROOM_MB).
         self.mapped = _mapped_bytes()
+        self.frames_below: int | None = None  # those under launch's frame (see launch)
         if dedicated and cgroup_procs is not None:
             os.write(cgroup_procs, b"0")  # "0": the writer itself
             os.close(cgroup_procs)
@@ -797,12 +794,21 @@ class Forker:
         counted as escaped; in the worker, its sweep finds them. LaunchFailed: no child was
         made (the process is as it was)."""
         argv, source, compiled, limits, timeout_s = request
+        if self.frames_below is None:  # (its callers are the same each time: counted once)
+            self.frames_below = _frames_under(sys._getframe())
         if limits[5] and argv is None:  # the child starts with this process's mappings
             limits = (*limits[:5], limits[5] + self.mapped)
         opened: list[int] = []
         try:
+            if _getrandom(_TOKEN_AT + 1, TOKEN_BYTES, 0) != TOKEN_BYTES:
+                raise OSError(_plain_errno(), "getrandom gave no token")
             token_r, token_w = os.pipe()
-            opened += [token_r, token_w]
+            opened.append(token_r)
+            try:  # (a fresh pipe: room for it)
+                if _c_write(token_w, _TOKEN_AT + 1, TOKEN_BYTES) != TOKEN_BYTES:
+                    raise OSError(_plain_errno(), "the token could not be sent")
+            finally:
+                os.close(token_w)
             report_r, report_w = os.pipe()
             opened += [report_r, report_w]
             failure_r, failure_w = os.pipe()
@@ -822,14 +828,8 @@ class Forker:
         if pid == 0:
             self._child(argv, source, compiled, limits,
                         [self.devnull, out, err, token_r, report_w, failure_w])
-        # The token, made once the child is (its memory never held it, so a program that
-        # searches it for Python objects finds none), and sent, all of it in one write.
-        token = os.urandom(16).hex().encode()
-        try:
-            os.write(token_w, token)  # (a pipe this process reads too: no EPIPE, room for it)
-        finally:
-            for fd in (token_w, token_r, report_w, failure_w):
-                os.close(fd)
+        for fd in (token_r, report_w, failure_w):
+            os.close(fd)
         try:
             pidfd = os.pidfd_open(pid)
             try:
@@ -851,6 +851,7 @@ class Forker:
                 failure = os.read(failure_r, 4096)
             except BlockingIOError:
                 failure = b""
+            token = ctypes.string_at(_TOKEN_AT + 1, TOKEN_BYTES)  # (the child is gone)
             return status, timed_out, report, token, _tail(out), _tail(err), escaped, failure
         finally:
             for fd in (report_r, failure_r, out, err):
@@ -876,7 +877,8 @@ class Forker:
                 assert source is not None
                 if not self.dedicated:
                     _enter_python(self.path, self.streams)
-                _python_main(source, self.path, self.work, compiled)
+                _python_main(source, self.path, self.work, compiled,
+                             self.frames_below + 2)  # (launch's, _child's)
             os.execve(argv[0], argv, self.env)
         except BaseException as exc:  # the sandbox failed before the program started
             with contextlib.suppress(BaseException):  # (closed once it has: see FAILURE_FD)
@@ -887,6 +889,14 @@ class Forker:
 #: Rounds (of 10 ms) given a killed program to end, and an ended one to be reaped, while the
 #: processes that trace it are killed: then the sandbox gives up on it (LauncherError).
 END_ROUNDS = 1000
+
+
+def _frames_under(frame: FrameType) -> int:
+    """How many frames the stack holds under ``frame``."""
+    count = 0
+    while frame.f_back is not None:
+        count, frame = count + 1, frame.f_back
+    return count
 
 
 def _end(pid: int, pidfd: int) -> None:

@@ -153,8 +153,9 @@ static void send() {
 %s
 """
 #: A program that looks for its token where Python code can look: the locals of every frame
-#: below its own (the harness's) and what the collector tracks, sends each 32-character hex
-#: string it finds as the harness would, and ends with status 0 before its tests.
+#: below its own (the harness's) and what the collector tracks; it sends every string of a
+#: token's length it finds (16 or 32 bytes) as the harness would, and ends with status 0 before
+#: its tests.
 FINDS_THE_TOKEN = """
 import gc, os, sys
 found, frame = [], sys._getframe()
@@ -166,12 +167,14 @@ for holder in gc.get_objects():
         found += holder
     elif isinstance(holder, dict):
         found += holder.values()
-hexes = set(b"0123456789abcdef")
+sent = set()
 for value in found:
     if isinstance(value, str):
         value = value.encode("utf-8", "replace")
-    if isinstance(value, bytes) and len(value) == 32 and set(value) <= hexes:
-        os.write(4, b"T" + value)
+    if isinstance(value, (bytes, bytearray)) and len(value) in (16, 32) and value not in sent:
+        sent.add(bytes(value))
+for value in list(sent)[:1000]:
+    os.write(4, b"T" + value)
 os._exit(0)
 assert False
 """
