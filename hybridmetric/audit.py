@@ -405,6 +405,17 @@ def _pass_value(frame: pd.DataFrame, data: _Data, counts: np.ndarray, confidence
     return out
 
 
+def _metric_column(frame: pd.DataFrame, name: str) -> str:
+    """The column a metric names: itself, or, as ``fit --features`` takes them, ``chrf`` for
+    ``score.chrf``; an error that lists the score columns when there is none."""
+    for column in (name, f"{SCORE_PREFIX}{name}"):
+        if column in frame.columns:
+            return column
+    available = [str(c) for c in frame.columns if str(c).startswith(SCORE_PREFIX)]
+    raise ValueError(f"no metric column {name!r} in the table; its score columns are "
+                     f"{', '.join(available) or 'none (score it first)'}")
+
+
 def _choose_focus(metrics: Sequence[str], focus: str | None, item: Mapping[str, Any]
                   ) -> tuple[str, str]:
     if focus is not None:
@@ -445,12 +456,15 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
     """
     if metrics is None:
         metrics = [c for c in frame.columns if str(c).startswith(SCORE_PREFIX)]
-    metrics = list(metrics)
+    metrics = [_metric_column(frame, m) for m in metrics]
+    if focus is not None:
+        focus = _metric_column(frame, focus)
     if not metrics:
         raise ValueError(f"no metric columns: the table has no '{SCORE_PREFIX}*' column; pass "
                          "metrics=[...] or score the table first")
     if n_resamples < 1 or n_permutations < 1:
-        raise ValueError("n_resamples and n_permutations must be positive")
+        raise ValueError("the resample and permutation counts (--resamples, --permutations) "
+                         f"must be positive, got {n_resamples} and {n_permutations}")
     if missing not in ("refuse", "drop-rows"):
         raise ValueError(f"missing must be 'refuse' or 'drop-rows', got {missing!r}")
     skipped: list[str] = []
@@ -484,8 +498,14 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
         raise ValueError(f"'{target}' takes one value on every row" + (
             f" ({data.human[0]:g})" if data.human.size else "") + ": no agreement with it can "
             "be measured")
+    observed = data.human[~np.isnan(data.human)]
+    if useful_threshold is not None:
+        low, high = scale if scale is not None else (float(observed.min()), float(observed.max()))
+        if not (math.isfinite(useful_threshold) and low <= useful_threshold <= high):
+            raise ValueError(f"the lowest useful rating (--useful) {useful_threshold:g} lies "
+                             f"outside the rating scale {low:g}-{high:g}"
+                             + ("" if scale is not None else " (the ratings observed)"))
     if useful_threshold is None:  # the middle of the scale (given, else observed)
-        observed = data.human[~np.isnan(data.human)]
         if scale is not None:
             useful_threshold = (scale[0] + scale[1]) / 2
         elif observed.size:

@@ -64,7 +64,8 @@ per-generation ``target`` (by default the mean rating).
                  comparison: {metric: "kendall", best_feature, best_feature_kendall,
                  hybrid_kendall, gain (mean of per-fold hybrid - best), gain_sd, wins (folds
                  where the hybrid is higher), n_folds, beats_best_feature (mean gain > 0; no
-                 test)}, all over the folds where both taus are defined (null where none is)}
+                 test)}, all over the folds where both taus are defined (null where none is);
+                 hybrid_folds, best_feature_folds: where each alone is}
                  dibia_combined also names its {pass, edit_sim} columns; it is
                  {"skipped": reason} when a PASS or EDIT-SIM column is absent or incomplete
     training     {sha256, n_rows, n_tasks, n_dropped_rows, n_rater_rows}; the hash is
@@ -98,7 +99,13 @@ from sklearn.metrics import make_scorer
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from hybridmetric.io import atomic_path, frame_hash
-from hybridmetric.schema import HYBRID_COLUMN, PASS_COLUMN, SCORE_PREFIX, check_on_scale
+from hybridmetric.schema import (
+    HYBRID_COLUMN,
+    PASS_COLUMN,
+    SCORE_PREFIX,
+    check_on_scale,
+    row_label,
+)
 from hybridmetric.signature import environment, signature
 from hybridmetric.signature import parse as parse_signature
 
@@ -290,18 +297,18 @@ class HybridMetric(RegressorMixin, BaseEstimator):
         from statsmodels.miscmodels.ordinal_model import OrderedModel
 
         if not np.all(y == np.round(y)):
-            raise ValueError("model='ordinal' needs integer grades (Likert classes) as y; "
+            raise ValueError("--model ordinal needs integer grades (Likert classes) as y; "
                              "the mean of several raters is not one: train on each rater's grade")
         levels, codes = np.unique(y, return_inverse=True)
         if len(levels) < 2:
-            raise ValueError(f"model='ordinal' needs at least 2 distinct grades, got {levels}")
+            raise ValueError(f"--model ordinal needs at least 2 distinct grades, got {levels}")
         model = OrderedModel(codes, Z, distr="logit")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             result = model.fit(method="bfgs", disp=False, maxiter=2000)
         if not result.mle_retvals["converged"]:
             raise RuntimeError("the ordinal model did not converge; check for a feature that "
-                               "separates the grades perfectly, or use model='nonneg'")
+                               "separates the grades perfectly, or use --model nonneg")
         p = Z.shape[1]
         self.coef_ = np.asarray(result.params[:p], dtype=float)
         self.cutpoints_ = np.asarray(model.transform_threshold_params(result.params)[1:-1])
@@ -317,7 +324,7 @@ class HybridMetric(RegressorMixin, BaseEstimator):
         if len(raters) != len(y):
             raise ValueError(f"raters has {len(raters)} entries for {len(y)} rows")
         if len(np.unique(raters)) < 2:
-            raise ValueError("model='mixed' needs at least 2 raters; use model='nonneg'")
+            raise ValueError("--model mixed needs at least 2 raters; use --model nonneg")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             # Tried in turn, each from where the last stopped. Not L-BFGS: when the rater
@@ -331,7 +338,7 @@ class HybridMetric(RegressorMixin, BaseEstimator):
                     "constant or the features are collinear; leave some out (--features) or "
                     "use --model nonneg") from None
         if not result.converged:
-            raise RuntimeError("the mixed model did not converge; use model='nonneg'")
+            raise RuntimeError("the mixed model did not converge; use --model nonneg")
         fixed = np.asarray(result.fe_params, dtype=float)
         self.intercept_, self.coef_ = float(fixed[0]), fixed[1:]
         self.rater_sd_ = float(np.sqrt(max(float(np.asarray(result.cov_re)[0, 0]), 0.0)))
@@ -474,6 +481,11 @@ def _design(frame: pd.DataFrame, target: str, columns: list[str], model: str) ->
     source, grades, raters = [], [], []
     for row, ratings in enumerate(frame["ratings"]):
         for rater, grade in sorted(ratings.items()):
+            if model == "ordinal" and float(grade) != round(float(grade)):
+                raise ValueError(f"{row_label(frame, row)} (task {frame['task_id'].iloc[row]!r})"
+                                 f", rater {rater!r}: the grade {grade!r} is not an integer; "
+                                 "--model ordinal needs integer grades (Likert classes); use "
+                                 "--model mixed or nonneg")
             source.append(row)
             grades.append(float(grade))
             raters.append(str(rater))
@@ -522,7 +534,7 @@ def _training_rows(
                          f"(columns: {list(frame.columns)})")
     if model in RATER_MODELS and "ratings" not in frame.columns:
         raise ValueError(f"model='{model}' trains on each rater's grade, from the 'ratings' "
-                         "column, which this table lacks; use model='nonneg' or 'ridge'")
+                         "column, which this table lacks; use --model nonneg or ridge")
     columns = feature_columns(frame, features)
     _check_signatures(columns, scorer_signatures)
     frame = frame.reset_index(drop=True)
@@ -564,12 +576,14 @@ def _cross_validate(
         try:
             fitted = estimator().fit(design.X_train[train], design.y_train[train], **kw)
         except DegenerateFitError as error:
-            constant = [j for j in range(design.X_train.shape[1])
+            features = list(baselines)[:design.X_train.shape[1]]  # (the features come first)
+            constant = [name for j, name in enumerate(features)
                         if np.ptp(design.X_train[train, j]) == 0]
+            why = (f"{', '.join(constant)} constant on its training rows" if constant else
+                   "no feature constant on its training rows, but some collinear")
             raise DegenerateFitError(
                 f"{error} (in a cross-validation fold holding out tasks "
-                f"{sorted(map(str, np.unique(design.tasks[test])))[:5]}, feature number(s) "
-                f"{[j + 1 for j in constant]} are constant on the training rows; fewer "
+                f"{sorted(map(str, np.unique(design.tasks[test])))[:5]}: {why}; fewer "
                 "--folds keeps more tasks in each fold's training rows)") from None
         predicted = fitted.predict(design.X[test])
         if repeat == 0:
@@ -607,7 +621,7 @@ def fit_card(
     if missing not in ("refuse", "drop-rows"):
         raise ValueError(f"missing must be 'refuse' or 'drop-rows', got {missing!r}")
     if n_boot < 0:
-        raise ValueError(f"n_boot must be >= 0, got {n_boot}")
+        raise ValueError(f"the bootstrap resamples (--bootstrap) must be >= 0, got {n_boot}")
     n_input = len(frame)
     frame, columns, kept = _training_rows(frame, target, features, model, scorer_signatures,
                                           missing)
@@ -757,6 +771,8 @@ def _comparison(per_fold: dict[str, dict[str, list[float]]],
             "gain": mean(gain),
             "gain_sd": float(gain.std(ddof=1)) if len(gain) > 1 else None,
             "wins": int(np.sum(gain > 0)), "n_folds": int(len(gain)),
+            "hybrid_folds": int(hybrid_defined.sum()),
+            "best_feature_folds": int((~np.isnan(taus[best])).sum()) if best is not None else 0,
             "beats_best_feature": bool(len(gain) and gain.mean() > 0)}
 
 
@@ -915,6 +931,12 @@ class MetricCard:
                 f"{'n/a' if c['gain_sd'] is None else format(c['gain_sd'], '.3f')} over the "
                 f"{c['n_folds']} folds where both are defined; "
                 f"hybrid higher in {c['wins']})")
+            own = (c.get("hybrid_folds", c["n_folds"]), c.get("best_feature_folds", c["n_folds"]))
+            if own != (c["n_folds"], c["n_folds"]):  # the table's means are over other folds
+                lines.append(
+                    f"  (the table averages each over the folds where it alone is defined: the "
+                    f"hybrid's {own[0]}, {c['best_feature']}'s {own[1]}; a fold's Kendall tau is "
+                    "undefined where its ratings or that metric's values are all equal)")
         lines.append(f"signature: {d['signature']}")
         return "\n".join(lines)
 

@@ -31,6 +31,8 @@ from hybridmetric.schema import Location, RecordError, is_container, validate
 
 FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 STUDY_FILE = "generations.jsonl"
+#: The keys of a study.toml's ``[rating]`` table.
+RATING_KEYS = frozenset({"min", "max", "useful", "question", "meaning"})
 STUDY_META = "study.toml"
 
 
@@ -337,6 +339,10 @@ def _check_rating(meta: dict[str, Any], path: Path) -> None:
     rating = meta.get("rating", {})
     if not isinstance(rating, dict):
         raise ValueError(f"{path}: 'rating' must be a table ([rating] with min, max, ...)")
+    unknown = sorted(set(rating) - RATING_KEYS)
+    if unknown:  # (a misspelt min or max would leave the scale to the observed ratings)
+        raise ValueError(f"{path}: unknown key(s) {unknown} in [rating]; it takes "
+                         f"{', '.join(sorted(RATING_KEYS))}")
     for key in ("min", "max", "useful"):
         value = rating.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)

@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 REQUIRED = ("task_id", "candidate")
@@ -104,6 +105,21 @@ def unshared_by_task(frame: pd.DataFrame, columns: Sequence[str] = ("references"
     return found
 
 
+def repeated_rows(frame: pd.DataFrame) -> list[str]:
+    """A sentence naming the rows that repeat an earlier row's task, system and candidate
+    (none: []): each counts again in every correlation, pair and bootstrap, as if it were
+    another generation."""
+    key = [c for c in ("task_id", "system", "candidate") if c in frame.columns]
+    if "task_id" not in key or "candidate" not in key:
+        return []
+    again = np.flatnonzero(frame[key].astype(str).duplicated().to_numpy())
+    if not len(again):
+        return []
+    return [f"{len(again)} row(s) repeat an earlier row's {', '.join(key)} "
+            f"({rows_label(frame, again)}); each counts as another generation in every "
+            "statistic: drop them if they are one"]
+
+
 def check_on_scale(ratings: Sequence[float], tasks: Sequence[Any], scale: tuple[float, float],
                    target: str) -> None:
     """ValueError where a rating of ``target`` lies outside ``scale``: how many, and one of
@@ -146,6 +162,8 @@ def _check_tests(value: Any) -> str | None:
     cases = value.get("cases")
     if not isinstance(cases, list) or not all(isinstance(c, str) for c in cases):
         return "'cases' must be a list of strings"
+    if not cases:
+        return "'cases' is empty: a template needs a test case (a row without tests has none)"
     for key in ("prefix", "suffix", "language"):
         if key in value and not isinstance(value[key], str):
             return f"'{key}' must be a string"

@@ -21,6 +21,7 @@ import pandas as pd
 from tqdm.auto import tqdm
 
 from hybridmetric.io import (
+    STUDY_FILE,
     atomic_path,
     file_format,
     frame_hash,
@@ -28,7 +29,7 @@ from hybridmetric.io import (
     read_generations,
     write_generations,
 )
-from hybridmetric.schema import SCORE_PREFIX, unshared_by_task
+from hybridmetric.schema import SCORE_PREFIX, repeated_rows, unshared_by_task
 from hybridmetric.scorers import Scorer
 from hybridmetric.signature import environment
 
@@ -123,8 +124,15 @@ def score(
     written there; the run is journaled so that ``resume=True`` continues an interrupted one.
     ``progress=None`` shows a bar only on a terminal.
     """
+    if chunk_size < 1:
+        raise ValueError(f"the chunk size (--chunk-size) must be at least 1 row, got {chunk_size}")
     if output is not None:
         file_format(output)  # (an extension it cannot write, refused before the scoring)
+        if not isinstance(source, pd.DataFrame):
+            read_from = Path(source) / STUDY_FILE if Path(source).is_dir() else Path(source)
+            if os.path.realpath(output) == os.path.realpath(read_from):
+                raise ValueError(f"the output {output} is the input {read_from}: scoring would "
+                                 "overwrite the generations; write the scores to another file")
     frame = read_generations(source)
     names = [s.alias for s in scorers]
     if len(set(names)) != len(names):
@@ -139,7 +147,7 @@ def score(
         scorer.check(frame)
     for scorer in scorers:  # (what a scorer computes over the whole table, however chunked)
         scorer.prepare(frame)
-    for note in unshared_by_task(frame):
+    for note in unshared_by_task(frame) + repeated_rows(frame):
         print(f"hybridmetric: note: {note}", file=sys.stderr)
     expected = run_signature(frame, scorers)
     done: dict[int, dict[str, float]] = {}

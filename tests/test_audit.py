@@ -157,6 +157,19 @@ def test_named_focus_and_missing_pieces(frame):
     assert best["focus"] == "score.good" and best["focus_rule"] == "best item pearson"
 
 
+def test_metrics_are_named_as_fit_names_its_features(frame):
+    small = frame[["task_id", "candidate", "rating", "score.good", "score.weak"]]
+    named = audit(small, metrics=["good", "score.weak"], focus="weak", n_resamples=50,
+                  n_permutations=50)
+    assert named["focus"] == "score.weak" and set(named["agreement"]["item"]) == {
+        "score.good", "score.weak"}
+    with pytest.raises(ValueError, match=r"no metric column 'nope' in the table; its score "
+                                         r"columns are score\.good, score\.weak"):
+        audit(small, metrics=["nope"], n_resamples=50, n_permutations=50)
+    with pytest.raises(ValueError, match=r"\(--useful\) 9 lies outside the rating scale 0-4"):
+        audit(small, useful_threshold=9, scale=(0, 4), n_resamples=50, n_permutations=50)
+
+
 def test_spearman_comparison_and_a_constant_metric(frame):
     table = frame.assign(**{"score.flat": 0.5})
     result = audit(table, metrics=["score.hybrid", "score.good", "score.flat"], n_resamples=50,
@@ -177,8 +190,11 @@ def test_bad_tables_fail_with_a_message(frame):
         audit(broken, n_resamples=10, n_permutations=10)
     with pytest.raises(ValueError, match="no 'score"):
         audit(frame[["task_id", "rating"]], n_resamples=10, n_permutations=10)
-    with pytest.raises(ValueError, match="not among the audited metrics"):
+    with pytest.raises(ValueError, match="no metric column 'score.nope' in the table"):
         audit(frame, focus="score.nope", n_resamples=10, n_permutations=10)
+    with pytest.raises(ValueError, match="not among the audited metrics"):
+        audit(frame, metrics=["good", "weak"], focus="hybrid", n_resamples=10,
+              n_permutations=10)
     with pytest.raises(ValueError, match="no column 'value'"):
         audit(frame, target="value", n_resamples=10, n_permutations=10)
     odd = frame.copy()

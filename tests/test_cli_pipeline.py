@@ -122,3 +122,17 @@ def test_ridge_penalty_is_an_option_of_fit(slice_file, tmp_path, capsys):
     assert main(["fit", str(scores), "-o", str(tmp_path / "c.json"), "--model", "ridge",
                  "--alpha", "inf"]) == 2
     assert "alpha must be a finite number >= 0, got inf" in capsys.readouterr().err
+
+
+
+def test_a_scale_is_finite_increasing_and_may_be_negative(slice_file, tmp_path, capsys):
+    from hybridmetric.cli import _joined, parser
+    assert parser().parse_args(_joined(["audit", "s.jsonl", "-o", "r", "--scale", "-2,2",
+                                        "--useful", "-1"])).scale == "-2,2"
+    scores = tmp_path / "s.jsonl"
+    assert main(["score", str(slice_file), "-o", str(scores), *SCORERS]) == 0
+    for scale in ("1,inf", "4,0", "2,2"):
+        capsys.readouterr()
+        assert main(["fit", str(scores), "-o", str(tmp_path / "c.json"), "--scale", scale]) == 2
+        assert "--scale expects MIN,MAX with finite MIN < MAX" in capsys.readouterr().err
+    assert not (tmp_path / "c.json").exists()

@@ -491,6 +491,9 @@ def test_the_comparison_pairs_folds_where_both_taus_are_defined():
                            "a": {"kendall": [0.9, nan, nan]}, "b": {"kendall": [0.5, 0.5, 0.5]}},
                           ["a", "b"])
     assert disjoint["best_feature"] == "b" and disjoint["n_folds"] == 2
+    # where each alone is defined, which the summary's table averages over
+    assert (c["hybrid_folds"], c["best_feature_folds"]) == (3, 3)
+    assert (disjoint["hybrid_folds"], disjoint["best_feature_folds"]) == (2, 3)
 
 
 def test_a_card_saves_when_no_fold_has_a_tau(tmp_path):
@@ -516,6 +519,20 @@ def test_a_singular_mixed_model_says_what_to_do():
     frame["score.noise"] = frame["score.chrf"] * 2  # collinear
     with pytest.raises(DegenerateFitError, match="constant or the features are collinear"):
         quick_card(frame, model="mixed", n_boot=0)
+    # a feature constant in a fold's training rows is named
+    frame = study_frame(n_tasks=20)
+    frame.loc[frame["task_id"] != "t0", "score.noise"] = 0.5
+    with pytest.raises(DegenerateFitError, match=r"score\.noise constant on its training rows"):
+        quick_card(frame, model="mixed", n_boot=0)
+
+
+def test_a_non_integer_grade_for_the_ordinal_model_is_named():
+    frame = study_frame(n_tasks=20)
+    rater = sorted(frame.loc[7, "ratings"])[0]
+    frame.at[7, "ratings"] = {**frame.loc[7, "ratings"], rater: 2.5}
+    with pytest.raises(ValueError, match=rf"row 7 \(task 't1'\), rater '{rater}': the grade 2.5 "
+                                         "is not an integer"):
+        quick_card(frame, model="ordinal", n_boot=0)
 
 
 def test_a_target_with_one_value_is_refused_as_the_audit_refuses_it():

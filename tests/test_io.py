@@ -96,6 +96,8 @@ def test_a_carriage_return_is_json_whitespace_and_a_csv_cell_keeps_it(tmp_path):
     ('{"task_id": "t", "candidate": "x", "ratings": {"r1": "4"}}', r"line 2, field 'ratings'"),
     ('{"task_id": "t", "candidate": "x", "tests": {"cases": "assert 1"}}',
      r"line 2, field 'tests': 'cases' must be a list of strings"),
+    ('{"task_id": "t", "candidate": "x", "tests": {"cases": []}}',
+     r"line 2, field 'tests': 'cases' is empty"),
     ('{"task_id": "t", "candidate": "x", "tests": {"cases": [], "timeout": 1}}',
      r"line 2, field 'tests': unknown key"),
     ('{"task_id": "t", "candidate": null}', r"line 2, field 'candidate': value is missing"),
@@ -171,9 +173,11 @@ def test_study_folder(tmp_path):
     for rating, message in (("min = 4\nmax = 0", r"min \(4\) must be below max \(0\)"),
                             ('min = "0"\nmax = 4', "min must be a number, got '0'"),
                             ("min = 0", "gives min alone"),
-                            ("min = 0\nmax = 4\nuseful = 7", r"useful \(7\) lies outside")):
+                            ("min = 0\nmax = 4\nuseful = 7", r"useful \(7\) lies outside"),
+                            ("minimum = 0\nmax_ = 4",
+                             r"unknown key\(s\) \['max_', 'minimum'\] in ")):
         (tmp_path / "study.toml").write_text(f'name = "mini"\n[rating]\n{rating}\n')
-        with pytest.raises(ValueError, match=r"study\.toml: \[rating\] " + message):
+        with pytest.raises(ValueError, match=r"study\.toml: (\[rating\] )?" + message):
             read_study(tmp_path)
     (tmp_path / "study.toml").write_text('name = "mini"\n[rating]\nmin = 0\nmax = 4\n')
     study = read_study(tmp_path)

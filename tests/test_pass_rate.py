@@ -181,6 +181,17 @@ def test_unknown_language_names_row_and_field(scorer: PassRate) -> None:
         scorer.score(frame)
 
 
+def test_a_row_and_tests_in_two_languages_are_refused(scorer: PassRate) -> None:
+    frame = frame_of([{"task_id": "j", "candidate": "", "language": "javascript",
+                       "tests": {"cases": ["1"], "language": "python"}}])
+    with pytest.raises(ValueError, match=r"row 0 \(task_id 'j'\): the row's language is "
+                                         r"'javascript' but its tests' is 'python'"):
+        scorer.check(frame)
+    # a row's python may be the default, unsaid: the tests' language wins
+    scorer.check(frame_of([{"task_id": "p", "candidate": "", "language": "python",
+                            "tests": {"cases": ["1"], "language": "js"}}]))
+
+
 def test_a_row_that_cannot_run_stops_the_run_before_any_row_is_scored(tmp_path) -> None:
     """The error names the file and the row's own line, whatever the chunk it falls in."""
     import json

@@ -78,3 +78,15 @@ def test_a_shortcut_no_selected_scorer_takes_is_refused(tmp_path, capsys):
                      "exact_match", *flag, "--no-progress"])
         assert code == 2 and f"{flag[0]}: no selected scorer takes it" in capsys.readouterr().err
     assert not (tmp_path / "s.jsonl").exists()
+
+
+@pytest.mark.parametrize(("entry", "message"), [
+    ("hybrid=chrf", r"the alias 'hybrid' is taken \(score\.hybrid is the hybrid metric's"),
+    ("pass=exact_match", r"the alias 'pass' is taken \(score\.pass is the verdict"),
+    ("bleu=chrf", r"the alias 'bleu' is taken \(score\.bleu is the bleu scorer's column\)"),
+])
+def test_an_alias_that_would_pass_for_another_column_is_refused(entry, message):
+    with pytest.raises(ValueError, match=message):
+        registry.split_name(entry)
+    assert registry.split_name("cbs_nl=codebertscore") == ("cbs_nl", "codebertscore")
+    assert registry.split_name("bleu") == ("bleu", "bleu")

@@ -47,6 +47,27 @@ def test_score_writes_table_and_signature(tmp_path):
     assert not journal_path(out).exists()
 
 
+def test_a_bad_chunk_size_or_the_input_as_output_is_refused_before_the_journal(tmp_path):
+    data = make_input(tmp_path / "g.jsonl")
+    out = tmp_path / "s.jsonl"
+    with pytest.raises(ValueError, match=r"chunk size \(--chunk-size\) must be at least 1 row"):
+        score(data, build(["edit_sim"]), out, chunk_size=0, progress=False)
+    assert not journal_path(out).exists()
+    before = data.read_bytes()
+    with pytest.raises(ValueError, match="is the input"):
+        score(data, build(["edit_sim"]), data, progress=False)
+    assert data.read_bytes() == before and not journal_path(data).exists()
+
+
+def test_repeated_rows_are_noted(tmp_path, capsys):
+    data = make_input(tmp_path / "g.jsonl")
+    rows = data.read_text().splitlines()
+    data.write_text("\n".join([*rows, rows[2], rows[5]]) + "\n")
+    score(data, build(["edit_sim"]), progress=False)
+    assert ("note: 2 row(s) repeat an earlier row's task_id, system, candidate "
+            f"({data}, lines {N_ROWS + 1}, {N_ROWS + 2})") in capsys.readouterr().err
+
+
 def test_rows_of_a_task_that_do_not_share_its_references_or_tests_are_noted(capsys):
     rows = [{"task_id": "t1", "candidate": "a", "references": ["a"], "tests": {"cases": ["1"]}},
             {"task_id": "t1", "candidate": "b", "references": ["b"], "tests": {"cases": ["1"]}},

@@ -30,11 +30,27 @@ def parser() -> argparse.ArgumentParser:
     return root
 
 
+#: Options whose value may start with a minus (a scale of -2 to 2), which argparse would take
+#: for an option of its own.
+SIGNED_VALUES = ("--scale", "--useful")
+
+
+def _joined(argv: Sequence[str]) -> list[str]:
+    """``argv`` with ``--scale -2,2`` written ``--scale=-2,2``, as argparse reads it."""
+    out: list[str] = []
+    for arg in argv:
+        if out and out[-1] in SIGNED_VALUES and arg.startswith("-") and arg[1:2].isdigit():
+            out[-1] = f"{out[-1]}={arg}"
+        else:
+            out.append(arg)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, terminate) if main_thread else None
     try:
-        args = parser().parse_args(argv)
+        args = parser().parse_args(_joined(sys.argv[1:] if argv is None else argv))
         return args.func(args) or 0
     except KeyboardInterrupt as stop:
         print("hybridmetric: interrupted", file=sys.stderr)

@@ -9,7 +9,7 @@ from hybridmetric.audit import audit
 from hybridmetric.cli.fit import parse_scale
 from hybridmetric.combine import HYBRID_COLUMN, MetricCard
 from hybridmetric.report import write_report
-from hybridmetric.schema import with_rater_mean
+from hybridmetric.schema import repeated_rows, with_rater_mean
 from hybridmetric.scoring import read_scores
 
 
@@ -52,6 +52,8 @@ def run(args: argparse.Namespace) -> int:
     frame, note = with_rater_mean(frame, args.target)
     if note:
         print(note, file=sys.stderr)
+    for repeated in repeated_rows(frame):
+        print(f"hybridmetric: note: {repeated}", file=sys.stderr)
     card, hybrid = None, None
     if args.card:
         card = MetricCard.load(args.card)

@@ -7,7 +7,7 @@ import math
 import sys
 
 from hybridmetric.combine import MODELS, fit_card
-from hybridmetric.schema import with_rater_mean
+from hybridmetric.schema import repeated_rows, with_rater_mean
 from hybridmetric.scoring import read_scores
 
 
@@ -18,6 +18,8 @@ def parse_scale(text: str | None) -> tuple[float, float] | None:
         low, high = (float(v) for v in text.split(","))
     except ValueError:
         raise ValueError(f"--scale expects MIN,MAX (e.g. 0,4), got {text!r}") from None
+    if not (math.isfinite(low) and math.isfinite(high) and low < high):
+        raise ValueError(f"--scale expects MIN,MAX with finite MIN < MAX, got {text!r}")
     return low, high
 
 
@@ -75,6 +77,8 @@ def run(args: argparse.Namespace) -> int:
     frame, note = with_rater_mean(frame, args.target)
     if note:
         print(note, file=sys.stderr)
+    for repeated in repeated_rows(frame):
+        print(f"hybridmetric: note: {repeated}", file=sys.stderr)
     card = fit_card(frame, scorer_signatures=signatures, scale=parse_scale(args.scale),
                     **fit_options(args))
     card.save(args.output)

@@ -31,6 +31,11 @@ BUILTIN: dict[str, str] = {
     "pass_rate": "hybridmetric.scorers.pass_rate:PassRate",
 }
 
+#: Names no scorer may be run under (``ALIAS=SCORER``): their ``score.`` columns mean something
+#: to ``fit``, ``audit`` and ``passk``.
+RESERVED_ALIASES = {"hybrid": "is the hybrid metric's prediction",
+                    "pass": "is the verdict that all of a row's tests passed"}
+
 __all__ = ["Scorer", "Setting", "available", "get", "build", "parse_settings"]
 
 
@@ -73,6 +78,10 @@ def split_name(entry: str) -> tuple[str, str]:
         return alias, alias
     if not alias or not name or not alias.replace("_", "").isalnum():
         raise ValueError(f"expected ALIAS=SCORER with a word for ALIAS, got {entry!r}")
+    if alias != name and (alias in RESERVED_ALIASES or alias in available()):
+        raise ValueError(f"{entry!r}: the alias {alias!r} is taken (score.{alias} "
+                         + RESERVED_ALIASES.get(alias, f"is the {alias} scorer's column")
+                         + "); choose another name")
     return alias, name
 
 

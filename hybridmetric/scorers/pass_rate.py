@@ -173,6 +173,13 @@ class PassRate(Scorer):
                 language = canonical(language)
             except ValueError as exc:
                 raise ValueError(f"{where}, field 'tests': {exc}") from None
+            try:
+                own = canonical(row_language) if _present(row_language) else DEFAULT_LANGUAGE
+            except ValueError:
+                own = row_language
+            if own not in (language, DEFAULT_LANGUAGE):  # (python: the default, maybe unsaid)
+                raise ValueError(f"{where}: the row's language is {row_language!r} but its "
+                                 f"tests' is {tests['language']!r}; make them agree")
             timeout = tests.get("timeout_s") or self.settings["timeout_s"]
             limits = Limits(timeout_s=float(timeout), memory_mb=self.settings["memory_mb"])
             head = tests.get("prefix", "") + candidate + tests.get("suffix", "")
