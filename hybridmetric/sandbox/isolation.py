@@ -179,18 +179,30 @@ def _entries_below(directory: str, paths: list[str]) -> set[str]:
     return entries
 
 
+#: The top-level folders of a Linux system's own (programs, libraries, settings, devices); as
+#: root, every other one (``/home``, ``/root``, ``/srv``, ``/mnt``, a ``/data`` or ``/work`` of
+#: the host's) is hidden from programs (see :func:`private_mounts`).
+SYSTEM_DIRS = frozenset({"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "opt",
+                         "var", "dev", "proc", "sys", "run", "tmp", "nix", "gnu", "snap"})
+
+
 def private_mounts(needed: list[str]) -> None:
-    """A mount namespace whose world-writable directories are fresh tmpfs mounts.
+    """A mount namespace whose world-writable directories are fresh tmpfs mounts, and in which
+    the host's own folders are hidden.
 
     ``needed`` are paths programs must read (the Python installation, compilers). Those that lie
     inside a private directory (a virtual environment under ``/tmp``) are bind-mounted back into
-    its fresh tmpfs. A directory on their way that others may not enter (``/root`` holding a pyenv
-    Python) is covered by an empty tmpfs into which only the needed entries are bind-mounted: the
-    uid reaches the interpreter and nothing else of that directory.
+    its fresh tmpfs. Every top-level folder but the system's (:data:`SYSTEM_DIRS`) is covered by
+    an empty read-only tmpfs into which only the needed paths below it are bind-mounted, so that
+    a program reads neither the host's data (a benchmark's solutions, other users' files) nor
+    anything of the sandbox's but what it runs on. A directory on the way to a needed path that
+    others may not enter (``/root`` holding a pyenv Python) is covered as well, with only the
+    needed entries bound back: the uid reaches the interpreter and nothing else of it.
     """
     _check_private_dirs(needed)
     new_mount_namespace()
     _private_dirs(needed)
+    _hide_host_dirs(needed)
     blocked: dict[str, set[str]] = {}
     for path in needed:
         found = _blocker(path)
@@ -201,6 +213,20 @@ def private_mounts(needed: list[str]) -> None:
     still = [path for path in needed if _blocker(path) is not None]
     if still:
         raise OSError(errno.EACCES, f"the sandbox uid cannot reach {still}")
+
+
+def _hide_host_dirs(needed: list[str]) -> None:
+    """Cover each top-level folder that is not the system's (and is no needed path itself) with
+    an empty read-only tmpfs, the needed paths below it bound back (see :func:`private_mounts`).
+    (A folder made at the top level after the worker started stays in view.)"""
+    paths = needed + [os.path.realpath(n) for n in needed]
+    for name in sorted(os.listdir("/")):
+        top = os.path.join("/", name)
+        if (name in SYSTEM_DIRS or os.path.islink(top) or not os.path.isdir(top)
+                or top in paths):
+            continue
+        _cover(top, b"mode=0755,size=1m", _paths_below(top, paths))
+        _read_only(top, recursive=False)
 
 
 def name_the_uid(uid: int) -> None:

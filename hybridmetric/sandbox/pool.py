@@ -87,9 +87,9 @@ class _Worker:
     per reply on its stdout."""
 
     def __init__(self, allow_network: bool, preload: Sequence[str], cpu: int | None,
-                 cpp_standard: str):
+                 cpp_standard: str, java_classpath: Sequence[str] = ()):
         self.allow_network, self.preload, self.cpu = allow_network, list(preload), cpu
-        self.cpp_standard = cpp_standard
+        self.cpp_standard, self.java_classpath = cpp_standard, list(java_classpath)
         self.uid: int | None = None
         self._claim: socket.socket | None = None
         if os.getuid() == 0:
@@ -103,7 +103,7 @@ class _Worker:
 
     def start(self) -> None:
         config = {"uid": self.uid, "allow_network": self.allow_network, "preload": self.preload,
-                  "cpp_standard": self.cpp_standard,
+                  "cpp_standard": self.cpp_standard, "java_classpath": self.java_classpath,
                   "home": os.path.expanduser("~")}  # hidden from programs run without root
         env = {"PATH": SEARCH_PATH, "LANG": "C.UTF-8",
                "PYTHONDONTWRITEBYTECODE": "1",
@@ -275,7 +275,7 @@ class Sandbox:
         self.cache = ResultCache(cache) if cache is not None else None  # first: it may not open
         self._runtimes: dict[str, str] = {}
         self._workers = [_Worker(allow_network, preload, cpus[i % len(cpus)] if pin_cpus else None,
-                                 cpp_standard) for i in range(count)]
+                                 cpp_standard, self.java_classpath) for i in range(count)]
         self._finalizer = weakref.finalize(self, _close_all, self._workers)
         try:
             for worker in self._workers:

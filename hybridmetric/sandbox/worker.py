@@ -12,6 +12,7 @@ costs a fork, not an interpreter start), then sweeps what the program left and g
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import re
@@ -19,7 +20,7 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from hybridmetric.sandbox import isolation, languages
@@ -105,15 +106,26 @@ def program_env(work: str) -> dict[str, str]:
             "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8"}
 
 
-def needed_paths() -> list[str]:
-    """What a program must be able to read: this Python (prefixes, import path), the tools."""
+def needed_paths(preload: Sequence[str] = (), classpath: Sequence[str] = ()) -> list[str]:
+    """What a program must be able to read: this Python (prefixes, import path), where the
+    ``preload`` modules are, the tools (each with the folder above its ``bin``: a JDK's, a
+    node's), and the Java ``classpath``; and what the fork server starts from (this folder's
+    ``_boot.py``)."""
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.realpath(sys.executable),
-             *(p for p in sys.path if os.path.isabs(p))}
+             *(p for p in sys.path if os.path.isabs(p)), *classpath,
+             os.path.dirname(os.path.realpath(__file__))}
     for name in ("node", "g++", "javac", "java"):
         found = shutil.which(name, path=languages.SEARCH_PATH)
         if found:
-            paths.add(os.path.realpath(found))
-    return sorted(p for p in paths if os.path.exists(p))
+            real = os.path.realpath(found)
+            folder = os.path.dirname(real)
+            paths.add(os.path.dirname(folder) if os.path.basename(folder) == "bin" else real)
+    for module in preload:  # (an editable install's, found by its import hook, not the path)
+        spec = importlib.util.find_spec(module.partition(".")[0])
+        if spec is not None:
+            paths.update(spec.submodule_search_locations or
+                         ([os.path.dirname(spec.origin)] if spec.origin else []))
+    return sorted(p for p in map(os.path.abspath, paths) if os.path.exists(p))
 
 
 @dataclass
@@ -171,11 +183,11 @@ def _identity(path: str) -> tuple[int, int, int]:
 class Worker:
     def __init__(self, uid: int | None, allow_network: bool, preload: list[str],
                  home: str | None, code: int, replies: int | None,
-                 cpp_standard: str):
+                 cpp_standard: str, classpath: Sequence[str] = ()):
         host_pid = os.getpid()  # before the PID namespace, where the worker is pid 1
         self.cpp_standard = cpp_standard
-        self.isolation, self.problems = isolation.isolate_worker(uid, allow_network,
-                                                                 needed_paths(), home, replies)
+        self.isolation, self.problems = isolation.isolate_worker(
+            uid, allow_network, needed_paths(preload, classpath), home, replies)
         # Without root, programs share the worker's uid: they must not be able to interrupt it
         # (a handled signal reaches a namespace's init) or read and write its memory.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -590,7 +602,8 @@ def main() -> None:
     os.dup2(null, 1)
     try:
         worker = Worker(config["uid"], config["allow_network"], config["preload"],
-                        config["home"], code, replies, config["cpp_standard"])
+                        config["home"], code, replies, config["cpp_standard"],
+                        config["java_classpath"])
     except BaseException as exc:
         write_message(replies, {"error": f"{type(exc).__name__}: {exc}"})
         raise SystemExit(1) from exc

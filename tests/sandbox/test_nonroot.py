@@ -17,6 +17,7 @@ import socket
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import pytest
 
@@ -202,8 +203,10 @@ print(json.dumps({"uid": os.getuid(), "isolation": isolation, "left": left, "tem
 
 
 def _as_user() -> None:
-    """In the child: make the interpreter reachable for ``USER`` (own mounts), then become it."""
-    isolation.private_mounts(needed_paths())
+    """In the child: make the interpreter and this project reachable for ``USER`` (own mounts,
+    which hide the host's other folders; ``/home`` holds the test user's), then become it."""
+    project = str(Path(isolation.__file__).parents[2])
+    isolation.private_mounts([*needed_paths(), project, "/home"])
     isolation.drop_privileges(USER)
 
 

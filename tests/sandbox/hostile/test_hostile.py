@@ -925,6 +925,32 @@ def test_parent_environment_does_not_leak(monkeypatch: pytest.MonkeyPatch, sandb
         untouched(box)
 
 
+def test_the_host_s_own_folders_are_hidden(sandbox: Sandbox, run: Run,
+                                           untouched: Check) -> None:
+    """As root, a top-level folder that is not the system's (a benchmark's data, another user's
+    files, the sandbox's own source) is an empty read-only folder to programs, but for the paths
+    they run on (this Python, its packages), which stay in view."""
+    top = Path(f"/hybridmetric-test-hidden-{os.getpid()}")
+    top.mkdir(mode=0o755)
+    try:
+        (top / "solutions.txt").write_text("the canonical solution\n")
+        (top / "solutions.txt").chmod(0o644)
+        with Sandbox(workers=1) as box:  # (the folder exists before its worker starts)
+            if box.isolation.uid is None:
+                pytest.skip("programs are hidden the host's folders as root only")
+            seen = run(box, "python", f"print(open({str(top / 'solutions.txt')!r}).read())\n")
+            listed = run(box, "python",
+                         f"import os, sys\nassert os.listdir({str(top)!r}) == []\n"
+                         f"assert os.path.isfile(sys.executable) and os.access({str(top)!r}, "
+                         "os.R_OK) and not os.access('/root', os.W_OK)\nimport json, decimal\n")
+            untouched(box)
+    finally:
+        (top / "solutions.txt").unlink()
+        top.rmdir()
+    assert seen.outcome == FAILED and "FileNotFoundError" in seen.error, seen
+    assert listed.outcome == PASSED, listed
+
+
 def _children(pid: int) -> list[int]:
     with open(f"/proc/{pid}/task/{pid}/children") as handle:
         return [int(child) for child in handle.read().split()]
