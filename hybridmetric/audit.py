@@ -562,8 +562,10 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
         family = []
         for k, other in enumerate(others):
             constant = [m for m in (chosen, other) if np.ptp(data.scores[m]) == 0]
-            if constant:
-                skipped.append(f"permutation test {chosen} vs {other}: {constant[0]} is constant")
+            if constant:  # (said once, not at every level and statistic)
+                reason = f"permutation tests {chosen} vs {other}: {constant[0]} is constant"
+                if reason not in skipped:
+                    skipped.append(reason)
                 p_perm = None
             elif statistic == "tau_darr" and tie_threshold > 0:
                 # (it z-scores both metrics, where a threshold on the scores has no equal)

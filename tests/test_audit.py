@@ -181,6 +181,12 @@ def test_spearman_comparison_and_a_constant_metric(frame):
     assert any("score.flat is constant" in reason for reason in result["skipped"])
     assert result["agreement"]["item"]["score.flat"]["pearson"]["value"] is None
     json.dumps(result, allow_nan=False)
+    # said once, however many levels and statistics are compared
+    every = audit(table, metrics=["score.hybrid", "score.flat"], n_resamples=20,
+                  n_permutations=20)
+    assert len(every["comparisons"]) > 1
+    assert [r for r in every["skipped"] if "is constant" in r] == [
+        "permutation tests score.hybrid vs score.flat: score.flat is constant"]
 
 
 def test_bad_tables_fail_with_a_message(frame):
