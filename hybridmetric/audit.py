@@ -101,6 +101,7 @@ from hybridmetric.schema import (
     SCORE_PREFIX,
     check_on_scale,
     rows_label,
+    score_column,
 )
 from hybridmetric.signature import environment, signature
 
@@ -408,7 +409,7 @@ def _pass_value(frame: pd.DataFrame, data: _Data, counts: np.ndarray, confidence
 def _metric_column(frame: pd.DataFrame, name: str) -> str:
     """The column a metric names: itself, or, as ``fit --features`` takes them, ``chrf`` for
     ``score.chrf``; an error that lists the score columns when there is none."""
-    for column in (name, f"{SCORE_PREFIX}{name}"):
+    for column in (name, score_column(name)):
         if column in frame.columns:
             return column
     available = [str(c) for c in frame.columns if str(c).startswith(SCORE_PREFIX)]

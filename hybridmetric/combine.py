@@ -105,6 +105,7 @@ from hybridmetric.schema import (
     SCORE_PREFIX,
     check_on_scale,
     row_label,
+    score_column,
 )
 from hybridmetric.signature import environment, signature
 from hybridmetric.signature import parse as parse_signature
@@ -392,11 +393,6 @@ def scorer_of(column: str, scorer_names: Sequence[str] = ()) -> str:
     rest = column[len(SCORE_PREFIX):]
     matches = [n for n in scorer_names if rest == n or rest.startswith(n + ".")]
     return max(matches, key=len) if matches else rest.split(".", 1)[0]
-
-
-def score_column(name: str) -> str:
-    """A feature's column: ``chrf`` or ``score.chrf`` -> ``score.chrf``."""
-    return name if name.startswith(SCORE_PREFIX) else SCORE_PREFIX + name
 
 
 def feature_columns(frame: pd.DataFrame, features: Sequence[str] | None = None) -> list[str]:

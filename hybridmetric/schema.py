@@ -105,6 +105,12 @@ def unshared_by_task(frame: pd.DataFrame, columns: Sequence[str] = ("references"
     return found
 
 
+def score_column(name: str) -> str:
+    """A scorer's column by its short name or in full: ``chrf`` or ``score.chrf`` ->
+    ``score.chrf``."""
+    return name if name.startswith(SCORE_PREFIX) else SCORE_PREFIX + name
+
+
 def repeated_rows(frame: pd.DataFrame) -> list[str]:
     """A sentence naming the rows that repeat an earlier row's task, system and candidate
     (none: []): each counts again in every correlation, pair and bootstrap, as if it were

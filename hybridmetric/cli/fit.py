@@ -6,7 +6,7 @@ import argparse
 import math
 import sys
 
-from hybridmetric.combine import MODELS, fit_card
+from hybridmetric.combine import MODELS, HybridMetric, fit_card
 from hybridmetric.schema import repeated_rows, with_rater_mean
 from hybridmetric.scoring import read_scores
 
@@ -53,10 +53,10 @@ def fit_options(args: argparse.Namespace) -> dict:
     if args.alpha is not None and args.model != "ridge":
         raise ValueError(f"--alpha is ridge's penalty; --model {args.model} has none "
                          "(add --model ridge, or leave --alpha out)")
-    if args.alpha is not None and not (math.isfinite(args.alpha) and args.alpha >= 0):
-        raise ValueError(f"--alpha must be a finite number >= 0, got {args.alpha!r}")
+    alpha = 1.0 if args.alpha is None else args.alpha
+    HybridMetric(model=args.model, alpha=alpha)._check_params()  # (run: before any scoring)
     return {"target": args.target, "features": features, "model": args.model,
-            "alpha": 1.0 if args.alpha is None else args.alpha,
+            "alpha": alpha,
             "seed": args.seed, "folds": args.folds, "repeats": args.repeats,
             "n_boot": args.bootstrap, "calibration": args.calibration, "missing": args.missing}
 

@@ -31,11 +31,10 @@ from hybridmetric.combine import (
     dibia_columns,
     dibia_combined,
     fit_card,
-    score_column,
 )
 from hybridmetric.io import read_study
 from hybridmetric.report import write_report
-from hybridmetric.schema import with_rater_mean
+from hybridmetric.schema import score_column, with_rater_mean
 from hybridmetric.scorers import Scorer
 from hybridmetric.scoring import journal_path, score
 

@@ -368,15 +368,23 @@ def compile_cpp_main(directory: str, standard: str) -> list[str]:
     return [tool("g++"), *cxx_flags(standard), "-c", f"{CPP_MAIN}.cpp", "-o", f"{CPP_MAIN}.o"]
 
 
+def _elf64_order(head: bytes) -> str | None:
+    """The ``struct`` byte order of a 64-bit ELF file whose first 64 bytes are ``head``; None
+    for what is not one."""
+    if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2:
+        return None
+    return "<" if head[5] == 1 else ">"
+
+
 def writable_image_bytes(path: str) -> int:
     """The memory the writable segments of the ELF executable ``path`` take once loaded (its
     data and bss), which RLIMIT_DATA counts: past the limit the kernel kills the program in
     ``exec``, before it runs. 0 for what is not a 64-bit ELF file."""
     with open(path, "rb") as handle:
         head = handle.read(64)
-        if len(head) < 64 or head[:4] != b"\x7fELF" or head[4] != 2:
+        order = _elf64_order(head)
+        if order is None:
             return 0
-        order = "<" if head[5] == 1 else ">"
         table, size, count = struct.unpack_from(order + "Q", head, 0x20)[0], *struct.unpack_from(
             order + "HH", head, 0x36)
         handle.seek(table)
@@ -406,9 +414,9 @@ def indirect_functions(path: str) -> int:
     first. 0 for what is not a 64-bit ELF file."""
     with open(path, "rb") as handle:
         data = handle.read()
-    if len(data) < 64 or data[:4] != b"\x7fELF" or data[4] != 2:
+    order = _elf64_order(data[:64])
+    if order is None:
         return 0
-    order = "<" if data[5] == 1 else ">"
     machine = struct.unpack_from(order + "H", data, 0x12)[0]
     table = struct.unpack_from(order + "Q", data, 0x28)[0]
     size, count = struct.unpack_from(order + "HH", data, 0x3A)

@@ -135,20 +135,21 @@ libc = ctypes.CDLL(None, use_errno=True)
 #: ``prctl`` without ctypes' errno swapping, for the call every forked child makes: through
 #: ``libc`` it reaches ctypes' per-thread copy of errno, which costs a child that does nothing
 #: else about 65 more page faults (0.15 ms); this way about 9 (a program shares some of them).
-_prctl = ctypes.CDLL(None).prctl
-_errno_location = ctypes.CDLL(None).__errno_location
+_plain_libc = ctypes.CDLL(None)
+_prctl = _plain_libc.prctl
+_errno_location = _plain_libc.__errno_location
 _errno_location.restype = ctypes.POINTER(ctypes.c_int)
 #: The C library's calls that make, send and report a program's token without a Python object
 #: ever holding it while the program runs (see :data:`_TOKEN_AT`).
-_getrandom = ctypes.CDLL(None).getrandom
+_getrandom = _plain_libc.getrandom
 _getrandom.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint)
 _getrandom.restype = ctypes.c_ssize_t
-_c_write = ctypes.CDLL(None).write
+_c_write = _plain_libc.write
 _c_write.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t)
 _c_write.restype = ctypes.c_ssize_t
-_c_memset = ctypes.CDLL(None).memset
+_c_memset = _plain_libc.memset
 _c_memset.argtypes = (ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t)
-_malloc = ctypes.CDLL(None).malloc
+_malloc = _plain_libc.malloc
 _malloc.restype = ctypes.c_void_p
 #: The bytes of a token (random: no harness reads more than 64).
 TOKEN_BYTES = 16
