@@ -9,8 +9,8 @@ user namespace), a seccomp filter (sockets other than AF_UNIX, io_uring, the ker
 new user namespaces fail), PID and IPC namespaces (its
 own ``/proc``, whose init is the worker; without root, programs in one more, whose init is the
 fork server), a mount namespace with private tmpfs ``/tmp``-like
-directories (without root, every other mount read-only and the user's home hidden), and, as root,
-a memory cgroup for the program's process tree. Per program: its
+directories and the host's own folders hidden (without root, every other mount read-only), and,
+as root, a memory cgroup for the program's process tree. Per program: its
 own session, rlimits (data, CPU, file size, open files, processes; without a memory cgroup, address
 space for Python and C++, which can make shared memory), a private working directory,
 stdin from /dev/null, capped output, a clean environment and, as root, an unprivileged uid whose

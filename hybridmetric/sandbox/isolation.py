@@ -13,8 +13,10 @@ Per worker (a long-lived process that owns one sandbox uid):
   world-writable places) and ``/run`` (where the host's Unix sockets live: a socket file can be
   connected to on a read-only mount, and seccomp lets AF_UNIX through; one elsewhere stays in
   reach of a program whose uid may write it), emptied after every program; without root
-  (programs then run as the user), every other mount is made read-only and the user's home is
-  covered, so that programs can neither change the user's files nor read what lies there;
+  (programs then run as the user), every other mount is made read-only; with root or without,
+  the host's own top-level folders (``/home``, ``/root``, a data folder) and the user's home are
+  covered, but for the paths programs run on, so that programs can neither change the user's
+  files nor read them;
 - a PID namespace whose init is the worker, with its own ``/proc``: programs see and can signal
   only the worker's processes, and signals they send the worker are dropped by the kernel
   (without root, programs share the worker's uid and run in one more, nested, whose init is the
@@ -97,7 +99,7 @@ class Isolation:
     uid: int | None  # the unprivileged uid programs run as, or None when not root
     memory_cgroup: bool = False  # one memory limit for a program's whole process tree
     pid_namespace: bool = False  # programs see and signal only the worker's own processes
-    read_only: bool = False  # without root: files read-only but the private dirs, home hidden
+    read_only: bool = False  # without root: files read-only but the private dirs, host's hidden
     ipc_namespace: bool = False  # System V IPC, POSIX queues: none of the host's; SysV not kept
     message_queues: bool = False  # POSIX message queues cleared after each program
     no_keyrings: bool = False  # seccomp denies the kernel keyring calls (they outlive programs)
@@ -179,9 +181,10 @@ def _entries_below(directory: str, paths: list[str]) -> set[str]:
     return entries
 
 
-#: The top-level folders of a Linux system's own (programs, libraries, settings, devices); as
-#: root, every other one (``/home``, ``/root``, ``/srv``, ``/mnt``, a ``/data`` or ``/work`` of
-#: the host's) is hidden from programs (see :func:`private_mounts`).
+#: The top-level folders of a Linux system's own (programs, libraries, settings, devices); every
+#: other one (``/home``, ``/root``, ``/srv``, ``/mnt``, a ``/data`` or ``/work`` of the host's)
+#: is hidden from programs, with root or without (see :func:`private_mounts`,
+#: :func:`read_only_files`).
 SYSTEM_DIRS = frozenset({"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "opt",
                          "var", "dev", "proc", "sys", "run", "tmp", "nix", "gnu", "snap"})
 
@@ -215,11 +218,13 @@ def private_mounts(needed: list[str]) -> None:
         raise OSError(errno.EACCES, f"the sandbox uid cannot reach {still}")
 
 
-def _hide_host_dirs(needed: list[str]) -> None:
+def _hide_host_dirs(needed: list[str]) -> list[str]:
     """Cover each top-level folder that is not the system's (and is no needed path itself) with
-    an empty read-only tmpfs, the needed paths below it bound back (see :func:`private_mounts`).
-    (A folder made at the top level after the worker started stays in view.)"""
+    an empty read-only tmpfs, the needed paths below it bound back (see :func:`private_mounts`);
+    return the folders covered. (A folder made at the top level after the worker started stays
+    in view.)"""
     paths = needed + [os.path.realpath(n) for n in needed]
+    hidden = []
     for name in sorted(os.listdir("/")):
         top = os.path.join("/", name)
         if (name in SYSTEM_DIRS or os.path.islink(top) or not os.path.isdir(top)
@@ -227,6 +232,8 @@ def _hide_host_dirs(needed: list[str]) -> None:
             continue
         _cover(top, b"mode=0755,size=1m", _paths_below(top, paths))
         _read_only(top, recursive=False)
+        hidden.append(top)
+    return hidden
 
 
 def name_the_uid(uid: int) -> None:
@@ -298,10 +305,12 @@ def _read_only(path: str, recursive: bool) -> None:
 
 def read_only_files(needed: list[str], home: str | None) -> None:
     """Without root, in the worker's own user and mount namespaces: every mount read-only, fresh
-    writable tmpfs mounts on the private directories, and the user's ``home`` covered by an empty
-    read-only tmpfs into which only the needed paths themselves (a virtual environment, the
-    import path) are bound back, read-only. Programs run as the user: this keeps them from
-    changing any of the user's files, and from reading the rest of the home (keys, tokens)."""
+    writable tmpfs mounts on the private directories, and the host's own folders hidden as
+    root hides them (:func:`_hide_host_dirs`), the user's ``home`` too wherever it is: each
+    covered by an empty read-only tmpfs into which only the needed paths themselves (a virtual
+    environment, the import path) are bound back, read-only. Programs run as the user: this
+    keeps them from changing any of the user's files, and from reading the rest of them (keys,
+    tokens, a benchmark's solutions)."""
     real = [os.path.realpath(n) for n in needed]
     home = os.path.realpath(home) if home and os.path.isdir(home) else None
     if home == "/" or home and any(home == p or home.startswith(p + os.sep) for p in PRIVATE_DIRS):
@@ -312,7 +321,9 @@ def read_only_files(needed: list[str], home: str | None) -> None:
     _read_only("/", recursive=True)  # the first change: until here, a failure changed nothing
     try:
         _private_dirs(needed)
-        if home is not None:
+        hidden = _hide_host_dirs(needed)
+        if home is not None and not any(home == top or home.startswith(top + os.sep)
+                                        for top in hidden):  # (a home under /var, /opt, ...)
             _cover(home, b"mode=0755,size=1m", _paths_below(home, needed + real))
             _read_only(home, recursive=False)
     except OSError as exc:

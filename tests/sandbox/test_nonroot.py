@@ -1,7 +1,8 @@
 """The sandbox started by an unprivileged user: no uid drop; the network is blocked by a network
 namespace inside a user namespace and by seccomp, the programs hold no capability, the file
-system is read-only for them but their private directories, the user's home is hidden, and the
-escapee sweep and the limits still hold.
+system is read-only for them but their private directories, the host's own folders (the user's
+home, the user's other files, this project) are hidden, and the escapee sweep and the limits
+still hold.
 
 The test (root) starts a Python process as a fresh uid in a mount namespace of its own where the
 interpreter is reachable (this machine's Python may live under /root), then that process runs the
@@ -31,6 +32,7 @@ import json, os, sys
 from hybridmetric.sandbox import Limits, Program, Sandbox
 
 port, abstract, victim, data = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
+project = sys.argv[5]  # this project's tests, where a program could read what they hold
 home = os.environ["HOME"]
 limits = Limits(timeout_s=3.0, memory_mb=512)
 escape = '''
@@ -134,10 +136,13 @@ programs = {
     "cpp": ("cpp", "#include <assert.h>\nint main() { assert(2 + 2 == 4); }\n"),
     "java": ("java", "class Problem {\n  public static void main(String[] a) {\n"
                      "    if (2 + 2 != 4) throw new AssertionError();\n  }\n}\n"),
-    "reads_home": ("python", f"import os\nassert os.listdir({home!r}) == [], 'home seen'\n"),
-    "writes_home": ("python", f"open({home!r} + '/planted', 'w').write('x')\n"),
-    "reads_files": ("python", f"assert open({data!r} + '/public.txt').read() == 'public'\n"),
-    "writes_files": ("python", f"open({data!r} + '/public.txt', 'w').write('changed')\n"),
+    # the host's own folders (/home, /work, ...) are empty, read-only folders but for the paths
+    # programs run on, which are read-only too
+    "reads_home": ("python", f"import os\nassert not os.path.exists({home!r}), 'home seen'\n"),
+    "writes_home": ("python", f"open({os.path.dirname(home)!r} + '/planted', 'w').write('x')\n"),
+    "reads_files": ("python", f"open({data!r} + '/public.txt').read()\n"),
+    "reads_project": ("python", f"import os\nassert not os.path.exists({project!r}), 'seen'\n"),
+    "writes_files": ("python", "import sys\nopen(sys.prefix + '/planted', 'w').write('x')\n"),
     "writes_tmp": ("python", "open('/tmp/scratch', 'w').write('x')\n"),
     "tmp_is_empty": ("python", "import os\nassert os.listdir('/var/tmp') == []\n"),
     # /tmp keeps its number of entries (its size, which the worker checks) when the worker's own
@@ -254,7 +259,7 @@ def _run_as_user(home: str, data: str) -> None:
     try:
         done = subprocess.run(
             [sys.executable, "-c", SCRIPT, str(listener.getsockname()[1]), abstract,
-             str(victim.pid), data],
+             str(victim.pid), data, str(Path(__file__).parent)],
             env={"PATH": os.environ["PATH"], "HM_SECRET": "hunter2", "HOME": home}, cwd="/",
             preexec_fn=_as_user, capture_output=True, text=True, timeout=300, check=False)
         victim_survived = victim.poll() is None
@@ -286,7 +291,8 @@ def _run_as_user(home: str, data: str) -> None:
         "kills_by_pid": "failed", "kills_all": "failed", "interrupts_worker": "passed",
         "sees": "passed", "javascript": "passed", "cpp": "passed",
         "java": "passed", "reads_home": "passed", "writes_home": "failed",
-        "reads_files": "passed", "writes_files": "failed", "writes_tmp": "passed",
+        "reads_files": "failed", "reads_project": "passed", "writes_files": "failed",
+        "writes_tmp": "passed",
         "tmp_is_empty": "passed", "swaps_worker": "passed", "after_swap": "passed",
         "cpp_stdcxx": "passed", "plants": "passed",
         "cpp_after_plant": "passed", "java_after_plant": "passed", "locks": "passed",
@@ -303,6 +309,7 @@ def _run_as_user(home: str, data: str) -> None:
     assert "errno 28" in seen["errors"]["shared_segments"]  # ENOSPC
     for name in ("writes_home", "writes_files"):
         assert "Read-only file system" in seen["errors"][name], seen["errors"][name]
+    assert "FileNotFoundError" in seen["errors"]["reads_files"], seen["errors"]["reads_files"]
     with open(os.path.join(data, "public.txt")) as handle:
         assert handle.read() == "public"  # the user's files are as they were
     assert os.listdir(home) == ["secret.txt"]
