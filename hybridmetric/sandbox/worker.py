@@ -106,13 +106,21 @@ def program_env(work: str) -> dict[str, str]:
             "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8"}
 
 
-def needed_paths(preload: Sequence[str] = (), classpath: Sequence[str] = ()) -> list[str]:
+def needed_paths(preload: Sequence[str] = (), classpath: Sequence[str] = (),
+                 home: str | None = None) -> list[str]:
     """What a program must be able to read: this Python (prefixes, import path), where the
     ``preload`` modules are, the tools (each with the folder above its ``bin``: a JDK's, a
     node's), and the Java ``classpath``; and what the fork server starts from (this folder's
-    ``_boot.py``)."""
+    ``_boot.py``). An import path entry that is ``home``, or a folder above it (a ``.pth`` file
+    naming it), is left out: it would show the whole home; imports from it then fail."""
+    above_home = set()
+    if home:
+        real_home = os.path.realpath(home)
+        above_home = {p for p in sys.path if os.path.isabs(p) and (
+            real_home == os.path.realpath(p)
+            or real_home.startswith(os.path.realpath(p).rstrip(os.sep) + os.sep))}
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.realpath(sys.executable),
-             *(p for p in sys.path if os.path.isabs(p)), *classpath,
+             *(p for p in sys.path if os.path.isabs(p) and p not in above_home), *classpath,
              os.path.dirname(os.path.realpath(__file__))}
     for name in ("node", "g++", "javac", "java"):
         found = shutil.which(name, path=languages.SEARCH_PATH)
@@ -187,7 +195,7 @@ class Worker:
         host_pid = os.getpid()  # before the PID namespace, where the worker is pid 1
         self.cpp_standard = cpp_standard
         self.isolation, self.problems = isolation.isolate_worker(
-            uid, allow_network, needed_paths(preload, classpath), home, replies)
+            uid, allow_network, needed_paths(preload, classpath, home), home, replies)
         # Without root, programs share the worker's uid: they must not be able to interrupt it
         # (a handled signal reaches a namespace's init) or read and write its memory.
         signal.signal(signal.SIGINT, signal.SIG_IGN)

@@ -33,6 +33,7 @@ from hybridmetric.sandbox import Limits, Program, Sandbox
 
 port, abstract, victim, data = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
 project = sys.argv[5]  # this project's tests, where a program could read what they hold
+terminal = sys.argv[6]  # the user's terminal, where someone types
 home = os.environ["HOME"]
 limits = Limits(timeout_s=3.0, memory_mb=512)
 escape = '''
@@ -143,6 +144,10 @@ programs = {
     "reads_files": ("python", f"open({data!r} + '/public.txt').read()\n"),
     "reads_project": ("python", f"import os\nassert not os.path.exists({project!r}), 'seen'\n"),
     "writes_files": ("python", "import sys\nopen(sys.prefix + '/planted', 'w').write('x')\n"),
+    # the host's terminals are out of reach (the user's own: what they type), its own work
+    "opens_terminal": ("python", f"import os\nos.read(os.open({terminal!r}, os.O_RDWR), 99)\n"),
+    "makes_terminal": ("python", "import os\nm, s = os.openpty()\nos.write(m, b'x\\n')\n"
+                                 "assert os.read(s, 9) == b'x\\n'\n"),
     "writes_tmp": ("python", "open('/tmp/scratch', 'w').write('x')\n"),
     "tmp_is_empty": ("python", "import os\nassert os.listdir('/var/tmp') == []\n"),
     # /tmp keeps its number of entries (its size, which the worker checks) when the worker's own
@@ -256,16 +261,21 @@ def _run_as_user(home: str, data: str) -> None:
     for thread in threads:
         thread.start()
     victim = subprocess.Popen(["sleep", "300"], preexec_fn=lambda: isolation.drop_privileges(USER))
+    master, terminal = os.openpty()  # a terminal of the user's, something typed in it
+    os.chown(os.ttyname(terminal), USER, -1)
+    os.write(master, b"hunter2\n")
     try:
         done = subprocess.run(
             [sys.executable, "-c", SCRIPT, str(listener.getsockname()[1]), abstract,
-             str(victim.pid), data, str(Path(__file__).parent)],
+             str(victim.pid), data, str(Path(__file__).parent), os.ttyname(terminal)],
             env={"PATH": os.environ["PATH"], "HM_SECRET": "hunter2", "HOME": home}, cwd="/",
             preexec_fn=_as_user, capture_output=True, text=True, timeout=300, check=False)
         victim_survived = victim.poll() is None
     finally:
         victim.kill()
         victim.wait()
+        os.close(master)
+        os.close(terminal)
         stop.set()
         for thread in threads:
             thread.join()
@@ -292,7 +302,7 @@ def _run_as_user(home: str, data: str) -> None:
         "sees": "passed", "javascript": "passed", "cpp": "passed",
         "java": "passed", "reads_home": "passed", "writes_home": "failed",
         "reads_files": "failed", "reads_project": "passed", "writes_files": "failed",
-        "writes_tmp": "passed",
+        "writes_tmp": "passed", "opens_terminal": "failed", "makes_terminal": "passed",
         "tmp_is_empty": "passed", "swaps_worker": "passed", "after_swap": "passed",
         "cpp_stdcxx": "passed", "plants": "passed",
         "cpp_after_plant": "passed", "java_after_plant": "passed", "locks": "passed",
@@ -309,7 +319,8 @@ def _run_as_user(home: str, data: str) -> None:
     assert "errno 28" in seen["errors"]["shared_segments"]  # ENOSPC
     for name in ("writes_home", "writes_files"):
         assert "Read-only file system" in seen["errors"][name], seen["errors"][name]
-    assert "FileNotFoundError" in seen["errors"]["reads_files"], seen["errors"]["reads_files"]
+    for name in ("reads_files", "opens_terminal"):
+        assert "FileNotFoundError" in seen["errors"][name], seen["errors"][name]
     with open(os.path.join(data, "public.txt")) as handle:
         assert handle.read() == "public"  # the user's files are as they were
     assert os.listdir(home) == ["secret.txt"]

@@ -915,6 +915,21 @@ def test_java_classpath_jars_are_used_and_missing_ones_reported(sandbox: Sandbox
 
 
 
+def test_needed_paths_leave_out_an_import_path_entry_that_shows_the_home(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``.pth`` file naming the home (or a folder above it) puts it on the import path: bound
+    back, it would show the whole home to programs that run as the user. Other entries stay."""
+    from hybridmetric.sandbox.worker import needed_paths
+
+    home, other = tmp_path / "users" / "me", tmp_path / "lib"
+    home.mkdir(parents=True)
+    other.mkdir()
+    monkeypatch.setattr(sys, "path", [*sys.path, str(home), str(home.parent), str(other)])
+    kept = needed_paths(home=str(home))
+    assert str(home) not in kept and str(home.parent) not in kept and str(other) in kept
+    assert {str(home), str(home.parent)} <= set(needed_paths())  # (no home: all kept)
+
+
 def test_needed_paths_inside_private_dirs_are_bind_mounted_back():
     """A virtual environment under /tmp (a CI clone there, say) must stay reachable inside the
     private /tmp, and the cleanup after each program must leave it alone."""
