@@ -15,8 +15,8 @@ Per worker (a long-lived process that owns one sandbox uid):
   reach of a program whose uid may write it), emptied after every program; without root
   (programs then run as the user), every other mount is made read-only; with root or without,
   the host's own top-level folders (``/home``, ``/root``, a data folder) and the user's home are
-  covered, but for the paths programs run on, so that programs can neither change the user's
-  files nor read them;
+  covered, but for the paths programs run on, and ``/dev/pts`` is an instance of its own (no
+  terminal of the host's), so that programs can neither change the user's files nor read them;
 - a PID namespace whose init is the worker, with its own ``/proc``: programs see and can signal
   only the worker's processes, and signals they send the worker are dropped by the kernel
   (without root, programs share the worker's uid and run in one more, nested, whose init is the
