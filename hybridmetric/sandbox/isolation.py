@@ -139,6 +139,11 @@ def _blocker(path: str) -> tuple[str, str] | None:
     return None
 
 
+def is_within(path: str, folder: str) -> bool:
+    """Whether ``path`` is ``folder`` or lies below it (both real, absolute paths)."""
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
 def _mount_tmpfs(path: str, options: bytes) -> None:
     _check(_libc.mount(b"tmpfs", path.encode(), b"tmpfs", MS_NOSUID | MS_NODEV, options),
            f"mount tmpfs on {path}")
@@ -330,7 +335,7 @@ def read_only_files(needed: list[str], home: str | None) -> None:
     (:func:`private_terminals`)."""
     real = [os.path.realpath(n) for n in needed]
     home = os.path.realpath(home) if home and os.path.isdir(home) else None
-    if home == "/" or home and any(home == p or home.startswith(p + os.sep) for p in PRIVATE_DIRS):
+    if home == "/" or home and any(is_within(home, p) for p in PRIVATE_DIRS):
         home = None  # nothing to hide, or covered with the private directories
     if home in real:  # the Python lives there (--prefix=$HOME): shown, read-only, as it must be
         home = None
@@ -340,8 +345,8 @@ def read_only_files(needed: list[str], home: str | None) -> None:
         _private_dirs(needed)
         private_terminals()
         hidden = _hide_host_dirs(needed)
-        if home is not None and not any(home == top or home.startswith(top + os.sep)
-                                        for top in hidden):  # (a home under /var, /opt, ...)
+        # (a home under /var, /opt, ...: under no hidden folder)
+        if home is not None and not any(is_within(home, top) for top in hidden):
             _cover(home, b"mode=0755,size=1m", _paths_below(home, needed + real))
             _read_only(home, recursive=False)
     except OSError as exc:

@@ -113,14 +113,11 @@ def needed_paths(preload: Sequence[str] = (), classpath: Sequence[str] = (),
     node's), and the Java ``classpath``; and what the fork server starts from (this folder's
     ``_boot.py``). An import path entry that is ``home``, or a folder above it (a ``.pth`` file
     naming it), is left out: it would show the whole home; imports from it then fail."""
-    above_home = set()
-    if home:
-        real_home = os.path.realpath(home)
-        above_home = {p for p in sys.path if os.path.isabs(p) and (
-            real_home == os.path.realpath(p)
-            or real_home.startswith(os.path.realpath(p).rstrip(os.sep) + os.sep))}
+    real_home = os.path.realpath(home) if home else None
+    imports = [p for p in sys.path if os.path.isabs(p)
+               and not (real_home and isolation.is_within(real_home, os.path.realpath(p)))]
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.realpath(sys.executable),
-             *(p for p in sys.path if os.path.isabs(p) and p not in above_home), *classpath,
+             *imports, *classpath,
              os.path.dirname(os.path.realpath(__file__))}
     for name in ("node", "g++", "javac", "java"):
         found = shutil.which(name, path=languages.SEARCH_PATH)
