@@ -46,9 +46,10 @@ def signature_path(output: str | os.PathLike) -> Path:
     return Path(f"{output}{SIGNATURE_SUFFIX}")
 
 
-def read_scores(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, str], str | None]:
-    """A scores file, the scorer signatures of its sidecar (``<path>.signature.json``), and the
-    signature of the metric card that wrote its ``score.hybrid`` (``score --card``), or None."""
+def read_sidecar(path: str | os.PathLike) -> dict[str, Any]:
+    """The signature sidecar (``<path>.signature.json``) of a scores file: ``scorers`` (each
+    scorer's signature), and where a card wrote ``score.hybrid``, ``hybrid`` (the card's
+    signature); ``run``'s audited table adds ``hybrid_source`` and ``audit`` (its settings)."""
     sidecar = signature_path(path)
     if not sidecar.exists():
         raise FileNotFoundError(
@@ -58,6 +59,13 @@ def read_scores(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, str], 
     meta = json.loads(sidecar.read_text(encoding="utf-8"))
     if not isinstance(meta, dict) or not isinstance(meta.get("scorers"), dict):
         raise ValueError(f"{sidecar}: expected an object with a 'scorers' object")
+    return meta
+
+
+def read_scores(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, str], str | None]:
+    """A scores file, the scorer signatures of its sidecar (:func:`read_sidecar`), and the
+    signature of the metric card that wrote its ``score.hybrid``, or None."""
+    meta = read_sidecar(path)
     hybrid = meta["hybrid"] if isinstance(meta.get("hybrid"), str) else None
     return read_generations(path), dict(meta["scorers"]), hybrid
 

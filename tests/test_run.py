@@ -11,6 +11,7 @@ import pytest
 
 from hybridmetric import read_generations, read_study, write_generations
 from hybridmetric.cli import main
+from hybridmetric.signature import parse
 
 STUDY = Path(__file__).resolve().parents[1] / "studies" / "conala-odex"
 FAST = ["--resamples", "300", "--permutations", "300", "--repeats", "2", "--bootstrap", "20",
@@ -60,6 +61,41 @@ def test_run_writes_scores_card_and_report_deterministically(small_study, tmp_pa
     assert main(["run", str(small_study), "-o", str(second), *FAST]) == 0
     assert (second / "report" / "results.json").read_bytes() == (
         first / "report" / "results.json").read_bytes()
+
+
+def test_the_audited_rows_are_saved_and_auditing_them_again_gives_the_same_report(
+        small_study, tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["run", str(small_study), "-o", str(out), "--seed", "3", *FAST]) == 0
+    audited = read_generations(out / "audited.jsonl")
+    scores = read_generations(out / "scores.jsonl")
+    # the scores' rows and columns, the baseline (min(1, PASS + EDIT-SIM)) and the held-out hybrid
+    assert audited[scores.columns].equals(scores)
+    expected = (scores["score.pass"] + scores["score.edit_sim"]).clip(upper=1)
+    assert audited["score.dibia_combined"].equals(expected)
+    assert audited["score.hybrid"].notna().sum() == scores["score.pass"].notna().sum()
+    sidecar = json.loads((out / "audited.jsonl.signature.json").read_text())
+    assert sidecar["hybrid"] == json.loads((out / "card.json").read_text())["signature"]
+    assert sidecar["audit"]["seed"] == 3 and sidecar["audit"]["missing"] == "drop-rows"
+    capsys.readouterr()
+    # audit on the file alone (its sidecar's settings: seed, resamples, scale, ...) and the card
+    again = tmp_path / "again"
+    assert main(["audit", str(out / "audited.jsonl"), "--card", str(out / "card.json"),
+                 "-o", str(again)]) == 0
+    assert "in-sample" not in capsys.readouterr().err
+    assert (again / "results.json").read_bytes() == (out / "report" / "results.json").read_bytes()
+    # the command line wins over the sidecar; a sidecar's setting that is not one is refused
+    assert main(["audit", str(out / "audited.jsonl"), "-o", str(tmp_path / "other"),
+                 "--seed", "4"]) == 0
+    other = json.loads((tmp_path / "other" / "results.json").read_text())
+    assert parse(other["signature"])["seed"] == "4"
+    assert parse(other["signature"])["boot"] == "300"  # (the sidecar's)
+    sidecar["audit"]["scale"] = [4, 0]
+    (out / "audited.jsonl.signature.json").write_text(json.dumps(sidecar))
+    capsys.readouterr()
+    assert main(["audit", str(out / "audited.jsonl"), "-o", str(tmp_path / "bad")]) == 2
+    assert ("audited.jsonl.signature.json: the recorded audit setting 'scale' is [4, 0]"
+            in capsys.readouterr().err)
 
 
 def test_a_study_outside_its_scale_or_without_its_target_is_refused_before_scoring(

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import Any
 
 from hybridmetric.audit import audit
 from hybridmetric.cli.fit import parse_scale
 from hybridmetric.combine import HYBRID_COLUMN, MetricCard
+from hybridmetric.io import read_generations
 from hybridmetric.report import write_report
 from hybridmetric.schema import repeated_rows, with_rater_mean
-from hybridmetric.scoring import read_scores
+from hybridmetric.scoring import read_sidecar, signature_path
 
 
 def add_audit_options(parser: argparse.ArgumentParser) -> None:
@@ -24,32 +26,78 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser = commands.add_parser("audit", help="audit metric-human agreement and write a report",
                                  description="Correlate every metric (and the hybrid) with the "
                                              "human ratings, test the gains, write a report.")
-    parser.add_argument("scores", help="scores file written by 'hybridmetric score'")
+    parser.add_argument("scores", help="scores file written by 'hybridmetric score' (or "
+                                       "run's audited.jsonl, whose audit settings are the "
+                                       "defaults of the options below)")
     parser.add_argument("-o", "--output", required=True, help="report folder")
     parser.add_argument("--card", help="metric card: adds score.hybrid when it is missing")
-    parser.add_argument("--target", default="rating", help="the human rating column")
+    parser.add_argument("--target", help="the human rating column (default: rating)")
     parser.add_argument("--metrics", help="comma-separated score columns (default: all)")
     parser.add_argument("--focus", help="the metric compared with every other one "
                                         "(default: score.hybrid, else the best)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of resamples and permutations")
+    parser.add_argument("--seed", type=int, help="seed of resamples and permutations (default: 0)")
     parser.add_argument("--scale", help="the rating scale MIN,MAX (grade bins of the pass/fail "
                                         "comparison; default: observed range)")
     parser.add_argument("--useful", type=float, help="the lowest rating of useful code, for the "
                                                      "pass/fail comparison (default: the middle "
                                                      "of the scale)")
-    parser.add_argument("--missing", default="refuse", choices=("refuse", "drop-rows"),
-                        help="what to do with rows missing a metric or the rating")
+    parser.add_argument("--missing", choices=("refuse", "drop-rows"),
+                        help="what to do with rows missing a metric or the rating "
+                             "(default: refuse)")
     add_audit_options(parser)
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, resamples=None, permutations=None)
 
 
 IN_SAMPLE = ("if the card was fitted on these rows its agreement is in-sample (optimistic); "
              "the card's cross-validated numbers are the honest ones")
+#: The audit's settings where neither the command line nor the scores' sidecar gives them.
+DEFAULTS = {"target": "rating", "scale": None, "useful": None, "missing": "refuse", "seed": 0,
+            "resamples": 10000, "permutations": 10000}
+
+
+def _valid(name: str, value: Any) -> bool:
+    """Whether ``value`` may stand for the audit setting ``name`` (one read from a sidecar)."""
+    def number(x: Any) -> bool:
+        return isinstance(x, int | float) and not isinstance(x, bool)
+
+    if name == "scale":
+        return value is None or (isinstance(value, list) and len(value) == 2
+                                 and all(map(number, value)) and value[0] < value[1])
+    if name == "useful":
+        return value is None or number(value)
+    if name in ("seed", "resamples", "permutations"):
+        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+    return isinstance(value, str) and (name != "missing" or value in ("refuse", "drop-rows"))
+
+
+def settings(args: argparse.Namespace, recorded: dict[str, Any], where: str) -> dict[str, Any]:
+    """The audit's settings: each from the command line, else from ``recorded`` (those of the
+    audit that wrote the table, in its sidecar ``where``: ``run``'s audited.jsonl), else
+    :data:`DEFAULTS`."""
+    given = {"target": args.target, "scale": parse_scale(args.scale), "useful": args.useful,
+             "missing": args.missing, "seed": args.seed, "resamples": args.resamples,
+             "permutations": args.permutations}
+    chosen = {}
+    for name, value in given.items():
+        if value is None and name in recorded:
+            value = recorded[name]
+            if not _valid(name, value):
+                raise ValueError(f"{where}: the recorded audit setting {name!r} is {value!r}, "
+                                 f"which is not one; give --{name} instead")
+            value = tuple(value) if name == "scale" and value is not None else value
+        chosen[name] = DEFAULTS[name] if value is None else value
+    return chosen
 
 
 def run(args: argparse.Namespace) -> int:
-    frame, signatures, applied = read_scores(args.scores)
-    frame, note = with_rater_mean(frame, args.target)
+    meta = read_sidecar(args.scores)
+    frame, signatures = read_generations(args.scores), dict(meta["scorers"])
+    recorded = meta.get("audit") if isinstance(meta.get("audit"), dict) else {}
+    chosen = settings(args, recorded, str(signature_path(args.scores)))
+    if recorded:
+        print("note: the audit settings recorded with the table are the defaults: " + ", ".join(
+            f"{name}={value}" for name, value in recorded.items()), file=sys.stderr)
+    frame, note = with_rater_mean(frame, chosen["target"])
     if note:
         print(note, file=sys.stderr)
     for repeated in repeated_rows(frame):
@@ -57,8 +105,11 @@ def run(args: argparse.Namespace) -> int:
     card, hybrid = None, None
     if args.card:
         card = MetricCard.load(args.card)
+    applied = meta.get("hybrid") if isinstance(meta.get("hybrid"), str) else None
     if HYBRID_COLUMN in frame.columns:
-        if applied is not None:  # written by score --card
+        if isinstance(meta.get("hybrid_source"), str):  # run's out-of-fold predictions
+            hybrid = meta["hybrid_source"]
+        elif applied is not None:  # written by score --card
             hybrid = (f"a metric card applied by 'hybridmetric score --card' (in-sample where it "
                       f"was fitted on these rows); the card's signature: {applied}")
             print(f"note: score.hybrid comes from a metric card; {IN_SAMPLE}", file=sys.stderr)
@@ -69,10 +120,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"note: score.hybrid was computed by applying the card; {IN_SAMPLE}",
               file=sys.stderr)
     metrics = [m.strip() for m in args.metrics.split(",")] if args.metrics else None
-    results = audit(frame, metrics=metrics, target=args.target, seed=args.seed,
-                    n_resamples=args.resamples, n_permutations=args.permutations,
-                    focus=args.focus, scale=parse_scale(args.scale), missing=args.missing,
-                    useful_threshold=args.useful)
+    results = audit(frame, metrics=metrics, target=chosen["target"], seed=chosen["seed"],
+                    n_resamples=chosen["resamples"], n_permutations=chosen["permutations"],
+                    focus=args.focus, scale=chosen["scale"], missing=chosen["missing"],
+                    useful_threshold=chosen["useful"])
     paths = write_report(results, frame, args.output, card=card.data if card else None,
                          scorers=signatures, hybrid=hybrid)
     for kind, path in paths.items():

@@ -1,16 +1,20 @@
 """``hybridmetric run STUDY -o OUT_DIR``: the main job, score + fit + audit on a study.
 
-Writes ``OUT_DIR/scores.jsonl`` (with its signature), ``OUT_DIR/card.json`` (the fitted hybrid)
-and ``OUT_DIR/report/`` (report.html, report.md, results.json). The ``score.hybrid`` column that
-the audit judges holds out-of-fold predictions (each task predicted by a model fitted without it,
-the card's first cross-validation repeat), so the hybrid is not credited with in-sample fit.
-Where PASS and EDIT-SIM exist, ``score.dibia_combined`` = min(1, PASS + EDIT-SIM) (Dibia et al.
-2022) is added before the audit, as a baseline (it is not a feature of the hybrid).
+Writes ``OUT_DIR/scores.jsonl`` (with its signature), ``OUT_DIR/card.json`` (the fitted hybrid),
+``OUT_DIR/report/`` (report.html, report.md, results.json) and ``OUT_DIR/audited.jsonl``, the
+table the audit judged (with its signature: the scorers', the card's and the audit's settings,
+which ``hybridmetric audit`` takes up, so that auditing the file again gives the same numbers).
+The ``score.hybrid`` column that the audit judges holds out-of-fold predictions (each task
+predicted by a model fitted without it, the card's first cross-validation repeat), so the hybrid
+is not credited with in-sample fit. Where PASS and EDIT-SIM exist, ``score.dibia_combined`` =
+min(1, PASS + EDIT-SIM) (Dibia et al. 2022) is added before the audit, as a baseline (it is not a
+feature of the hybrid).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -32,11 +36,11 @@ from hybridmetric.combine import (
     dibia_combined,
     fit_card,
 )
-from hybridmetric.io import read_study
+from hybridmetric.io import atomic_path, read_study, write_generations
 from hybridmetric.report import write_report
 from hybridmetric.schema import score_column, with_rater_mean
 from hybridmetric.scorers import Scorer
-from hybridmetric.scoring import journal_path, score
+from hybridmetric.scoring import journal_path, read_sidecar, score, signature_path
 
 #: CodeBERTScore twice: on the code alone (``score.codebertscore.*``: not the scorer's default,
 #: which encodes the intent), and with the intent encoded as context
@@ -45,6 +49,9 @@ CODEBERTSCORE = ("codebertscore", "codebertscore_intent=codebertscore")
 CODEBERTSCORE_SETTINGS = ("codebertscore.use_context=false",
                           "codebertscore_intent.use_context=true")
 DIBIA_COLUMN = "score.dibia_combined"
+#: Where the audited table's ``score.hybrid`` comes from, as the report and its sidecar say.
+OUT_OF_FOLD = ("out-of-fold predictions: each row's from the fit (first cross-validation repeat) "
+               "that did not see its task")
 #: What the hybrid is fitted on by default.
 FEATURES_HELP = ("one column per scorer: F1 for CodeBERTScore, the pass rate for pass_rate; "
                  "not dibia_combined, a baseline")
@@ -188,8 +195,25 @@ def run(args: argparse.Namespace) -> int:
                     n_permutations=args.permutations, missing=args.missing, scale=study.scale,
                     useful_threshold=study.useful)
     paths = write_report(results, table, out / "report", card=card.data, scorers=signatures,
-                         hybrid="out-of-fold predictions: each row's from the fit (first "
-                                "cross-validation repeat) that did not see its task")
+                         hybrid=OUT_OF_FOLD)
+    settings = {"target": args.target, "scale": study.scale, "useful": study.useful,
+                "missing": args.missing, "seed": args.seed, "resamples": args.resamples,
+                "permutations": args.permutations}
+    audited = write_audited(table, out, card.data["signature"], settings)
     print(f"scores: {out / 'scores.jsonl'}\ncard: {out / 'card.json'}\n"
-          f"report: {paths['html']}")
+          f"report: {paths['html']}\naudited rows: {audited}")
     return 0
+
+
+def write_audited(table: pd.DataFrame, out: Path, card_signature: str,
+                  settings: dict[str, object]) -> Path:
+    """Write ``out/audited.jsonl``, the rows as the audit judged them, and its sidecar: the
+    scores' (the scorers' signatures), the card's signature, where ``score.hybrid`` comes from
+    (:data:`OUT_OF_FOLD`) and the audit's ``settings``."""
+    path = out / "audited.jsonl"
+    meta = read_sidecar(out / "scores.jsonl")
+    meta.update(hybrid=card_signature, hybrid_source=OUT_OF_FOLD, audit=settings)
+    write_generations(table, path)
+    with atomic_path(signature_path(path)) as temporary:
+        temporary.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    return path
