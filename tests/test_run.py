@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+import math
 import shutil
 import statistics
 from pathlib import Path
@@ -11,6 +13,7 @@ import pytest
 
 from hybridmetric import read_generations, read_study, write_generations
 from hybridmetric.cli import main
+from hybridmetric.cli.audit import settings
 from hybridmetric.signature import parse
 
 STUDY = Path(__file__).resolve().parents[1] / "studies" / "conala-odex"
@@ -54,6 +57,9 @@ def test_run_writes_scores_card_and_report_deterministically(small_study, tmp_pa
     assert results["card"]["cv"]["dibia_combined"]["pass"] == "score.pass"
     # every score traces to its scorer's signature, and the hybrid's numbers are held out
     sidecar = json.loads((first / "scores.jsonl.signature.json").read_text())
+    assert results["scorers"]["dibia_combined"] == (
+        "min(1, score.pass + score.edit_sim), computed by run from the scores")
+    del results["scorers"]["dibia_combined"]
     assert results["scorers"] == sidecar["scorers"] and "pass_rate" in results["scorers"]
     assert "Scorer pass\\_rate:" in report and sidecar["scorers"]["pass_rate"] in report
     assert results["hybrid_source"].startswith("out-of-fold predictions")
@@ -90,12 +96,37 @@ def test_the_audited_rows_are_saved_and_auditing_them_again_gives_the_same_repor
     other = json.loads((tmp_path / "other" / "results.json").read_text())
     assert parse(other["signature"])["seed"] == "4"
     assert parse(other["signature"])["boot"] == "300"  # (the sidecar's)
-    sidecar["audit"]["scale"] = [4, 0]
-    (out / "audited.jsonl.signature.json").write_text(json.dumps(sidecar))
-    capsys.readouterr()
+    for name, bad in (("scale", [4, 0]), ("scale", [0, math.inf]), ("resamples", 0),
+                      ("useful", math.nan), ("missing", "drop")):
+        (out / "audited.jsonl.signature.json").write_text(
+            json.dumps({**sidecar, "audit": {**sidecar["audit"], name: bad}}))
+        capsys.readouterr()
+        assert main(["audit", str(out / "audited.jsonl"), "-o", str(tmp_path / "bad")]) == 2
+        assert (f"audited.jsonl.signature.json: the recorded audit setting {name!r} is {bad!r}"
+                in capsys.readouterr().err)
+    (out / "audited.jsonl.signature.json").write_text(json.dumps({**sidecar, "audit": [1]}))
     assert main(["audit", str(out / "audited.jsonl"), "-o", str(tmp_path / "bad")]) == 2
-    assert ("audited.jsonl.signature.json: the recorded audit setting 'scale' is [4, 0]"
-            in capsys.readouterr().err)
+    assert "'audit' should hold the settings" in capsys.readouterr().err
+
+
+def test_audit_settings_come_from_the_command_line_then_the_record_then_the_defaults():
+    def given(**values):
+        names = ("target", "scale", "useful", "missing", "seed", "resamples", "permutations")
+        return argparse.Namespace(**{name: values.get(name) for name in names})
+
+    # a plain scores file (no record): the defaults of before
+    assert settings(given(), None, "x") == {
+        "target": "rating", "scale": None, "useful": None, "missing": "refuse", "seed": 0,
+        "resamples": 10000, "permutations": 10000}
+    recorded = {"target": "rating", "scale": [0, 4], "useful": 2, "missing": "drop-rows",
+                "seed": 3, "resamples": 300, "permutations": 200}
+    assert settings(given(), recorded, "x") == {**recorded, "scale": (0, 4)}
+    assert settings(given(seed=5, scale="1,5"), recorded, "x")["seed"] == 5
+    assert settings(given(scale="1,5"), recorded, "x")["scale"] == (1.0, 5.0)
+    # another target: the record's scale and useful rating were its own target's
+    other = settings(given(target="useful01"), recorded, "x")
+    assert (other["target"], other["scale"], other["useful"]) == ("useful01", None, None)
+    assert other["seed"] == 3
 
 
 def test_a_study_outside_its_scale_or_without_its_target_is_refused_before_scoring(

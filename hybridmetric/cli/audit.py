@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import Any
 
@@ -17,9 +18,9 @@ from hybridmetric.scoring import read_sidecar, signature_path
 
 def add_audit_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resamples", type=int, default=10000,
-                        help="bootstrap resamples (over tasks) for CIs")
+                        help="bootstrap resamples (over tasks) for CIs (default: 10000)")
     parser.add_argument("--permutations", type=int, default=10000,
-                        help="permutations of the PERM-BOTH significance test")
+                        help="permutations of the PERM-BOTH significance test (default: 10000)")
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -58,7 +59,7 @@ DEFAULTS = {"target": "rating", "scale": None, "useful": None, "missing": "refus
 def _valid(name: str, value: Any) -> bool:
     """Whether ``value`` may stand for the audit setting ``name`` (one read from a sidecar)."""
     def number(x: Any) -> bool:
-        return isinstance(x, int | float) and not isinstance(x, bool)
+        return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
     if name == "scale":
         return value is None or (isinstance(value, list) and len(value) == 2
@@ -66,37 +67,46 @@ def _valid(name: str, value: Any) -> bool:
     if name == "useful":
         return value is None or number(value)
     if name in ("seed", "resamples", "permutations"):
-        return isinstance(value, int) and not isinstance(value, bool) and value >= 0
-    return isinstance(value, str) and (name != "missing" or value in ("refuse", "drop-rows"))
+        return (isinstance(value, int) and not isinstance(value, bool)
+                and value >= (0 if name == "seed" else 1))
+    if name == "missing":
+        return value in ("refuse", "drop-rows")
+    return isinstance(value, str) and value != ""
 
 
-def settings(args: argparse.Namespace, recorded: dict[str, Any], where: str) -> dict[str, Any]:
+def settings(args: argparse.Namespace, recorded: Any, where: str) -> dict[str, Any]:
     """The audit's settings: each from the command line, else from ``recorded`` (those of the
-    audit that wrote the table, in its sidecar ``where``: ``run``'s audited.jsonl), else
-    :data:`DEFAULTS`."""
+    audit that wrote the table, in its sidecar ``where``: ``run``'s audited.jsonl; but its
+    scale and useful rating only for its own target), else :data:`DEFAULTS`."""
+    if recorded is None:
+        recorded = {}
+    if not isinstance(recorded, dict):
+        raise ValueError(f"{where}: 'audit' should hold the settings of the audit that wrote the "
+                         f"table (an object), not {recorded!r}")
     given = {"target": args.target, "scale": parse_scale(args.scale), "useful": args.useful,
              "missing": args.missing, "seed": args.seed, "resamples": args.resamples,
              "permutations": args.permutations}
-    chosen = {}
+    if args.target is not None and args.target != recorded.get("target"):
+        recorded = {k: v for k, v in recorded.items() if k not in ("scale", "useful")}
+    chosen, taken = {}, []
     for name, value in given.items():
         if value is None and name in recorded:
             value = recorded[name]
             if not _valid(name, value):
                 raise ValueError(f"{where}: the recorded audit setting {name!r} is {value!r}, "
                                  f"which is not one; give --{name} instead")
+            taken.append(f"{name}={value}")
             value = tuple(value) if name == "scale" and value is not None else value
         chosen[name] = DEFAULTS[name] if value is None else value
+    if taken:
+        print(f"note: as recorded with the table ({where}): {', '.join(taken)}", file=sys.stderr)
     return chosen
 
 
 def run(args: argparse.Namespace) -> int:
     meta = read_sidecar(args.scores)
     frame, signatures = read_generations(args.scores), dict(meta["scorers"])
-    recorded = meta.get("audit") if isinstance(meta.get("audit"), dict) else {}
-    chosen = settings(args, recorded, str(signature_path(args.scores)))
-    if recorded:
-        print("note: the audit settings recorded with the table are the defaults: " + ", ".join(
-            f"{name}={value}" for name, value in recorded.items()), file=sys.stderr)
+    chosen = settings(args, meta.get("audit"), str(signature_path(args.scores)))
     frame, note = with_rater_mean(frame, chosen["target"])
     if note:
         print(note, file=sys.stderr)

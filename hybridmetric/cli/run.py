@@ -178,6 +178,8 @@ def run(args: argparse.Namespace) -> int:
     if baseline is not None:  # Dibia et al.'s COMBINED, audited beside the single metrics
         table[DIBIA_COLUMN] = dibia_combined(table[baseline[0]].to_numpy(float),
                                              table[baseline[1]].to_numpy(float))
+        signatures.setdefault("dibia_combined", f"min(1, {baseline[0]} + {baseline[1]}), "
+                                                "computed by run from the scores")
     if options["features"] is None:
         present = default_features(scorers)
         constant = [f for f in present if table[f].nunique() < 2]
@@ -199,20 +201,22 @@ def run(args: argparse.Namespace) -> int:
     settings = {"target": args.target, "scale": study.scale, "useful": study.useful,
                 "missing": args.missing, "seed": args.seed, "resamples": args.resamples,
                 "permutations": args.permutations}
-    audited = write_audited(table, out, card.data["signature"], settings)
+    audited = write_audited(table, out, card.data["signature"], signatures, settings)
     print(f"scores: {out / 'scores.jsonl'}\ncard: {out / 'card.json'}\n"
           f"report: {paths['html']}\naudited rows: {audited}")
     return 0
 
 
 def write_audited(table: pd.DataFrame, out: Path, card_signature: str,
-                  settings: dict[str, object]) -> Path:
+                  signatures: dict[str, str], settings: dict[str, object]) -> Path:
     """Write ``out/audited.jsonl``, the rows as the audit judged them, and its sidecar: the
-    scores' (the scorers' signatures), the card's signature, where ``score.hybrid`` comes from
-    (:data:`OUT_OF_FOLD`) and the audit's ``settings``."""
+    scores' with the ``signatures`` of every score column (the baseline's too), the card's
+    signature, where ``score.hybrid`` comes from (:data:`OUT_OF_FOLD`) and the audit's
+    ``settings``."""
     path = out / "audited.jsonl"
     meta = read_sidecar(out / "scores.jsonl")
-    meta.update(hybrid=card_signature, hybrid_source=OUT_OF_FOLD, audit=settings)
+    meta.update(scorers=signatures, hybrid=card_signature, hybrid_source=OUT_OF_FOLD,
+                audit=settings)
     write_generations(table, path)
     with atomic_path(signature_path(path)) as temporary:
         temporary.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
