@@ -189,9 +189,11 @@ def _entries_below(directory: str, paths: list[str]) -> set[str]:
 #: The top-level folders of a Linux system's own (programs, libraries, settings, devices); every
 #: other one (``/home``, ``/root``, ``/srv``, ``/mnt``, a ``/data`` or ``/work`` of the host's)
 #: is hidden from programs, with root or without (see :func:`private_mounts`,
-#: :func:`read_only_files`).
+#: :func:`read_only_files`); ``/var`` too, the host's variable data, where its services keep
+#: their databases and the socket files anyone may connect to (a MySQL's, a Postfix's), which a
+#: read-only mount does not close (but ``/var/tmp``, private).
 SYSTEM_DIRS = frozenset({"bin", "sbin", "lib", "lib32", "lib64", "libx32", "usr", "etc", "opt",
-                         "var", "dev", "proc", "sys", "run", "tmp", "nix", "gnu", "snap"})
+                         "dev", "proc", "sys", "run", "tmp", "nix", "gnu", "snap"})
 
 
 def private_mounts(needed: list[str]) -> None:
@@ -240,9 +242,9 @@ def private_terminals() -> None:
 
 def _hide_host_dirs(needed: list[str]) -> list[str]:
     """Cover each top-level folder that is not the system's (and is no needed path itself) with
-    an empty read-only tmpfs, the needed paths below it bound back (see :func:`private_mounts`);
-    return the folders covered. (A folder made at the top level after the worker started stays
-    in view.)"""
+    an empty read-only tmpfs, the needed paths below it bound back (see :func:`private_mounts`),
+    and the private directories made there already (:data:`COVERED`: ``/var/tmp``); return the
+    folders covered. (A folder made at the top level after the worker started stays in view.)"""
     paths = needed + [os.path.realpath(n) for n in needed]
     hidden = []
     for name in sorted(os.listdir("/")):
@@ -250,7 +252,7 @@ def _hide_host_dirs(needed: list[str]) -> list[str]:
         if (name in SYSTEM_DIRS or os.path.islink(top) or not os.path.isdir(top)
                 or top in paths):
             continue
-        _cover(top, b"mode=0755,size=1m", _paths_below(top, paths))
+        _cover(top, b"mode=0755,size=1m", _paths_below(top, paths + COVERED))
         _read_only(top, recursive=False)
         hidden.append(top)
     return hidden
@@ -345,7 +347,7 @@ def read_only_files(needed: list[str], home: str | None) -> None:
         _private_dirs(needed)
         private_terminals()
         hidden = _hide_host_dirs(needed)
-        # (a home under /var, /opt, ...: under no hidden folder)
+        # (a home under /opt, /usr, ...: under no hidden folder)
         if home is not None and not any(is_within(home, top) for top in hidden):
             _cover(home, b"mode=0755,size=1m", _paths_below(home, needed + real))
             _read_only(home, recursive=False)

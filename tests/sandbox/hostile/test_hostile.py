@@ -780,12 +780,19 @@ def test_a_fork_server_the_oom_killer_ends_is_the_program_s_memory(
 @pytest.mark.parametrize(("address", "error"), [
     (f"\0hybridmetric-hostile-{os.getpid()}", "ConnectionRefusedError"),
     (f"/run/hybridmetric-hostile-{os.getpid()}.sock", "FileNotFoundError"),
-], ids=["abstract", "file"])
+    (f"/var/lib/hybridmetric-hostile-{os.getpid()}/mysqld.sock", "FileNotFoundError"),
+], ids=["abstract", "run", "var"])
 def test_cannot_reach_a_host_unix_socket(address: str, error: str, sandbox: Sandbox, run: Run,
                                          untouched: Check) -> None:
     """Seccomp lets AF_UNIX through. The worker's own network namespace hides the host's
-    abstract Unix sockets, and its private /run the socket files where the host keeps its
-    services' (a database, D-Bus, systemd), even one anyone may connect to."""
+    abstract Unix sockets, its private /run the socket files where the host keeps its services'
+    (D-Bus, systemd), and its hidden /var those kept with their data (a MySQL's), even one
+    anyone may connect to (a read-only mount does not stop a connection)."""
+    folder = os.path.dirname(address)
+    made = not address.startswith("\0") and not os.path.isdir(folder)
+    if made:
+        os.mkdir(folder, 0o777)
+        os.chmod(folder, 0o777)
     listener = socket.socket(socket.AF_UNIX)
     listener.bind(address)
     if not address.startswith("\0"):
@@ -802,6 +809,8 @@ def test_cannot_reach_a_host_unix_socket(address: str, error: str, sandbox: Sand
         listener.close()
         if not address.startswith("\0"):
             os.unlink(address)
+        if made:
+            os.rmdir(folder)
     assert result.outcome == FAILED and error in result.error, result
     untouched(sandbox)
 
@@ -928,8 +937,9 @@ def test_parent_environment_does_not_leak(monkeypatch: pytest.MonkeyPatch, sandb
 def test_the_host_s_own_folders_are_hidden(sandbox: Sandbox, run: Run,
                                            untouched: Check) -> None:
     """As root, a top-level folder that is not the system's (a benchmark's data, another user's
-    files, the sandbox's own source) is an empty read-only folder to programs, but for the paths
-    they run on (this Python, its packages), which stay in view."""
+    files, the sandbox's own source, /var) is an empty read-only folder to programs, but for the
+    paths they run on (this Python, its packages), which stay in view, and the private
+    /var/tmp."""
     top = Path(f"/hybridmetric-test-hidden-{os.getpid()}")
     top.mkdir(mode=0o755)
     try:
@@ -942,7 +952,10 @@ def test_the_host_s_own_folders_are_hidden(sandbox: Sandbox, run: Run,
             listed = run(box, "python",
                          f"import os, sys\nassert os.listdir({str(top)!r}) == []\n"
                          f"assert os.path.isfile(sys.executable) and os.access({str(top)!r}, "
-                         "os.R_OK) and not os.access('/root', os.W_OK)\nimport json, decimal\n")
+                         "os.R_OK) and not os.access('/root', os.W_OK)\nimport json, decimal\n"
+                         # /var too, but for its private /var/tmp (the test's Python is not there)
+                         "assert os.listdir('/var') == ['tmp'], os.listdir('/var')\n"
+                         "open('/var/tmp/note', 'w').write('mine')\n")
             untouched(box)
     finally:
         (top / "solutions.txt").unlink()
