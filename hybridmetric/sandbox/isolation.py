@@ -2,6 +2,8 @@
 
 Per worker (a long-lived process that owns one sandbox uid):
 
+- no new privileges (``PR_SET_NO_NEW_PRIVS``): no program gains any through exec (set-user-ID
+  programs, file capabilities);
 - a network namespace of its own (``unshare(CLONE_NEWNET)``; without root, inside a user
   namespace that maps only the user's own uid): only a loopback that is down, so nothing,
   including a listener on the host's 127.0.0.1 or an abstract Unix socket, can be reached;
@@ -14,9 +16,10 @@ Per worker (a long-lived process that owns one sandbox uid):
   connected to on a read-only mount, and seccomp lets AF_UNIX through; one elsewhere stays in
   reach of a program whose uid may write it), emptied after every program; without root
   (programs then run as the user), every other mount is made read-only; with root or without,
-  the host's own top-level folders (``/home``, ``/root``, a data folder) and the user's home are
-  covered, but for the paths programs run on, and ``/dev/pts`` is an instance of its own (no
-  terminal of the host's), so that programs can neither change the user's files nor read them;
+  the host's own top-level folders (``/home``, ``/root``, ``/var``, a data folder) and the
+  user's home are covered, but for the paths programs run on, and ``/dev/pts`` is an instance
+  of its own (no terminal of the host's), so that programs can neither change the user's files
+  nor read them;
 - a PID namespace whose init is the worker, with its own ``/proc``: programs see and can signal
   only the worker's processes, and signals they send the worker are dropped by the kernel
   (without root, programs share the worker's uid and run in one more, nested, whose init is the
@@ -428,9 +431,7 @@ def _load_rules(rules: list[tuple[bytes, int, _ArgCmp | None]]) -> None:
                     None if comparison is None else ctypes.byref(comparison)) != 0:
                 raise OSError(errno.EINVAL, f"seccomp_rule_add_array({name.decode()}) failed"
                               " (libseccomp 2.5 or later knows every call it is given)")
-        if os.getuid() != 0:
-            _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
-        if lib.seccomp_load(ctx) != 0:
+        if lib.seccomp_load(ctx) != 0:  # (after NO_NEW_PRIVS: see isolate_worker)
             raise OSError(errno.EPERM, "seccomp_load failed")
     finally:
         lib.seccomp_release(ctx)
@@ -576,6 +577,10 @@ def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
     (:func:`drop_capabilities`), once it has made its fork server's PID namespace.
     """
     problems: list[str] = []
+    # First, whatever else stands: nothing the worker starts gains privileges through exec (a
+    # set-user-ID root program such as mount or su would otherwise run as root, in front of the
+    # host's system folders; so would file capabilities).
+    _check(_libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0), "prctl(NO_NEW_PRIVS)")
 
     def wall(name: str, build: Callable[[], object]) -> bool:
         """Whether ``build`` went up; when it raised OSError, why is added to ``problems``."""

@@ -934,6 +934,17 @@ def test_parent_environment_does_not_leak(monkeypatch: pytest.MonkeyPatch, sandb
         untouched(box)
 
 
+def test_no_program_gains_privileges_through_exec(sandbox: Sandbox, run: Run,
+                                                 untouched: Check) -> None:
+    """A set-user-ID root program (``mount``, ``su``) runs as its caller: the worker sets
+    ``no_new_privs`` for everything it starts, whatever other wall stands."""
+    source = ("status = open('/proc/self/status').read()\n"
+              "assert 'NoNewPrivs:\\t1' in status, status\n")
+    result = run(sandbox, "python", source)
+    assert result.outcome == PASSED, result
+    untouched(sandbox)
+
+
 def test_the_host_s_own_folders_are_hidden(sandbox: Sandbox, run: Run,
                                            untouched: Check) -> None:
     """As root, a top-level folder that is not the system's (a benchmark's data, another user's
