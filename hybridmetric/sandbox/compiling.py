@@ -30,6 +30,13 @@ PRECOMPILE_MAX = 1 << 16
 #: over a second; a few such chains in 64 KiB took 42 s), which in the worker no limit would
 #: stop. (HumanEval's programs have at most 22.)
 PRECOMPILE_MAX_PLUS = 100
+#: Python sources that name ``finally`` (anywhere: a word is checked, not parsed) are compiled in
+#: the child too: the compiler writes a ``finally`` block's code again at each way out of its
+#: ``try`` (each ``return``, ``break``, ``continue``, and the exception's), and again within each
+#: block that holds it, so that 6 KiB of nested ``try``/``finally`` took 25 s to compile, and 50
+#: KiB of one ``try`` with 1,200 ``return`` 236 MB, which in the worker no limit would stop. (Few
+#: programs do: 19 of the 1,970 HumanEval programs ``bench_sandbox.py`` races, most in words.)
+WORDS_COMPILED_IN_THE_CHILD = ("finally",)
 #: The compiler flags of the ``__future__`` features a program's first part turns on for its
 #: shared tail too (see :func:`precompile`); but ``barry_as_FLUFL``, which changes how a file
 #: parses only when given to ``compile``, not when the file imports it (and then only the code
@@ -65,9 +72,9 @@ def precompile(source: str, path: str, tail_at: int | None = None) -> bytes | st
     code for :meth:`Forker.launch` (a tuple of code objects, marshalled, which the child runs in
     turn in one namespace); the error text of a syntax error (no child needed); None when the
     child must compile it: larger than :data:`PRECOMPILE_MAX`, more ``+`` than
-    :data:`PRECOMPILE_MAX_PLUS`, a compiler warning (which must
-    reach the program's stderr), nested too deep to compile (how deep may depend on the
-    stack), no memory, or code too deeply nested to marshal.
+    :data:`PRECOMPILE_MAX_PLUS`, naming one of :data:`WORDS_COMPILED_IN_THE_CHILD`, a
+    compiler warning (which must reach the program's stderr), nested too deep to compile (how
+    deep may depend on the stack), no memory, or code too deeply nested to marshal.
 
     ``tail_at``: where the part of ``source`` that other programs share begins (a task's tests,
     after each of its candidates). Where each part compiles on its own as it would within the
@@ -80,7 +87,8 @@ def precompile(source: str, path: str, tail_at: int | None = None) -> bytes | st
     past its end could tell that its frame ended before the tail's began (one that rebinds or
     removes ``__builtins__`` changes the tail's builtins: what it could do anyway to the
     builtins themselves, ``builtins.abs = ...``)."""
-    if len(source) > PRECOMPILE_MAX or source.count("+") > PRECOMPILE_MAX_PLUS:
+    if (len(source) > PRECOMPILE_MAX or source.count("+") > PRECOMPILE_MAX_PLUS
+            or any(word in source for word in WORDS_COMPILED_IN_THE_CHILD)):
         return None
     if tail_at is not None:
         parts = _precompile_parts(source, path, tail_at)

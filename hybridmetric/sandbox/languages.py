@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 import shutil
 import struct
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -58,11 +59,15 @@ _C_HEADERS = frozenset(f"{name}.h" for name in (
 #: The module node loads before a JavaScript program (``--require``): it takes the token from fd
 #: 3 and closes it before the program runs, and sends it when node has nothing left to run (its
 #: ``beforeExit``), so asynchronous tests end first; ``process.exit``, or an error or rejection
-#: that nothing handles, ends node without it. (A promise that never settles is no work to node:
-#: it ends the program as it would anyway; a program's own ``uncaughtException`` or
-#: ``unhandledRejection`` handler decides, as under plain node, whether a failure ends it.) What
-#: it uses it holds from before the program runs, which can replace none of it; and it sends
-#: nothing when the event comes from the program's own code (``process.emit``), not from node.
+#: that nothing caught, ends node without it. An error nothing caught stops the module's code
+#: (or the callback) where it was thrown, before the tests end, even where the program's own
+#: ``uncaughtException`` handler keeps node going: node tells the preload's
+#: ``uncaughtExceptionMonitor`` first, and no token goes out; a rejection nothing handled is
+#: such an error too (``--unhandled-rejections=strict``), whatever ``unhandledRejection`` handler
+#: the program has. (A promise that never settles is no work to node: it ends the program as it
+#: would anyway, token and all.) What it uses it holds from before the program runs, which can
+#: replace none of it; and it sends nothing when the event comes from the program's own code
+#: (``process.emit``), not from node.
 _JS_PRELOAD_FILE = "hybridmetric_token.js"
 _JS_PRELOAD_SOURCE = """"use strict";
 // Node preloads it in each worker thread too, where fd 3 is long closed, and in each process the
@@ -106,10 +111,24 @@ if (programsOwn) {
   };
   let looped = false;  // the event loop has run (a promise settled before it cannot send it)
   setImmediate(() => { looped = true; });
+  let thrown = false;  // an error nothing caught, whatever handler kept node going after it
+  const listeners = Function.prototype.call.bind(require("events").prototype.listeners);
+  const monitor = (error, origin) => {
+    thrown = true;
+    try {  // what a handler of the program's keeps from view (else node shows it as it ends)
+      if (listeners(process, "uncaughtException").length > 0) {
+        write(2, `hybridmetric: an error nothing caught (${origin}), which a handler of the `
+              + `program's own then kept from ending node:\n${error && error.stack || error}\n`);
+      }
+    } catch (_) {}  // (its getters may throw)
+  };
+  process.on("uncaughtExceptionMonitor", monitor);
+  const includes = Function.prototype.call.bind(Array.prototype.includes);
   process.once("beforeExit", function send() {
     const frames = callers(send);
     // node's own event: only its event emitter's frames are below (no code of the program's)
-    if (looped && isArray(frames) && frames.length === 2 && emitter(frames[0])
+    if (looped && !thrown && includes(listeners(process, "uncaughtExceptionMonitor"), monitor)
+        && isArray(frames) && frames.length === 2 && emitter(frames[0])
         && emitter(frames[1])) {
       write(4, "T");
       write(4, token);
@@ -206,9 +225,16 @@ _JAVA_MAIN = re.compile(r"\b((?:(?:public|static|final|synchronized|strictfp)\s+
 #: A Unicode escape (JLS 3.3): ``\u`` (or ``\uu...``) and four hex digits, after an even number
 #: of backslashes (an escaped backslash does not start one).
 _JAVA_UNICODE_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u+([0-9a-fA-F]{4})")
-#: Comments, text blocks, string and char literals: where "class X" is not a declaration.
-_JAVA_NOT_CODE = re.compile(r'//[^\n]*|/\*.*?\*/|"""(?:\\.|[^\\])*?"""|"(?:\\.|[^"\\\n])*"'
-                            r"|'(?:\\.|[^'\\\n])*'", re.DOTALL)
+#: Comments, text blocks, string and char literals: where "class X" is not a declaration. One
+#: left open runs to the end of the file (a comment, a text block) or of its line (a literal), as
+#: far as javac, which refuses it, reads; else each of a file's thousands of ``/*`` would be
+#: read to its end, in time that grows with the square of the file.
+_JAVA_NOT_CODE = re.compile(r'//[^\n]*|/\*.*?(?:\*/|\Z)|"""(?:\\.|[^\\])*?(?:"""|\Z)'
+                            r'|"(?:\\.|[^"\\\n])*(?:"|(?=\n)|\Z)'
+                            r"|'(?:\\.|[^'\\\n])*(?:'|(?=\n)|\Z)", re.DOTALL)
+#: What javac leaves out of identifiers (``Character.isIdentifierIgnorable``): the ISO control
+#: characters that are not white space (and, see :func:`java_code`, the format characters).
+_JAVA_IGNORABLE = re.compile(r"[\x00-\x08\x0e-\x1b\x7f-\x9f]")
 
 
 def canonical(language: str) -> str:
@@ -245,9 +271,13 @@ class Build:
 
 
 def java_code(source: str) -> str:
-    """``source`` as javac reads it (Unicode escapes translated first), with comments and
-    literals blanked out (newlines kept)."""
+    """``source`` as javac reads it (Unicode escapes translated first, the characters it leaves
+    out of identifiers left out: ``package hybridmetric_\\u200bharness`` is the harness's
+    package), with comments and literals blanked out (newlines kept)."""
     source = _JAVA_UNICODE_ESCAPE.sub(lambda m: m.group(1) + chr(int(m.group(2), 16)), source)
+    source = _JAVA_IGNORABLE.sub("", source)
+    if not source.isascii():
+        source = "".join(c for c in source if c.isascii() or unicodedata.category(c) != "Cf")
     return _JAVA_NOT_CODE.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), source)
 
 
@@ -449,8 +479,9 @@ def build(language: str, source: str, memory_mb: int, cxx: str = ".",
     """
     if language == "javascript":
         return Build({"program.js": source, _JS_PRELOAD_FILE: _JS_PRELOAD_SOURCE}, None,
-                     [tool("node"), f"--max-old-space-size={memory_mb}", "--require",
-                      f"./{_JS_PRELOAD_FILE}", "program.js"])
+                     [tool("node"), f"--max-old-space-size={memory_mb}",
+                      "--unhandled-rejections=strict", "--require", f"./{_JS_PRELOAD_FILE}",
+                      "program.js"])
     if language == "cpp":
         header = ["-I", cxx, "-include", PCH_NAME, "-Winvalid-pch"] if uses_stdcxx(source) else []
         return Build({"program.cpp": source},

@@ -406,6 +406,14 @@ class Worker:
         failed = self._compile(recipe, limits, directory)
         if failed is not None:
             return failed
+        if language == "java":  # (whatever spelling of the package javac read as the harness's)
+            package, _, main = languages.JAVA_HARNESS.rpartition(".")
+            intruders = sorted(set(os.listdir(os.path.join(classes, package)))
+                               - {f"{main}.java", f"{main}.class"})
+            if intruders:
+                return RunResult(SYNTAX_ERROR, f"the program declares types in the test "
+                                 f"harness's package {package} ({', '.join(intruders)}); give "
+                                 "it another package")
         overhead = languages.RUNTIME_OVERHEAD_MB.get(language, 0)
         static = 0
         if language == "cpp":

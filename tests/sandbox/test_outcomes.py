@@ -37,7 +37,12 @@ from hybridmetric.sandbox import (
     pool,
 )
 from hybridmetric.sandbox.cache import ResultCache, cache_key
-from hybridmetric.sandbox.languages import java_binary_name, java_main_class, uses_stdcxx
+from hybridmetric.sandbox.languages import (
+    java_binary_name,
+    java_code,
+    java_main_class,
+    uses_stdcxx,
+)
 
 Run = Callable[..., RunResult]
 
@@ -680,6 +685,25 @@ def test_a_cpp_program_s_static_data_is_judged_as_memory(sandbox: Sandbox, run: 
                                                          memory_mb: int) -> None:
     result = run(sandbox, "cpp", source, Limits(timeout_s=10.0, memory_mb=memory_mb))
     assert result.outcome == outcome, result
+
+
+def test_java_code_reads_an_unclosed_comment_or_literal_to_its_end() -> None:
+    """javac refuses a comment or text block left open (and a literal left open on its line);
+    read as running to the end (of the file, of the line), each of thousands of ``/*`` in a
+    program is not read to the end again (which took 23 s on 48 KB)."""
+    assert java_code("class A {} /* open\nclass B {}") == "class A {}" + " " * 8 + "\n" + " " * 10
+    assert java_code('class A { String s = "open\nclass B {}') == (
+        "class A { String s = " + " " * 5 + "\nclass B {}")
+    assert java_code('class A { String t = """\nopen') == "class A { String t = " + " " * 3 + (
+        "\n" + " " * 4)
+    assert java_code("/* " * 3) == " " * 9
+    # javac leaves the characters Character.isIdentifierIgnorable names out of identifiers
+    for spelling in ("\\u200b", "\u00ad", "\\u0001", "\x01"):
+        package = f"package hybridmetric_{spelling}harness;\nclass A {{}}"
+        assert java_code(package).startswith("package hybridmetric_harness;"), spelling
+        with pytest.raises(ValueError, match="the test harness's own"):
+            java_binary_name(package + "\npublic class P {\n"
+                             "  public static void main(String[] a) {}\n}\n")
 
 
 def test_java_main_class_is_found() -> None:

@@ -197,3 +197,16 @@ def test_in_the_sandbox_a_split_program_ends_as_the_whole_does(sandbox: Sandbox)
     [plain] = sandbox.run([Program("python", head + TAIL, LIMITS)])
     assert (bom.outcome, bom.error) == (FAILED, plain.error)
     assert "line 10, in check" in bom.error
+
+
+def test_a_program_that_names_finally_is_compiled_in_its_child() -> None:
+    """The compiler writes a ``finally`` block again at each way out of its ``try``, and within
+    each block holding it: nested, 6 KiB took 25 s to compile. The worker, which no limit
+    holds, leaves such programs to their child (under the program's limits); one without
+    the word it compiles."""
+    nested = "x = 0\n"
+    for _ in range(20):
+        nested = "try:\n    x = 1\nfinally:\n" + "".join(f"    {line}\n"
+                                                       for line in nested.splitlines())
+    assert precompile(nested, "/work/program.py") is None
+    assert precompile(nested.replace("finally", "except Exception"), "/work/program.py")

@@ -230,6 +230,20 @@ public class Main {
   public static void main(String[] args) { throw new AssertionError("the tests fail"); }
 }
 """
+#: The same through a spelling of the package that javac reads as the harness's (it leaves the
+#: characters ``Character.isIdentifierIgnorable`` names out of identifiers), whose ``Class``
+#: would stand for the one the harness finds the tests' ``main`` with.
+JAVA_IN_THE_HARNESS_PACKAGE_SPELT_ANEW = """package hybridmetric_%sharness;
+class Class {
+  static java.lang.Class<?> forName(String name) throws Exception {
+    return java.lang.Class.forName("hybridmetric_harness.Noop");
+  }
+}
+class Noop { public static void main(String[] a) {} }
+public class Problem {
+  public static void main(String[] args) { throw new AssertionError("the tests fail"); }
+}
+"""
 JAVA_SENDS_THE_TOKEN = """
 import java.io.*;
 public class Problem {
@@ -356,6 +370,26 @@ HOSTILE: list[tuple[Any, ...]] = [
     ("java_sends_the_token_early", "java", JAVA_SENDS_THE_TOKEN, {FAILED}),
     ("cpp_calls_the_harness_s_main_itself", "cpp", CPP_CALLS_THE_WRAPPER, {FAILED}),
     ("java_joins_the_harness_s_package", "java", JAVA_IN_THE_HARNESS_PACKAGE, {SYNTAX_ERROR}),
+    *((f"java_joins_the_harness_s_package_as_{name}", "java",
+       JAVA_IN_THE_HARNESS_PACKAGE_SPELT_ANEW % spelling, {SYNTAX_ERROR})
+      for name, spelling in (("zero_width_space_escape", "\\u200b"), ("soft_hyphen", "\u00ad"),
+                             ("control_escape", "\\u0001"))),
+    # A handler of the program's own that keeps node going after an error nothing caught (the
+    # tests stopped where it was thrown), in CommonJS and in an ES module, or after a rejection
+    # nothing handled; an error the program catches itself is its own business.
+    ("js_swallows_its_failure", "javascript",
+     "process.on('uncaughtException', () => {});\nconst assert = require('assert');\n"
+     "assert.strictEqual(1 + 1, 3);\n", {FAILED}),
+    ("js_module_swallows_its_failure", "javascript",
+     "import assert from 'node:assert';\nprocess.on('uncaughtException', () => {});\n"
+     "await null;\nassert.strictEqual(1 + 1, 3);\n", {FAILED}),
+    ("js_swallows_its_rejection", "javascript",
+     "process.on('unhandledRejection', () => {});\nconst assert = require('assert');\n"
+     "(async () => { await null; assert.strictEqual(1 + 1, 3); })();\n", {FAILED}),
+    ("js_catches_its_own_error", "javascript",
+     "process.on('uncaughtException', () => {});\nconst assert = require('assert');\n"
+     "try { assert.strictEqual(1 + 1, 3); } catch (error) {}\nassert.strictEqual(1 + 1, 2);\n",
+     {PASSED}),
     # node's "nothing left to run" (when the token goes out) raised by the program itself
     ("js_fakes_the_end", "javascript",
      "process.emit('beforeExit', 0);\nprocess.exit(0);\n", {FAILED}),
@@ -940,6 +974,22 @@ def test_no_program_gains_privileges_through_exec(sandbox: Sandbox, run: Run,
     ``no_new_privs`` for everything it starts, whatever other wall stands."""
     source = ("status = open('/proc/self/status').read()\n"
               "assert 'NoNewPrivs:\\t1' in status, status\n")
+    result = run(sandbox, "python", source)
+    assert result.outcome == PASSED, result
+    untouched(sandbox)
+
+
+def test_reading_a_file_changes_no_access_time(sandbox: Sandbox, run: Run,
+                                              untouched: Check) -> None:
+    """Every mount programs see is ``noatime`` (as root): a program cannot mark the files the
+    next one (or the host) reads the access times of."""
+    if sandbox.isolation.uid is None:
+        pytest.skip("without root the host's mounts keep their own access-time setting")
+    source = ("mounts = [line.split() for line in open('/proc/self/mountinfo')]\n"
+              "points = {fields[4]: fields[5] for fields in mounts}\n"
+              "assert {'/', '/tmp', '/var/tmp'} <= set(points), points\n"
+              "assert all('noatime' in points[p].split(',') for p in ('/', '/tmp', "
+              "'/var/tmp')), points\n")
     result = run(sandbox, "python", source)
     assert result.outcome == PASSED, result
     untouched(sandbox)
