@@ -19,7 +19,7 @@ Per worker (a long-lived process that owns one sandbox uid):
   the host's own top-level folders (``/home``, ``/root``, ``/var``, a data folder) and the
   user's home are covered, but for the paths programs run on, and ``/dev/pts`` is an instance
   of its own (no terminal of the host's), so that programs can neither change the user's files
-  nor read them;
+  nor read them; as root, every mount ``noatime`` (:func:`no_access_times`);
 - a PID namespace whose init is the worker, with its own ``/proc``: programs see and can signal
   only the worker's processes, and signals they send the worker are dropped by the kernel
   (without root, programs share the worker's uid and run in one more, nested, whose init is the
