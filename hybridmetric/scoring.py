@@ -62,6 +62,12 @@ def read_sidecar(path: str | os.PathLike) -> dict[str, Any]:
     return meta
 
 
+def write_sidecar(path: str | os.PathLike, meta: dict[str, Any]) -> None:
+    """Write ``meta`` as the signature sidecar of the scores file ``path``, atomically."""
+    with atomic_path(signature_path(path)) as temporary:
+        temporary.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+
+
 def read_scores(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, str], str | None]:
     """A scores file, the scorer signatures of its sidecar (:func:`read_sidecar`), and the
     signature of the metric card that wrote its ``score.hybrid``, or None."""
@@ -200,7 +206,6 @@ def score(
         table[column] = [results[i][column] for i in range(len(frame))]
     if output is not None:
         write_generations(table, output)
-        with atomic_path(signature_path(output)) as temporary:
-            temporary.write_text(json.dumps(expected, indent=2) + "\n", encoding="utf-8")
+        write_sidecar(output, expected)
         journal.unlink()
     return table

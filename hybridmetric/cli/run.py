@@ -14,7 +14,6 @@ feature of the hybrid).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -36,11 +35,11 @@ from hybridmetric.combine import (
     dibia_combined,
     fit_card,
 )
-from hybridmetric.io import atomic_path, read_study, write_generations
+from hybridmetric.io import read_study, write_generations
 from hybridmetric.report import write_report
 from hybridmetric.schema import score_column, with_rater_mean
 from hybridmetric.scorers import Scorer
-from hybridmetric.scoring import journal_path, read_sidecar, score, signature_path
+from hybridmetric.scoring import journal_path, read_sidecar, score, write_sidecar
 
 #: CodeBERTScore twice: on the code alone (``score.codebertscore.*``: not the scorer's default,
 #: which encodes the intent), and with the intent encoded as context
@@ -218,6 +217,5 @@ def write_audited(table: pd.DataFrame, out: Path, card_signature: str,
     meta.update(scorers=signatures, hybrid=card_signature, hybrid_source=OUT_OF_FOLD,
                 audit=settings)
     write_generations(table, path)
-    with atomic_path(signature_path(path)) as temporary:
-        temporary.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+    write_sidecar(path, meta)
     return path

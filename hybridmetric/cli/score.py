@@ -3,15 +3,21 @@
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 from hybridmetric import scorers as registry
 from hybridmetric.cli.options import add_scorer_options, build_scorers
 from hybridmetric.cli.signals import interrupted
 from hybridmetric.combine import HYBRID_COLUMN, MetricCard
-from hybridmetric.io import atomic_path, write_generations
-from hybridmetric.scoring import DEFAULT_CHUNK, journal_path, score, signature_path
+from hybridmetric.io import write_generations
+from hybridmetric.scoring import (
+    DEFAULT_CHUNK,
+    journal_path,
+    read_sidecar,
+    score,
+    signature_path,
+    write_sidecar,
+)
 from hybridmetric.signature import parse as parse_signature
 
 DEFAULT_SCORERS = "edit_sim,chrf,bleu,rouge_l,codebleu,exact_match"
@@ -85,11 +91,9 @@ def run(args: argparse.Namespace) -> int:
                   + "), so their score.hybrid is NaN (the hybrid needs each of its features, "
                   "whatever its weight)", file=sys.stderr)
         write_generations(table, args.output)
-        sidecar = signature_path(args.output)
-        meta = json.loads(sidecar.read_text(encoding="utf-8"))
+        meta = read_sidecar(args.output)
         meta["hybrid"] = card.data["signature"]
-        with atomic_path(sidecar) as temporary:
-            temporary.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
+        write_sidecar(args.output, meta)
     print(f"scored {len(table)} rows -> {args.output} (signature: {signature_path(args.output)})",
           file=sys.stderr)
     return 0
