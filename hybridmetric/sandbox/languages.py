@@ -65,7 +65,9 @@ _C_HEADERS = frozenset(f"{name}.h" for name in (
 #: ``uncaughtExceptionMonitor`` first, and no token goes out; a rejection nothing handled is
 #: such an error too (``--unhandled-rejections=strict``), whatever ``unhandledRejection`` handler
 #: the program has. (A promise that never settles is no work to node: it ends the program as it
-#: would anyway, token and all.) What it uses it holds from before the program runs, which can
+#: would anyway, token and all.) An ArrayBuffer node could not allocate, nothing caught, is the
+#: program's memory: the monitor reports ``M`` with the token (a program that prints node's
+#: words for it itself fails). What it uses it holds from before the program runs, which can
 #: replace none of it; and it sends nothing when the event comes from the program's own code
 #: (``process.emit``), not from node.
 _JS_PRELOAD_FILE = "hybridmetric_token.js"
@@ -113,8 +115,15 @@ if (programsOwn) {
   setImmediate(() => { looped = true; });
   let thrown = false;  // an error nothing caught, whatever handler kept node going after it
   const listeners = Function.prototype.call.bind(require("events").prototype.listeners);
+  const RangeErrors = RangeError;
   const monitor = (error, origin) => {
     thrown = true;
+    try {  // node's words for an ArrayBuffer it could not allocate: the program's memory
+      if (error instanceof RangeErrors && error.message === "Array buffer allocation failed") {
+        write(4, "M");
+        write(4, token);
+      }
+    } catch (_) {}
     try {  // what a handler of the program's keeps from view (else node shows it as it ends)
       if (listeners(process, "uncaughtException").length > 0) {
         write(2, `hybridmetric: an error nothing caught (${origin}), which a handler of the `
@@ -181,11 +190,30 @@ extern "C" int __wrap_main(int argc, char **argv, char **envp) {
 #: The class Java runs: in a package of its own, where no type of the program's (in the
 #: unnamed package, or one of its own) can stand for a name it uses (a program's ``class Math``
 #: or ``class java`` did), it calls the test's ``main`` by reflection. A program that declares
-#: that package is refused (its ``class java`` would stand for ``java.io`` there).
+#: that package is refused (its ``class java`` would stand for ``java.io`` there). It writes
+#: ``R`` on fd 4 once the JVM runs it (the JVM's words for a start-up that failed count only
+#: before it), and ``M`` with the token when ``main`` ends in an exception after an
+#: ``OutOfMemoryError`` ended it or another thread (one that the program's own handler does
+#: not take; one that ``System.exit`` follows is a failure).
 JAVA_HARNESS = "hybridmetric_harness.HybridmetricMain"
 _JAVA_WRAPPER = """package hybridmetric_harness;
 
-public final class HybridmetricMain {
+public final class HybridmetricMain implements Thread.UncaughtExceptionHandler {
+  // an OutOfMemoryError ended a thread of the program's (one without a handler of its own)
+  private static volatile boolean starved;
+
+  // (not the process limit, which the JVM calls "unable to create native thread")
+  private static boolean outOfMemory(Throwable e) {
+    return e instanceof OutOfMemoryError
+        && !String.valueOf(e.getMessage()).startsWith("unable to create native thread");
+  }
+
+  public void uncaughtException(Thread thread, Throwable e) {  // what the JVM's own prints
+    starved |= outOfMemory(e);
+    System.err.print("Exception in thread \\"" + thread.getName() + "\\" ");
+    e.printStackTrace(System.err);
+  }
+
   public static void main(String[] args) throws Throwable {
     // the token, taken from fd 3 (which it leaves empty) before any class of the program's loads
     byte[] token = new byte[64];
@@ -194,12 +222,23 @@ public final class HybridmetricMain {
       n = in.read(token);
     }
     java.io.FileOutputStream out = new java.io.FileOutputStream("/proc/self/fd/4");
-    java.lang.reflect.Method main = Class.forName("%s").getMethod("main", String[].class);
-    main.setAccessible(true);
+    out.write('R');  // the JVM started: what it says of its start-up after this is the program's
+    Thread.setDefaultUncaughtExceptionHandler(new HybridmetricMain());
     try {
-      main.invoke(null, (Object) new String[0]);
-    } catch (java.lang.reflect.InvocationTargetException e) {
-      throw e.getCause();  // as if the test's main had thrown it
+      java.lang.reflect.Method main = Class.forName("%s").getMethod("main", String[].class);
+      main.setAccessible(true);
+      try {
+        main.invoke(null, (Object) new String[0]);
+      } catch (java.lang.reflect.InvocationTargetException e) {
+        throw e.getCause();  // as if the test's main had thrown it
+      }
+    } catch (Throwable e) {
+      if (outOfMemory(e) || starved) {
+        out.write('M');
+        out.write(token, 0, Math.max(n, 0));
+        out.flush();
+      }
+      throw e;
     }
     out.write('T');
     out.write(token, 0, Math.max(n, 0));

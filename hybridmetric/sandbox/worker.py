@@ -54,20 +54,19 @@ from hybridmetric.sandbox.limits import (
 
 #: What trusted builds (the C++ main wrapper and header) get: nothing of the programs' environment.
 BUILD_ENV = {"PATH": languages.SEARCH_PATH, "LANG": "C.UTF-8"}
-#: How each runtime says that it ran out of memory (Python's harness says so itself: see
-#: ``launcher._python_main``): the runtime's own words to the end of a line (a program's output
-#: without a newline may come first on it), so that a failing assertion that quotes them, which
-#: its own text follows, is a failure.
+#: How each runtime says that it ran out of memory where its harness cannot (Python's, Java's
+#: ``main`` and node's ArrayBuffer report ``M`` with the token: see ``launcher._python_main`` and
+#: ``languages``): the runtime's own words to the end of a line (a program's output without a
+#: newline may come first on it), so that a failing assertion that quotes them, which its own
+#: text follows, is a failure; and only where the runtime then aborts (C++'s std::terminate,
+#: node's fatal error), or the JVM never started its harness (or aborted), so that a program
+#: that prints the words and exits fails.
 _OUT_OF_MEMORY = {
     "cpp": re.compile(r"terminate called after throwing an instance of 'std::bad_alloc'$",
                       re.MULTILINE),
     "javascript": re.compile(r"FATAL ERROR: .*JavaScript heap out of memory$"
-                             r"|^RangeError: Array buffer allocation failed$"
                              r"|Fatal process out of memory: .*$", re.MULTILINE),
-    # (not "unable to create native thread": that is the process limit)
-    "java": re.compile(r'Exception in thread "[^"\n]*" java\.lang\.OutOfMemoryError'
-                       r"(?!: unable to create native thread)"
-                       r"|^Could not reserve enough space for .*heap"
+    "java": re.compile(r"^Could not reserve enough space for .*heap"
                        r"|^# There is insufficient memory for the Java Runtime Environment",
                        re.MULTILINE),
 }
@@ -582,7 +581,8 @@ class Worker:
             return result(SYNTAX_ERROR, stderr)
         report = _OUT_OF_MEMORY.get(language)
         said = (report is not None and report.search(stderr) is not None
-                and (language != "cpp" or process.signal == signal.SIGABRT))  # (std::terminate)
+                and (process.signal == signal.SIGABRT
+                     or (language == "java" and not process.report)))
         if kind == b"M" or process.oom or said:
             return result(MEMORY, stderr)
         number = process.signal

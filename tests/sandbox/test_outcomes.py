@@ -151,6 +151,31 @@ WORDS_ARE_NOT_VERDICTS = [
     ("javascript", "const assert = require('node:assert');\n"
                    "assert.deepStrictEqual(['MemoryError', 'Allocation failed', "
                    "'JavaScript heap out of memory', 'std::bad_alloc'], []);\n", FAILED),
+    # a runtime's words on a line of their own, printed by the program, which then exits: the
+    # runtime neither aborted nor reported (node's fatal error aborts; the JVM's start-up
+    # failure comes before its harness runs)
+    ("javascript", "console.error('FATAL ERROR: Reached heap limit Allocation failed - "
+                   "JavaScript heap out of memory');\nprocess.exit(1);\n", FAILED),
+    ("javascript", "console.error('RangeError: Array buffer allocation failed');\n"
+                   "process.exit(1);\n", FAILED),
+    ("java", 'class Problem {\n  public static void main(String[] a) {\n'
+             '    System.err.println("Exception in thread \\"main\\" '
+             'java.lang.OutOfMemoryError: Java heap space");\n'
+             '    System.err.println("Could not reserve enough space for object heap");\n'
+             '    System.err.println("# There is insufficient memory for the Java Runtime '
+             'Environment to continue.");\n    System.exit(1);\n  }\n}\n', FAILED),
+    # node's ArrayBuffer it could not allocate, nothing caught: its harness says so
+    ("javascript", "const keep = [];\nwhile (true) keep.push(new ArrayBuffer(2 ** 30));\n",
+     MEMORY),
+    # another thread's OutOfMemoryError, after which the tests fail
+    ("java", "class Problem {\n  public static void main(String[] a) throws Exception {\n"
+             "    Thread t = new Thread(() -> {\n      long[][] b = new long[1000][];\n"
+             "      for (int i = 0; ; i++) b[i % 1000] = new long[1 << 24];\n    });\n"
+             "    t.start();\n    t.join();\n    assert false;\n  }\n}\n", MEMORY),
+    # an OutOfMemoryError out of a static initializer (no InvocationTargetException around it)
+    ("java", "class Problem {\n  static long[][] b = new long[1000][];\n"
+             "  static { for (int i = 0; i >= 0; i++) b[i % 1000] = new long[1 << 24]; }\n"
+             "  public static void main(String[] a) {}\n}\n", MEMORY),
 ]
 
 
