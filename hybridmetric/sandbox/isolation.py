@@ -49,6 +49,7 @@ import time
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 from hybridmetric.sandbox.launcher import PR_SET_PDEATHSIG, drop_privileges
 from hybridmetric.sandbox.launcher import check as _check
@@ -314,6 +315,7 @@ def _private_dirs(needed: list[str]) -> None:
         _cover(path, b"mode=1777,size=1g", keep)
         PRESERVED.update(keep)
         COVERED.append(path)
+        _remember_as_mounted(path)
 
 
 class _MountAttr(ctypes.Structure):
@@ -401,27 +403,88 @@ IO_URING_CALLS = (b"io_uring_setup", b"io_uring_enter", b"io_uring_register")
 #: memory), fails with ENOSYS, as on a kernel before 5.3 (the C library then makes threads and
 #: processes with ``clone``). As Docker's default profile does.
 USER_NAMESPACE_CALLS = (b"clone", b"unshare")
+#: The calls that set a file's extended attributes, POSIX ACLs among them (``setxattrat``, Linux
+#: 6.13, by its number where libseccomp does not know it: 463 on every architecture): a program
+#: that owns a private directory (without root, it owns them all) would leave there what the next
+#: one reads, or a default ACL that every later folder made in it inherits, shutting programs out
+#: of their own folders. They fail with ENOTSUP, as on a file system without them (copies that
+#: keep attributes, ``shutil.copy2``, go on without them).
+XATTR_CALLS: tuple[bytes | int, ...] = (b"setxattr", b"lsetxattr", b"fsetxattr", 463)
+#: ``ioctl`` requests that set a file's inode flags (``chattr``: no-dump, no-atime, ...), read
+#: back by the next program as the extended attributes would be; they fail with ENOTTY, as on a
+#: file system without flags, and ``file_setattr`` (Linux 6.17: 469) with ENOSYS.
+FLAG_IOCTLS = (0x40086602, 0x40046602, 0x401C5820)  # FS_IOC_SETFLAGS (and 32-bit), FSSETXATTR
+FILE_SETATTR = 469
+#: The calls that set another process's scheduling (policy, priority, I/O class), which programs
+#: could set on their fork server for every later one to inherit: a process sets its own alone
+#: (pid 0; ``ioprio_set`` with IOPRIO_WHO_PROCESS, 1, and 0), else EPERM. (Its niceness, limits
+#: and CPUs, which the C library's calls name by pid too, the worker checks after each program.)
+SCHEDULING_CALLS = (b"sched_setscheduler", b"sched_setparam", b"sched_setattr")
+IOPRIO_WHO_PROCESS = 1
 
 
 def load_filter(deny_sockets: bool) -> None:
     """Load a seccomp filter (libseccomp) that makes the keyring calls fail (EPERM), io_uring
-    (ENOSYS), the making of user namespaces (:data:`USER_NAMESPACE_CALLS`) and, with
-    ``deny_sockets``, ``socket()`` unless it is AF_UNIX (EACCES). Loaded by the worker once
-    it has made its own namespaces (without root, its user namespace comes first)."""
-    rules: list[tuple[bytes, int, _ArgCmp | None]] = [
+    (ENOSYS), the making of user namespaces (:data:`USER_NAMESPACE_CALLS`), the setting of
+    extended attributes and inode flags (:data:`XATTR_CALLS`, :data:`FLAG_IOCTLS`), of another
+    process's scheduling (:data:`SCHEDULING_CALLS`) and, with ``deny_sockets``, ``socket()``
+    unless it is AF_UNIX (EACCES). Loaded by the worker once it has made its own namespaces
+    (without root, its user namespace comes first)."""
+    low_32_bits = 0xFFFF_FFFF  # (an ioctl's request is an int: the kernel reads no more)
+    rules: list[tuple[bytes | int, int, _ArgCmp | None]] = [
         *((name, errno.EPERM, None) for name in KEYRING_CALLS),
         *((name, errno.ENOSYS, None) for name in IO_URING_CALLS),
         *((name, errno.EPERM, _ArgCmp(0, SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER))
           for name in USER_NAMESPACE_CALLS),
-        (b"clone3", errno.ENOSYS, None)]
+        (b"clone3", errno.ENOSYS, None),
+        *((name, errno.ENOTSUP, None) for name in XATTR_CALLS),
+        *((b"ioctl", errno.ENOTTY, _ArgCmp(1, SCMP_CMP_MASKED_EQ, low_32_bits, request))
+          for request in FLAG_IOCTLS),
+        (FILE_SETATTR, errno.ENOSYS, None),
+        *((name, errno.EPERM, _ArgCmp(0, SCMP_CMP_NE, 0, 0)) for name in SCHEDULING_CALLS),
+        (b"ioprio_set", errno.EPERM, _ArgCmp(0, SCMP_CMP_NE, IOPRIO_WHO_PROCESS, 0)),
+        (b"ioprio_set", errno.EPERM, _ArgCmp(1, SCMP_CMP_NE, 0, 0))]
     if deny_sockets:
         rules.append((b"socket", errno.EACCES, _ArgCmp(0, SCMP_CMP_NE, AF_UNIX, 0)))
     _load_rules(rules)
 
 
-def _load_rules(rules: list[tuple[bytes, int, _ArgCmp | None]]) -> None:
-    """Load a seccomp filter that makes each call named fail with its errno (when its argument
-    comparison, if any, holds); it adds to the filters already loaded."""
+def _load_rules(rules: list[tuple[bytes | int, int, _ArgCmp | None]]) -> None:
+    """Load a seccomp filter that makes each call named (or numbered: one newer than
+    libseccomp) fail with its errno (when its argument comparison, if any, holds); it adds to
+    the filters already loaded."""
+    with _filter(rules) as (lib, ctx):
+        if lib.seccomp_load(ctx) != 0:  # (after NO_NEW_PRIVS: see isolate_worker)
+            raise OSError(errno.EPERM, "seccomp_load failed")
+
+
+def memory_file_filter() -> bytes:
+    """A seccomp filter, as the kernel takes it (classic BPF, ``struct sock_filter``), that
+    makes ``memfd_create`` fail with ENOSYS, as on a kernel without it: for the programs of a
+    worker without a memory cgroup, where a memory file's pages, written and not mapped, count
+    to no limit of theirs (RLIMIT_DATA and RLIMIT_AS count what a process maps). Each child
+    loads it (``launcher.load_seccomp``): the forking process makes the programs' output files
+    with it."""
+    with _filter([(b"memfd_create", errno.ENOSYS, None)]) as (lib, ctx):
+        lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
+        read, write = os.pipe()
+        try:
+            exported = lib.seccomp_export_bpf(ctx, write)
+            os.close(write)
+            write = -1
+            program = os.read(read, 65536)  # (a few instructions, 8 bytes each)
+        finally:
+            os.close(read)
+            if write != -1:
+                os.close(write)
+        if exported != 0 or not program or len(program) % 8:
+            raise OSError(errno.EINVAL, "seccomp_export_bpf failed")
+        return program
+
+
+@contextlib.contextmanager
+def _filter(rules: list[tuple[bytes | int, int, _ArgCmp | None]]) -> Iterator[tuple[Any, int]]:
+    """libseccomp and a filter context holding ``rules`` (see :func:`_load_rules`)."""
     try:
         lib = ctypes.CDLL(SECCOMP_LIBRARY, use_errno=True)
     except OSError as exc:
@@ -438,14 +501,13 @@ def _load_rules(rules: list[tuple[bytes, int, _ArgCmp | None]]) -> None:
         raise OSError(errno.EINVAL, "seccomp_init failed")
     try:
         for name, code, comparison in rules:
-            number = lib.seccomp_syscall_resolve_name(name)
+            number = name if isinstance(name, int) else lib.seccomp_syscall_resolve_name(name)
             if number < 0 or lib.seccomp_rule_add_array(
                     ctx, SCMP_ACT_ERRNO | code, number, int(comparison is not None),
                     None if comparison is None else ctypes.byref(comparison)) != 0:
-                raise OSError(errno.EINVAL, f"seccomp_rule_add_array({name.decode()}) failed"
-                              " (libseccomp 2.5 or later knows every call it is given)")
-        if lib.seccomp_load(ctx) != 0:  # (after NO_NEW_PRIVS: see isolate_worker)
-            raise OSError(errno.EPERM, "seccomp_load failed")
+                raise OSError(errno.EINVAL, f"seccomp_rule_add_array({name!r}) failed"
+                              " (libseccomp 2.5 or later knows every call it is given by name)")
+        yield lib, ctx
     finally:
         lib.seccomp_release(ctx)
 
@@ -469,6 +531,22 @@ def user_network_namespace() -> None:
                        ("gid_map", f"{gid} {gid} 1")):
         with open(f"/proc/self/{name}", "w") as handle:
             handle.write(text)
+
+
+#: Without root, the worker's user namespace's own limits on what the kernel counts per user
+#: across every user namespace (the inotify and fanotify ones): programs run as the user, and one
+#: that took all the user may have (128 inotify instances) would leave none to the user's own
+#: processes (an editor's or a build's file watching). Its programs together hold no more.
+USER_COUNT_LIMITS = {"max_inotify_instances": 16, "max_inotify_watches": 4096,
+                     "max_fanotify_groups": 4, "max_fanotify_marks": 4096}
+
+
+def limit_user_counts() -> None:
+    """Set :data:`USER_COUNT_LIMITS` in this process's user namespace (those the kernel has)."""
+    for name, value in USER_COUNT_LIMITS.items():
+        # (fanotify's came with Linux 5.13)
+        with contextlib.suppress(FileNotFoundError), open(f"/proc/sys/user/{name}", "w") as file:
+            file.write(str(value))
 
 
 def drop_capabilities() -> None:
@@ -613,6 +691,8 @@ def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
     blocked = not allow_network
     netns = blocked and wall("network namespace", (lambda: unshare(CLONE_NEWNET)) if root
                              else user_network_namespace)
+    if netns and not root:  # (as root, programs run as a uid of their own)
+        wall("the programs' share of the user's inotify limits", limit_user_counts)
     filtered = wall("seccomp", lambda: load_filter(deny_sockets=blocked))
     seccomp = blocked and filtered
     may_unshare = root or netns  # without root, only a user namespace grants the capability
@@ -744,11 +824,35 @@ def sweep(uid: int | None, rounds: int = 200, spare: Collection[int] = ()) -> in
     raise OSError(f"processes of the sandbox survive {rounds} kill rounds")
 
 
-def _listing(path: str) -> tuple[int, int, int]:
+def _listing(path: str) -> tuple[int, int, int, int, int]:
     """What changes when an entry is added to or removed from the directory ``path`` (on a file
-    system whose directory size counts entries), or the directory is replaced or opened up."""
+    system whose directory size counts entries), or the directory is replaced, opened up or
+    given other times."""
     status = os.lstat(path)
-    return status.st_ino, status.st_mode, status.st_size
+    return status.st_ino, status.st_mode, status.st_size, status.st_atime_ns, status.st_mtime_ns
+
+
+#: Each private directory's (and the message queues' one) mode and times as mounted, which a
+#: program that owns it (without root, programs own them all) may change, and the next read:
+#: the worker sets them back whenever they changed (see :func:`_set_back`).
+_AS_MOUNTED: dict[str, tuple[int, int, int]] = {}
+
+
+def _remember_as_mounted(path: str) -> None:
+    status = os.lstat(path)
+    _AS_MOUNTED[path] = stat.S_IMODE(status.st_mode), status.st_atime_ns, status.st_mtime_ns
+
+
+def _set_back(path: str) -> None:
+    """Give ``path`` its mode and times as mounted (:data:`_AS_MOUNTED`), where it has others."""
+    if path not in _AS_MOUNTED:
+        return
+    mode, atime, mtime = _AS_MOUNTED[path]
+    status = os.lstat(path)
+    if stat.S_IMODE(status.st_mode) != mode:
+        os.chmod(path, mode)
+    if (status.st_atime_ns, status.st_mtime_ns) != (atime, mtime):
+        os.utime(path, ns=(atime, mtime), follow_symlinks=False)
 
 
 def _size_counts_entries(path: str) -> bool:
@@ -757,10 +861,10 @@ def _size_counts_entries(path: str) -> bool:
     directory left empty says that nothing was left in it, with one ``lstat`` instead of a
     listing. Found by making and removing one entry."""
     probe = os.path.join(path, f".hybridmetric-probe-{os.getpid()}")
-    before = _listing(path)
+    before = os.lstat(path).st_size
     os.close(os.open(probe, os.O_RDONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
     try:
-        return _listing(path) != before
+        return os.lstat(path).st_size != before
     finally:
         os.unlink(probe)
 
@@ -793,6 +897,7 @@ def empty_private_dirs(keep: str) -> None:
             full = os.path.join(path, name)
             if full != keep and full not in PRESERVED and full not in COVERED:
                 remove_tree(full)
+        _set_back(path)
         _remember_emptied(path)
 
 
@@ -865,6 +970,7 @@ def mount_message_queues() -> bool:
             return False
         raise OSError(code, f"mount mqueue on {MQUEUE_DIR}: {os.strerror(code)}")
     PRESERVED.add(os.path.realpath(MQUEUE_DIR))
+    _remember_as_mounted(MQUEUE_DIR)
     return True
 
 
@@ -878,6 +984,7 @@ def remove_message_queues() -> int:
     names = os.listdir(MQUEUE_DIR)
     for name in names:
         os.unlink(os.path.join(MQUEUE_DIR, name))
+    _set_back(MQUEUE_DIR)
     _remember_emptied(MQUEUE_DIR)
     return len(names)
 

@@ -104,6 +104,8 @@ from typing import Any, NoReturn, TextIO
 
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
+PR_SET_SECCOMP = 22
+SECCOMP_MODE_FILTER = 2
 #: Modules every fork server imports, because generated programs import them most (a module
 #: imported in a child costs that child its whole import). Not ``random``: it reseeds itself in
 #: every forked child (``os.register_at_fork``), which costs each child ~0.1 ms whether it uses
@@ -210,6 +212,23 @@ def set_dumpable(dumpable: bool) -> None:
     """A process that is not dumpable cannot be traced, nor its ``/proc`` memory and file
     descriptors opened, by other processes of its uid."""
     check(_prctl(PR_SET_DUMPABLE, int(dumpable), 0, 0, 0), "prctl(DUMPABLE)", _plain_errno)
+
+
+class SeccompProgram(ctypes.Structure):
+    """A seccomp filter as ``prctl(PR_SET_SECCOMP)`` takes it (``struct sock_fprog``), made
+    from its instructions (:func:`isolation.memory_file_filter`), which it holds."""
+
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.c_void_p)]
+
+    def __init__(self, instructions: bytes):
+        self.instructions = ctypes.create_string_buffer(instructions, len(instructions))
+        super().__init__(len(instructions) // 8, ctypes.addressof(self.instructions))
+
+
+def load_seccomp(program: SeccompProgram) -> None:
+    """Add ``program`` to the calling process's seccomp filters (no_new_privs is set)."""
+    check(_prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(program), 0, 0),
+          "prctl(SECCOMP)", _plain_errno)
 
 
 def first_to_kill() -> None:
@@ -736,18 +755,24 @@ class Forker:
     CAP_SYS_RESOURCE the sandbox cannot stop it): its worker then reports ``memory``, and a new
     one takes over. The worker's own children join the cgroup one by one.
 
+    ``child_filter``: a seccomp filter each child adds to its own before the program starts
+    (:func:`isolation.memory_file_filter`, where there is no memory cgroup), or None.
+
     Making one readies the calling process to fork programs: it imports what they will use
     (``preload`` and the standard modules, under the caller's environment: one BLAS thread),
     takes on the programs' environment, and freezes its heap once warm.
     """
 
     def __init__(self, uid: int | None, cgroup_procs: int | None, env: dict[str, str],
-                 work: str, preload: Sequence[str], dedicated: bool, init: bool = False):
+                 work: str, preload: Sequence[str], dedicated: bool, init: bool = False,
+                 child_filter: bytes | None = None):
         for module in (*STANDARD_MODULES, *preload):
             importlib.import_module(module)
         os.environ.clear()
         os.environ.update(env)
         self.uid, self.env, self.work = uid, env, work
+        # what each child adds to its seccomp filters (see isolation.memory_file_filter)
+        self.child_filter = SeccompProgram(child_filter) if child_filter else None
         # the cgroup each child joins itself (the fork server joins it once, below)
         self.cgroup_procs = None if dedicated else cgroup_procs
         self.dedicated, self.init = dedicated, init
@@ -871,6 +896,8 @@ class Forker:
             if not self.shared_signals:
                 program_signals()  # exec then turns SIGINT's handler back to the default
             set_limits(limits)
+            if self.child_filter is not None:
+                load_seccomp(self.child_filter)
             drop_privileges(self.uid)
             set_dumpable(True)  # the forking process is not
             first_to_kill()  # (its /proc/self is its own once it is dumpable)
@@ -1003,8 +1030,9 @@ class InProcess:
     compiles_here = False
 
     def __init__(self, uid: int | None, cgroup_procs: int | None, env: dict[str, str],
-                 work: str, preload: Sequence[str]):
-        self.forker = Forker(uid, cgroup_procs, env, work, preload, dedicated=False)
+                 work: str, preload: Sequence[str], child_filter: bytes | None = None):
+        self.forker = Forker(uid, cgroup_procs, env, work, preload, dedicated=False,
+                             child_filter=child_filter)
 
     def launch(self, request: Request) -> Reply:
         return self.forker.launch(request)
@@ -1028,7 +1056,8 @@ class ForkServer:
 
     def __init__(self, uid: int | None, cgroup_procs: int | None, env: dict[str, str],
                  work: str, preload: Sequence[str], code: int,
-                 before_exec: Callable[[], None] | None = None):
+                 before_exec: Callable[[], None] | None = None,
+                 child_filter: bytes | None = None):
         self.pid: int | None = None
         self._pidfd: int | None = None
         requests_r, self._requests = os.pipe()
@@ -1056,7 +1085,8 @@ class ForkServer:
                     os._exit(70)
             self._pidfd = os.pidfd_open(self.pid)
             config = {"uid": uid, "cgroup_procs": 4 if cgroup_procs is not None else None,
-                      "env": env, "work": work, "preload": list(preload), "path": sys.path}
+                      "env": env, "work": work, "preload": list(preload), "path": sys.path,
+                      "child_filter": child_filter}
             write_message(self._requests, config)
             hello = read_message(self._replies, STARTUP_TIMEOUT_S)
         except OSError as exc:
@@ -1123,7 +1153,8 @@ def serve() -> None:
     try:
         sys.path[:] = config["path"]
         forker = Forker(config["uid"], config["cgroup_procs"], config["env"], config["work"],
-                        config["preload"], dedicated=True, init=os.getpid() == 1)
+                        config["preload"], dedicated=True, init=os.getpid() == 1,
+                        child_filter=config["child_filter"])
     except BaseException as exc:
         write_message(replies, "".join(traceback.format_exception(exc)[-3:]))
         raise SystemExit(1) from exc

@@ -266,6 +266,20 @@ HOSTILE: list[tuple[Any, ...]] = [
     ("runs_with_no_new_privileges", "python",
      "status = open('/proc/self/status').read()\nassert 'NoNewPrivs:\\t1' in status, status\n",
      {PASSED}),
+    # extended attributes (a default ACL among them) and inode flags, which a program could
+    # leave on what it owns for the next to read or to be shut out by: not supported, as on a
+    # file system without them
+    ("sets_extended_attributes", "python",
+     "import errno, os\nopen('f', 'w').close()\nfor path in ('f', '.', '/tmp'):\n"
+     "    try:\n        os.setxattr(path, 'user.note', b'for the next')\n"
+     "        raise AssertionError(path)\n    except OSError as exc:\n"
+     "        assert exc.errno in (errno.ENOTSUP, errno.EPERM), exc\n"
+     "assert os.listxattr('f') == []\n", {PASSED}),
+    ("sets_inode_flags", "python",
+     "import errno, fcntl\nwith open('f', 'w') as f:\n    try:\n"
+     "        fcntl.ioctl(f, 0x40086602, (0x40).to_bytes(4, 'little'))\n"
+     "        raise AssertionError('set')\n    except OSError as exc:\n"
+     "        assert exc.errno == errno.ENOTTY, exc\n", {PASSED}),
     # (as root, the fork server is another uid's; without root, see test_nonroot.py)
     ("lowers_the_fork_server_s_limits", "python",
      "import os, resource\nresource.prlimit(os.getppid(), resource.RLIMIT_NOFILE, (8, 8))\n",
