@@ -80,6 +80,29 @@ def test_a_card_s_scorers_come_back_with_their_names_and_settings(slice_file, tm
     assert table["score.hybrid"].notna().all()
 
 
+def test_a_card_with_codebertscore_applies(slice_file, tmp_path, capsys):
+    """A card records a setting left unset as ``none`` (codebertscore.baseline, as `run`'s
+    default card has it): applying the card reads it back as unset, as ``--set`` does."""
+    rows = tmp_path / "g.jsonl"
+    write_generations(read_generations(slice_file).iloc[:40], rows)
+    scores, card = tmp_path / "s.jsonl", tmp_path / "card.json"
+    assert main(["score", str(rows), "-o", str(scores), "--scorers", "codebertscore,edit_sim",
+                 "--set", "codebertscore.baseline=none", "--no-progress"]) == 0
+    assert "baseline:none" in Path(f"{scores}.signature.json").read_text()
+    assert main(["fit", str(scores), "-o", str(card), "--features",
+                 "codebertscore.f1,edit_sim", "--repeats", "1", "--bootstrap", "0"]) == 0
+    applied = tmp_path / "applied.jsonl"
+    assert main(["score", str(rows), "-o", str(applied), "--card", str(card),
+                 "--no-progress"]) == 0
+    table, first = read_generations(applied), read_generations(scores)
+    assert table["score.codebertscore.f1"].tolist() == first["score.codebertscore.f1"].tolist()
+    assert table["score.hybrid"].notna().all()
+    capsys.readouterr()
+    assert main(["score", str(rows), "-o", str(tmp_path / "x.jsonl"), "--scorers",
+                 "codebertscore", "--set", "codebertscore.baseline=missing.csv"]) == 2
+    assert "codebertscore.baseline='missing.csv': no such file" in capsys.readouterr().err
+
+
 def test_a_card_that_does_not_match_is_refused_before_scoring(slice_file, tmp_path, capsys):
     scores, card = tmp_path / "s.jsonl", tmp_path / "card.json"
     assert main(["score", str(slice_file), "-o", str(scores), *SCORERS]) == 0

@@ -6,6 +6,7 @@ import pytest
 
 from hybridmetric import scorers as registry
 from hybridmetric.cli import main
+from hybridmetric.scorers.base import Setting
 
 
 def test_builtins_are_listed_and_load():
@@ -28,6 +29,14 @@ def test_parse_settings():
         registry.parse_settings(["edit_sim=token"], ["edit_sim"])
     with pytest.raises(ValueError, match="scorer 'bleu' is not selected"):
         registry.parse_settings(["bleu.smooth=none"], ["edit_sim"])
+
+
+def test_a_setting_without_default_is_unset_by_none_null_or_nothing():
+    setting = Setting(None, "a file", kind=str)
+    for text in ("none", "NULL", "", " None "):
+        assert setting.parse("baseline", text) is None
+    assert setting.parse("baseline", "b.csv") == "b.csv"
+    assert Setting("none", "a word").parse("smooth", "none") == "none"  # a value of its own
 
 
 def test_entry_point_discovery(plugin_dir, monkeypatch, capsys, tmp_path):

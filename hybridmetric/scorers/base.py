@@ -41,10 +41,11 @@ class Setting:
     def parse(self, name: str, value: Any) -> Any:
         """Coerce a value (possibly a command-line string) to this setting's type."""
         wanted = self.type
+        if (isinstance(value, str) and self.default is None
+                and value.strip().lower() in ("", "none", "null")):
+            return None  # (as the command line and a signature write no value)
         if isinstance(value, str) and wanted is not str:
             text = value.strip().lower()
-            if text in ("none", "null") and self.default is None:
-                return None
             try:
                 if wanted is bool:
                     if text not in _TRUE | _FALSE:

@@ -199,6 +199,9 @@ def load_idf_file(path: str) -> dict[int, float]:
 def load_baseline(path: str, layer: int) -> np.ndarray:
     """Rescale baseline ``(P, R, F1, F3)`` for ``layer`` from a CSV with columns
     ``LAYER,P,R,F,F3`` (BERTScore's baseline format plus F3)."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"codebertscore.baseline={path!r}: no such file; use none (no "
+                                "rescaling) or the path of a CSV with columns LAYER,P,R,F,F3")
     table = pd.read_csv(path)
     missing = {"LAYER", "P", "R", "F", "F3"} - set(table.columns)
     if missing:
