@@ -22,7 +22,7 @@ from hybridmetric.combine import MetricCard, fit_card
 from hybridmetric.report import write_report
 from hybridmetric.report.document import ceiling_by_level
 from hybridmetric.report.markdown import escape as md_escape
-from hybridmetric.report.plots import MAX_LEVELS, rating_groups, strip_plots
+from hybridmetric.report.plots import MAX_LEVELS, rating_groups, strip_plots, weights_plot
 from hybridmetric.report.tables import fmt, fmt_estimate, fmt_p, significance_matrix
 
 HOSTILE = "<script>alert('x')</script>|$x_{|&amp;"
@@ -299,6 +299,15 @@ def test_strip_plot_survives_an_all_missing_metric() -> None:
     frame["score.none"] = np.nan
     png = strip_plots(frame, "rating", ["score.none", "score.chrf"])
     assert Image.open(io.BytesIO(png)).format == "PNG"
+
+
+def test_a_weight_outside_its_own_interval_is_drawn() -> None:
+    """A percentile bootstrap interval need not hold its estimate (a few resamples, a skewed
+    feature): the plot draws it as it is."""
+    weights = {"score.edit_sim": {"value": 0.071, "ci": [0.0, 0.059]},
+               "score.chrf": {"value": 0.2, "ci": [0.1, 0.3]}}
+    image = Image.open(io.BytesIO(weights_plot(weights, "95% CI")))
+    assert image.size[0] > 100
 
 
 def test_rating_groups_by_value_then_by_bin() -> None:

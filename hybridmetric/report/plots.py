@@ -159,9 +159,9 @@ def weights_plot(weights: Mapping[str, Mapping[str, Any]], ci: str) -> bytes:
         point = _interval(weights[name])
         if point is None:
             continue
-        value, lo, hi = point
-        axis.errorbar(value, row, xerr=[[value - lo], [hi - value]], fmt="s", color=COLOURS[0],
-                      capsize=3, markersize=5)
+        value, lo, hi = point  # (a percentile interval need not hold its estimate)
+        axis.plot([lo, hi], [row, row], "|-", color=COLOURS[0], markersize=7, linewidth=1.2)
+        axis.plot(value, row, "s", color=COLOURS[0], markersize=5)
     axis.axvline(0, color="#444444", linewidth=0.8)
     axis.set_yticks(range(len(names)), [literal(n) for n in names])
     axis.set_ylim(len(names) - 0.5, -0.5)
