@@ -100,6 +100,7 @@ from hybridmetric.schema import (
     PASS_COLUMN,
     SCORE_PREFIX,
     check_on_scale,
+    row_label,
     rows_label,
     score_column,
 )
@@ -139,8 +140,8 @@ def _column(frame: pd.DataFrame, name: str) -> np.ndarray:
     missing = np.flatnonzero(~np.isfinite(values))
     if missing.size:
         raise ValueError(f"column '{name}' has {missing.size} missing or infinite value(s), first "
-                         f"at row {int(missing[0])}; filter those rows before the audit, or "
-                         "leave them out of it (--missing drop-rows)")
+                         f"at {row_label(frame, int(missing[0]))}; filter those rows before "
+                         "the audit, or leave them out of it (--missing drop-rows)")
     return values
 
 
@@ -160,7 +161,8 @@ def _reliability(frame: pd.DataFrame) -> tuple[list[str], np.ndarray] | None:
                 try:
                     data[index[str(rater)], row] = float(value)
                 except (TypeError, ValueError):
-                    raise ValueError(f"row {row}, field 'ratings': rater {rater!r} has the "
+                    raise ValueError(f"{row_label(frame, row)}, field 'ratings': rater "
+                                     f"{rater!r} has the "
                                      f"non-numeric rating {value!r}") from None
     return raters, data
 
@@ -370,7 +372,8 @@ def _pass_value(frame: pd.DataFrame, data: _Data, counts: np.ndarray, confidence
     odd = known & (passed != 0.0) & (passed != 1.0)
     if odd.any():
         raise ValueError(f"column '{PASS}' must hold 1.0 (pass), 0.0 (fail) or NaN (no tests); "
-                         f"row {int(np.flatnonzero(odd)[0])} holds {passed[odd][0]}")
+                         f"{row_label(frame, int(np.flatnonzero(odd)[0]))} holds "
+                         f"{passed[odd][0]}")
     grade, bins = _grades(data.human[known], scale)
     grades = np.full(data.human.size, -1)
     grades[known] = grade

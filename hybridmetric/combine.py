@@ -419,7 +419,8 @@ def feature_columns(frame: pd.DataFrame, features: Sequence[str] | None = None) 
 
 
 def _where(frame: pd.DataFrame, rows: np.ndarray, limit: int = 5) -> str:
-    shown = ", ".join(f"row {r} (task {frame['task_id'].iloc[r]})" for r in rows[:limit])
+    shown = ", ".join(f"{row_label(frame, int(r))} (task {frame['task_id'].iloc[r]})"
+                      for r in rows[:limit])
     return shown + (f" and {len(rows) - limit} more" if len(rows) > limit else "")
 
 

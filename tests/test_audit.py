@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from hybridmetric import stats
+from hybridmetric import read_generations, stats, write_generations
 from hybridmetric.audit import audit
 
 SYSTEMS = ["alpha", "beta", "gamma", "delta"]
@@ -196,6 +196,24 @@ def test_bad_tables_fail_with_a_message(frame):
         audit(broken, n_resamples=10, n_permutations=10)
     with pytest.raises(ValueError, match="no 'score"):
         audit(frame[["task_id", "rating"]], n_resamples=10, n_permutations=10)
+
+
+def test_a_bad_row_is_named_by_its_line_in_the_file(frame, tmp_path):
+    """Rows read from a file are named by the file and its line, not by their position."""
+    path = tmp_path / "scores.jsonl"
+    write_generations(frame.iloc[:40], path)
+    text = path.read_text().splitlines()
+    text.insert(0, "")  # a blank line: line numbers and positions part
+    path.write_text("\n".join(text) + "\n")
+    table = read_generations(path)
+    table.loc[5, "rating"] = np.nan
+    with pytest.raises(ValueError, match=rf"first at {path}, line 7;"):
+        audit(table, n_resamples=10, n_permutations=10)
+    grades = table.assign(ratings=[{"a": 1.0}] * len(table))
+    grades.at[3, "ratings"] = {"a": "x"}
+    with pytest.raises(ValueError, match=rf"{path}, line 5, field 'ratings': rater 'a'"):
+        audit(grades.assign(rating=1.0 + np.arange(len(table)) % 3), n_resamples=10,
+              n_permutations=10)
     with pytest.raises(ValueError, match="no metric column 'score.nope' in the table"):
         audit(frame, focus="score.nope", n_resamples=10, n_permutations=10)
     with pytest.raises(ValueError, match="not among the audited metrics"):

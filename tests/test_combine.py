@@ -31,7 +31,7 @@ from hybridmetric.combine import (
     scorer_of,
 )
 from hybridmetric.combine import _comparison as comparison
-from hybridmetric.io import write_generations
+from hybridmetric.io import read_generations, write_generations
 from hybridmetric.scoring import read_scores
 
 SIGNATURES = {"chrf": "scorer:chrf|v:1|nrefs:best", "edit_sim": "scorer:edit_sim|v:1|level:char",
@@ -378,12 +378,16 @@ def test_mismatched_card_is_refused():
         card.apply(frame.drop(columns="score.edit_sim"), SIGNATURES)
 
 
-def test_missing_values_are_refused_or_dropped_explicitly():
+def test_missing_values_are_refused_or_dropped_explicitly(tmp_path):
     frame = study_frame(n_tasks=20)
     frame.loc[[3, 7], "score.pass"] = np.nan
     with pytest.raises(ValueError, match=r"score\.pass: 2 missing, row 3 \(task t0\), row 7") as e:
         quick_card(frame, features=["chrf", "pass"])
     assert "--features score.chrf" in str(e.value)
+    path = tmp_path / "scores.jsonl"  # read from a file: named by the file's lines
+    write_generations(frame, path)
+    with pytest.raises(ValueError, match=rf"score\.pass: 2 missing, {path}, line 4 \(task t0\)"):
+        quick_card(read_generations(path), features=["chrf", "pass"])
     card = quick_card(frame, features=["chrf", "pass"], missing="drop-rows", n_boot=0)
     assert card.data["training"]["n_dropped_rows"] == 2 and card.data["training"]["n_rows"] == 78
     assert "2 rows with missing values dropped" in card.summary()

@@ -141,7 +141,7 @@ def test_a_study_outside_its_scale_or_without_its_target_is_refused_before_scori
     assert main(["run", str(broken), "-o", str(out), *FAST]) == 2
     error = capsys.readouterr().err
     assert "1 value(s) of 'rating' lie outside the study's scale 0-4" in error
-    assert f"row 3 (task {frame.loc[3, 'task_id']!r}): 9.0" in error
+    assert f"generations.jsonl, line 4 (task {frame.loc[3, 'task_id']!r}): 9.0" in error
     assert not out.exists()  # nothing was scored
     write_generations(frame.drop(columns=["rating", "ratings"]), broken / "generations.jsonl")
     assert main(["run", str(broken), "-o", str(out), *FAST]) == 2
@@ -157,7 +157,8 @@ def test_a_study_outside_its_scale_or_without_its_target_is_refused_before_scori
         write_generations(frame, broken / "generations.jsonl")
         assert main(["run", str(broken), "-o", str(out), *FAST, "--model", model]) == 2
         error = capsys.readouterr().err
-        assert f"row 5 (task {frame.loc[5, 'task_id']!r}), rater {rater!r}" in error, error
+        task = frame.loc[5, "task_id"]
+        assert f"generations.jsonl, line 6 (task {task!r}), rater {rater!r}" in error, error
         assert expected in error, error
     frame["ratings"] = None
     write_generations(frame, broken / "generations.jsonl")

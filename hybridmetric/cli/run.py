@@ -37,7 +37,7 @@ from hybridmetric.combine import (
 )
 from hybridmetric.io import read_study, write_generations
 from hybridmetric.report import write_report
-from hybridmetric.schema import score_column, with_rater_mean
+from hybridmetric.schema import row_label, score_column, with_rater_mean
 from hybridmetric.scorers import Scorer
 from hybridmetric.scoring import journal_path, read_sidecar, score, write_sidecar
 
@@ -113,7 +113,7 @@ def _check_target(frame: pd.DataFrame, target: str, scale: tuple[float, float] |
         row = int(np.flatnonzero(outside.to_numpy())[0])
         raise ValueError(f"{int(outside.sum())} value(s) of '{target}' lie outside the study's "
                          f"scale {scale[0]:g}-{scale[1]:g} (study.toml [rating] min and max), "
-                         f"e.g. row {row} (task {frame['task_id'].iloc[row]!r}): "
+                         f"e.g. {row_label(frame, row)} (task {frame['task_id'].iloc[row]!r}): "
                          f"{float(values.iloc[row])!r}")
 
 
@@ -129,7 +129,8 @@ def _check_grades(frame: pd.DataFrame, model: str, scale: tuple[float, float] | 
         if not isinstance(ratings, dict):
             continue  # a row without grades: fit leaves it out or refuses, as --missing says
         for rater, grade in ratings.items():
-            where = f"row {row} (task {frame['task_id'].iloc[row]!r}), rater {rater!r}"
+            task = frame["task_id"].iloc[row]
+            where = f"{row_label(frame, row)} (task {task!r}), rater {rater!r}"
             if model == "ordinal" and grade != int(grade):
                 raise ValueError(f"the grade of {where} is {grade!r}: --model ordinal needs "
                                  "integer grades (Likert classes)")
