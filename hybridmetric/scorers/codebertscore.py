@@ -69,6 +69,11 @@ _PUNCTUATION = frozenset(string.punctuation) - frozenset("+-*/&|~")
 _SPACE_MARKS = "\u0120\u010a\u0109"
 _DTYPES = ("auto", "float32", "bfloat16", "float16")
 _DEVICES = ("auto", "cpu", "cuda", "mps")
+#: A text is encoded padded to its own length rounded up to a multiple of this, in a batch of
+#: texts padded alike: the padded width shifts the encoder's float32 sums (in the 7th decimal),
+#: and so the rounded scores, where the other rows of a batch do not (on the CPU), so a text's
+#: numbers do not depend on what it is scored with (chunks, resumes, other rows).
+PAD_MULTIPLE = 16
 #: Matching works on chunks of pairs holding at most this many similarity entries.
 _MATCH_BUDGET = 8_000_000
 #: Rows are scored in chunks of this many, bounding memory; the embedding cache spans chunks.
@@ -405,7 +410,8 @@ class CodeBertScore(Scorer):
     # -- encoding ----------------------------------------------------------------------------
 
     def _encode(self, keys: list[tuple[str, str]]) -> None:
-        """Encode the (context, code) keys not yet cached, longest first in padded batches."""
+        """Encode the (context, code) keys not yet cached, longest first, in batches of texts
+        of one padded width (:data:`PAD_MULTIPLE`)."""
         import torch
 
         tokenizer, model = self._tokenizer, self._model
@@ -427,9 +433,14 @@ class CodeBertScore(Scorer):
                 outputs[i] = torch.cat([hidden[k, keep_from:keep_to] for k, (_, _, keep_from,
                                         keep_to) in enumerate(spans)]).float().cpu()
             size = self.settings["batch_size"]
-            for start in range(0, len(short), size):
-                batch = short[start:start + size]
-                width = len(encoded["input_ids"][batch[0]])
+            widths: dict[int, list[int]] = {}  # (longest first, as ``short``)
+            for i in short:
+                length = len(encoded["input_ids"][i])
+                width = min(-(-length // PAD_MULTIPLE) * PAD_MULTIPLE, self._window)
+                widths.setdefault(width, []).append(i)
+            batches = [(width, alike[start:start + size]) for width, alike in widths.items()
+                       for start in range(0, len(alike), size)]
+            for width, batch in batches:
                 ids = torch.full((len(batch), width), pad, dtype=torch.long)
                 mask = torch.zeros((len(batch), width), dtype=torch.long)
                 for row, i in enumerate(batch):
@@ -581,10 +592,12 @@ class CodeBertScore(Scorer):
             ref_len = torch.tensor([len(r.ids) for r in refs])
             valid_c = torch.arange(cand_emb.shape[1])[None, :] < cand_len[:, None]
             valid_r = torch.arange(ref_emb.shape[1])[None, :] < ref_len[:, None]
-            sim = torch.bmm(cand_emb, ref_emb.transpose(1, 2))
+            # in float64: how a float32 product sums depends on the batch's padded shape, which
+            # would shift a pair's rounded scores by what it is scored with
+            sim = torch.bmm(cand_emb.double(), ref_emb.double().transpose(1, 2))
             sim = sim.masked_fill(~(valid_c[:, :, None] & valid_r[:, None, :]), -math.inf)
-            best_c = sim.max(dim=2).values.masked_fill(~valid_c, 0).double().numpy()
-            best_r = sim.max(dim=1).values.masked_fill(~valid_r, 0).double().numpy()
+            best_c = sim.max(dim=2).values.masked_fill(~valid_c, 0).numpy()
+            best_r = sim.max(dim=1).values.masked_fill(~valid_r, 0).numpy()
             for slot, i in enumerate(batch):
                 cand, ref = cands[slot], refs[slot]
                 if cand.content == 0 or ref.content == 0:
