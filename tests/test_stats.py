@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import importlib.util
 import itertools
+import math
+import warnings
 from fractions import Fraction
 from pathlib import Path
 
@@ -310,6 +312,14 @@ def test_williams_matches_graham_baldwin_formula(r12, r13, r23, n):
     p = stats.williams_test(r12, r13, r23, n)
     assert p == pytest.approx(_williams_graham_baldwin(r12, r13, r23, n), rel=1e-9)
     assert p + stats.williams_test(r13, r12, r23, n) == pytest.approx(1.0)
+
+
+def test_williams_of_two_metrics_ranking_alike_is_nan_without_warning():
+    r = 0.1  # K = 1 - r^2 - r^2 - 1 + 2 r^2 rounds below 0 here
+    assert 1 - r**2 - r**2 - 1.0**2 + 2 * r * r * 1.0 < 0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert math.isnan(stats.williams_test(r, r, 1.0, 30))
 
 
 def test_williams_rejects_tiny_samples():
