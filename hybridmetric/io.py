@@ -88,12 +88,17 @@ def _read_jsonl(path: Path) -> tuple[pd.DataFrame, Location]:
     for number, text in _text_lines(path, json_lines=True):
         if not text.strip():
             continue
+        if not rows and text.lstrip().startswith("["):
+            raise RecordError(str(path), f"line {number}", None,
+                              "a JSON array; records are read as JSON Lines, one object per "
+                              "line (`jq -c '.[]' FILE > FILE.jsonl` converts an array)")
         try:
             row = json.loads(text, object_pairs_hook=_object)
         except json.JSONDecodeError as error:
             problem = error.msg.removesuffix(" at")  # ("Invalid control character at")
             raise RecordError(str(path), f"line {number}", None,
-                              f"not valid JSON ({problem} at column {error.colno})") from None
+                              f"not valid JSON ({problem} at column {error.colno}); records are "
+                              "read as JSON Lines, one object per line") from None
         except _DuplicateKey as error:
             raise RecordError(str(path), f"line {number}", str(error),
                               "the key appears twice in one object; keep one") from None

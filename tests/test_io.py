@@ -117,6 +117,17 @@ def test_bad_jsonl_names_file_line_and_field(tmp_path, line, message):
     assert str(path) in str(error.value)
 
 
+@pytest.mark.parametrize("text", [
+    '[{"task_id": "t", "candidate": "x"}]',
+    '\n  [\n  {"task_id": "t", "candidate": "x"}\n]',
+])
+def test_a_json_array_is_told_apart_from_json_lines(tmp_path, text):
+    path = tmp_path / "g.json"
+    path.write_text(text + "\n")
+    with pytest.raises(RecordError, match=r"a JSON array; records are read as JSON Lines"):
+        read_generations(path)
+
+
 def test_blank_lines_keep_line_numbers(tmp_path):
     path = tmp_path / "g.jsonl"
     path.write_text('{"task_id": "a", "candidate": "x"}\n\n{"task_id": "b"}\n')
