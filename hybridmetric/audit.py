@@ -100,6 +100,7 @@ from hybridmetric.schema import (
     PASS_COLUMN,
     SCORE_PREFIX,
     check_on_scale,
+    renumbered,
     row_label,
     rows_label,
     score_column,
@@ -491,7 +492,7 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
             raise ValueError(f"no row has a value in every column the audit needs; missing: "
                              f"{gaps}")
         n_dropped = int((~complete).sum())
-        frame = frame[complete].reset_index(drop=True)
+        frame = renumbered(frame[complete])
     data = _Data(frame, metrics, target)
     if scale is not None:
         check_on_scale(data.human, data.tasks, scale, target)

@@ -104,7 +104,9 @@ from hybridmetric.schema import (
     PASS_COLUMN,
     SCORE_PREFIX,
     check_on_scale,
+    renumbered,
     row_label,
+    rows_label,
     score_column,
 )
 from hybridmetric.signature import environment, signature
@@ -419,9 +421,9 @@ def feature_columns(frame: pd.DataFrame, features: Sequence[str] | None = None) 
 
 
 def _where(frame: pd.DataFrame, rows: np.ndarray, limit: int = 5) -> str:
-    shown = ", ".join(f"{row_label(frame, int(r))} (task {frame['task_id'].iloc[r]})"
-                      for r in rows[:limit])
-    return shown + (f" and {len(rows) - limit} more" if len(rows) > limit else "")
+    """``g.jsonl, lines 4, 9 (tasks t0, t3)``: where the rows came from, and their tasks."""
+    tasks = ", ".join(str(frame["task_id"].iloc[r]) for r in rows[:limit])
+    return f"{rows_label(frame, rows, limit)} (tasks {tasks}{', ...' if len(rows) > limit else ''})"
 
 
 def _missing_rows(frame: pd.DataFrame, columns: Sequence[str]) -> dict[str, np.ndarray]:
@@ -440,7 +442,7 @@ def _missing_rows(frame: pd.DataFrame, columns: Sequence[str]) -> dict[str, np.n
 def _missing_message(frame: pd.DataFrame, missing: dict[str, np.ndarray], fix: str) -> str:
     lines = [f"  {column}: {len(rows)} missing, {_where(frame, rows)}"
              for column, rows in missing.items()]
-    header = "missing values (never filled in; rows are 0-based positions in the table):"
+    header = "missing values (never filled in):"
     return "\n".join([header, *lines, fix])
 
 
@@ -534,7 +536,7 @@ def _training_rows(
                          "column, which this table lacks; use --model nonneg or ridge")
     columns = feature_columns(frame, features)
     _check_signatures(columns, scorer_signatures)
-    frame = frame.reset_index(drop=True)
+    frame = renumbered(frame)
     gaps = _missing_rows(frame, [target, *columns] + (["ratings"] if model in RATER_MODELS
                                                        else []))
     if gaps and missing == "refuse":
@@ -549,7 +551,7 @@ def _training_rows(
     keep = np.ones(len(frame), dtype=bool)
     for rows in gaps.values():
         keep[rows] = False
-    frame = frame[keep].reset_index(drop=True)
+    frame = renumbered(frame[keep])
     if frame.empty:
         raise ValueError("no row has every chosen feature and the target; choose other features")
     constant = [c for c in columns if frame[c].nunique() < 2]
@@ -866,7 +868,7 @@ class MetricCard:
         if missing not in ("refuse", "nan"):
             raise ValueError(f"missing must be 'refuse' or 'nan', got {missing!r}")
         self.check(list(frame.columns), scorer_signatures)
-        frame = frame.reset_index(drop=True)
+        frame = renumbered(frame)
         gaps = _missing_rows(frame, self.features)
         if gaps and missing == "refuse":
             raise ValueError(_missing_message(

@@ -62,6 +62,22 @@ class Location:
         return self
 
 
+def renumbered(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` indexed 0, 1, ... (``reset_index``), still naming each row where it came from:
+    its :class:`Location` is narrowed to the rows kept, in their order (a part of a table, the
+    rows left after others were dropped)."""
+    where = frame.attrs.get("location")
+    labels = frame.index.tolist()
+    out = frame.reset_index(drop=True)
+    if isinstance(where, Location):
+        if all(isinstance(label, int) and 0 <= label < len(where.numbers) for label in labels):
+            out.attrs["location"] = Location(where.source, where.unit,
+                                             [where.numbers[label] for label in labels])
+        else:
+            del out.attrs["location"]
+    return out
+
+
 def row_label(frame: pd.DataFrame, position: int) -> str:
     """Where row ``position`` of ``frame`` (or of a part of a table :func:`validate` checked)
     came from: ``g.jsonl, line 302``; else ``row <its index>``."""

@@ -590,6 +590,10 @@ def bootstrap_system_means(values: np.ndarray, codes: np.ndarray, system_codes: 
 # Significance of a difference between two metrics
 
 
+#: How near 1 the two metrics' correlation |r23| is taken as 1 (their float error is ~1e-16).
+SAME_METRIC = 1e-9
+
+
 def williams_test(r12: float, r13: float, r23: float, n: int) -> float:
     """One-sided p-value that r12 > r13 for dependent correlations sharing variable 1.
 
@@ -597,13 +601,16 @@ def williams_test(r12: float, r13: float, r23: float, n: int) -> float:
     score, 2 and 3 the two metrics, ``r23`` their correlation, ``n`` the sample size;
     ``t = (r12 - r13) sqrt((n-1)(1+r23)) / sqrt(2K(n-1)/(n-3) + ((r12+r13)/2)^2 (1-r23)^3)``
     with ``K = 1 - r12^2 - r13^2 - r23^2 + 2 r12 r13 r23``, on n - 3 degrees of freedom.
-    ``K``, the determinant of the three variables' correlation matrix, is never negative but by
-    rounding (two metrics ranking alike, |r23| = 1), where it is taken as 0. NaN where the
-    statistic is 0/0 (r23 = 1 and r12 = r13).
+    NaN where the two metrics are one up to a linear map (|r23| within :data:`SAME_METRIC` of 1;
+    with Spearman's rho, where they rank alike): the statistic is then 0/0, which rounding
+    turns into any value (``K``, the determinant of the correlation matrix, rounds to either
+    side of 0).
     """
     if n <= 3:
         raise ValueError(f"the Williams test needs more than 3 observations, got {n}")
-    k = max(1 - r12**2 - r13**2 - r23**2 + 2 * r12 * r13 * r23, 0.0)
+    if 1 - abs(r23) <= SAME_METRIC:
+        return float("nan")
+    k = 1 - r12**2 - r13**2 - r23**2 + 2 * r12 * r13 * r23
     numerator = (r12 - r13) * np.sqrt((n - 1) * (1 + r23))
     denominator = np.sqrt(2 * k * (n - 1) / (n - 3) + ((r12 + r13) / 2) ** 2 * (1 - r23) ** 3)
     if denominator == 0:

@@ -196,6 +196,21 @@ def test_bad_tables_fail_with_a_message(frame):
         audit(broken, n_resamples=10, n_permutations=10)
     with pytest.raises(ValueError, match="no 'score"):
         audit(frame[["task_id", "rating"]], n_resamples=10, n_permutations=10)
+    with pytest.raises(ValueError, match="no metric column 'score.nope' in the table"):
+        audit(frame, focus="score.nope", n_resamples=10, n_permutations=10)
+    with pytest.raises(ValueError, match="not among the audited metrics"):
+        audit(frame, metrics=["good", "weak"], focus="hybrid", n_resamples=10,
+              n_permutations=10)
+    with pytest.raises(ValueError, match="no column 'value'"):
+        audit(frame, target="value", n_resamples=10, n_permutations=10)
+    odd = frame.copy()
+    odd["ratings"] = [dict(cell) for cell in odd["ratings"]]
+    odd.loc[7, "ratings"]["r9"] = "good"
+    with pytest.raises(ValueError, match="row 7, field 'ratings': rater 'r9'"):
+        audit(odd, n_resamples=10, n_permutations=10)
+    text = frame.assign(**{"score.good": "high"})
+    with pytest.raises(ValueError, match="'score.good' is not numeric"):
+        audit(text, n_resamples=10, n_permutations=10)
 
 
 def test_a_bad_row_is_named_by_its_line_in_the_file(frame, tmp_path):
@@ -214,21 +229,11 @@ def test_a_bad_row_is_named_by_its_line_in_the_file(frame, tmp_path):
     with pytest.raises(ValueError, match=rf"{path}, line 5, field 'ratings': rater 'a'"):
         audit(grades.assign(rating=1.0 + np.arange(len(table)) % 3), n_resamples=10,
               n_permutations=10)
-    with pytest.raises(ValueError, match="no metric column 'score.nope' in the table"):
-        audit(frame, focus="score.nope", n_resamples=10, n_permutations=10)
-    with pytest.raises(ValueError, match="not among the audited metrics"):
-        audit(frame, metrics=["good", "weak"], focus="hybrid", n_resamples=10,
-              n_permutations=10)
-    with pytest.raises(ValueError, match="no column 'value'"):
-        audit(frame, target="value", n_resamples=10, n_permutations=10)
-    odd = frame.copy()
-    odd["ratings"] = [dict(cell) for cell in odd["ratings"]]
-    odd.loc[7, "ratings"]["r9"] = "good"
-    with pytest.raises(ValueError, match="row 7, field 'ratings': rater 'r9'"):
-        audit(odd, n_resamples=10, n_permutations=10)
-    text = frame.assign(**{"score.good": "high"})
-    with pytest.raises(ValueError, match="'score.good' is not numeric"):
-        audit(text, n_resamples=10, n_permutations=10)
+    # after rows are dropped (row 5 lacks its rating), the rest keep their lines
+    grades.at[3, "ratings"] = {"a": 1.0}
+    grades.at[8, "ratings"] = {"a": "x"}
+    with pytest.raises(ValueError, match=rf"{path}, line 10, field 'ratings': rater 'a'"):
+        audit(grades, n_resamples=10, n_permutations=10, missing="drop-rows")
 
 
 def test_item_pair_statistics_are_left_out_above_the_row_limit(frame, monkeypatch):

@@ -381,13 +381,15 @@ def test_mismatched_card_is_refused():
 def test_missing_values_are_refused_or_dropped_explicitly(tmp_path):
     frame = study_frame(n_tasks=20)
     frame.loc[[3, 7], "score.pass"] = np.nan
-    with pytest.raises(ValueError, match=r"score\.pass: 2 missing, row 3 \(task t0\), row 7") as e:
+    with pytest.raises(ValueError, match=r"score\.pass: 2 missing, row 3, row 7 \(tasks t0, ") as e:
         quick_card(frame, features=["chrf", "pass"])
     assert "--features score.chrf" in str(e.value)
     path = tmp_path / "scores.jsonl"  # read from a file: named by the file's lines
     write_generations(frame, path)
-    with pytest.raises(ValueError, match=rf"score\.pass: 2 missing, {path}, line 4 \(task t0\)"):
+    with pytest.raises(ValueError, match=rf"score\.pass: 2 missing, {path}, lines 4, 8 \(tasks"):
         quick_card(read_generations(path), features=["chrf", "pass"])
+    with pytest.raises(ValueError, match=rf"score\.pass: 1 missing, {path}, line 8 \(tasks"):
+        quick_card(read_generations(path).iloc[5:], features=["chrf", "pass"])  # a part
     card = quick_card(frame, features=["chrf", "pass"], missing="drop-rows", n_boot=0)
     assert card.data["training"]["n_dropped_rows"] == 2 and card.data["training"]["n_rows"] == 78
     assert "2 rows with missing values dropped" in card.summary()

@@ -314,12 +314,18 @@ def test_williams_matches_graham_baldwin_formula(r12, r13, r23, n):
     assert p + stats.williams_test(r13, r12, r23, n) == pytest.approx(1.0)
 
 
-def test_williams_of_two_metrics_ranking_alike_is_nan_without_warning():
-    r = 0.1  # K = 1 - r^2 - r^2 - 1 + 2 r^2 rounds below 0 here
-    assert 1 - r**2 - r**2 - 1.0**2 + 2 * r * r * 1.0 < 0
+def test_williams_of_two_metrics_one_up_to_a_linear_map_is_nan_without_warning():
+    """The statistic is 0/0 there; rounding once gave NaN, 0.5 or p = 5e-151 at random."""
+    rng = np.random.default_rng(3)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert math.isnan(stats.williams_test(r, r, 1.0, 30))
+        for _ in range(200):
+            human, a = rng.normal(size=40), rng.normal(size=40)
+            b = 3.7 * a + 0.3
+            for function in (stats.pearson, stats.spearman):
+                r = (function(a, human), function(b, human), function(a, b))
+                assert math.isnan(stats.williams_test(*r, 40)), r
+        assert math.isnan(stats.williams_test(0.1, 0.1, 1.0, 30))  # K rounds below 0 here
 
 
 def test_williams_rejects_tiny_samples():

@@ -139,7 +139,7 @@ def comparison_table(comparisons: Sequence[Mapping[str, Any]], alpha: float) -> 
         note=(f"One-sided tests of a > b; p-values of resampling tests are (c+1)/(n+1); Holm "
               f"corrects across the metric family; highlighted where below {alpha}. {DASH}: the "
               "test does not apply to this statistic, or has no value on these data (two metrics "
-              "that rank every row alike)."),
+              "one up to a linear map, or ranking every row alike)."),
     )
     for row in comparisons:
         delta = {"value": row.get("delta"), "ci": row.get("ci")}

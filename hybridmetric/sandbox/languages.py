@@ -209,7 +209,7 @@ public final class HybridmetricMain implements Thread.UncaughtExceptionHandler {
   }
 
   public void uncaughtException(Thread thread, Throwable e) {  // what the JVM's own prints
-    starved |= outOfMemory(e);
+    if (outOfMemory(e)) starved = true;
     System.err.print("Exception in thread \\"" + thread.getName() + "\\" ");
     e.printStackTrace(System.err);
   }
