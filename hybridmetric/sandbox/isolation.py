@@ -415,21 +415,14 @@ XATTR_CALLS: tuple[bytes | int, ...] = (b"setxattr", b"lsetxattr", b"fsetxattr",
 #: file system without flags, and ``file_setattr`` (Linux 6.17: 469) with ENOSYS.
 FLAG_IOCTLS = (0x40086602, 0x40046602, 0x401C5820)  # FS_IOC_SETFLAGS (and 32-bit), FSSETXATTR
 FILE_SETATTR = 469
-#: The calls that set another process's scheduling (policy, priority, I/O class), which programs
-#: could set on their fork server for every later one to inherit: a process sets its own alone
-#: (pid 0; ``ioprio_set`` with IOPRIO_WHO_PROCESS, 1, and 0), else EPERM. (Its niceness, limits
-#: and CPUs, which the C library's calls name by pid too, the worker checks after each program.)
-SCHEDULING_CALLS = (b"sched_setscheduler", b"sched_setparam", b"sched_setattr")
-IOPRIO_WHO_PROCESS = 1
 
 
 def load_filter(deny_sockets: bool) -> None:
     """Load a seccomp filter (libseccomp) that makes the keyring calls fail (EPERM), io_uring
     (ENOSYS), the making of user namespaces (:data:`USER_NAMESPACE_CALLS`), the setting of
-    extended attributes and inode flags (:data:`XATTR_CALLS`, :data:`FLAG_IOCTLS`), of another
-    process's scheduling (:data:`SCHEDULING_CALLS`) and, with ``deny_sockets``, ``socket()``
-    unless it is AF_UNIX (EACCES). Loaded by the worker once it has made its own namespaces
-    (without root, its user namespace comes first)."""
+    extended attributes and inode flags (:data:`XATTR_CALLS`, :data:`FLAG_IOCTLS`) and, with
+    ``deny_sockets``, ``socket()`` unless it is AF_UNIX (EACCES). Loaded by the worker once it
+    has made its own namespaces (without root, its user namespace comes first)."""
     low_32_bits = 0xFFFF_FFFF  # (an ioctl's request is an int: the kernel reads no more)
     rules: list[tuple[bytes | int, int, _ArgCmp | None]] = [
         *((name, errno.EPERM, None) for name in KEYRING_CALLS),
@@ -440,10 +433,7 @@ def load_filter(deny_sockets: bool) -> None:
         *((name, errno.ENOTSUP, None) for name in XATTR_CALLS),
         *((b"ioctl", errno.ENOTTY, _ArgCmp(1, SCMP_CMP_MASKED_EQ, low_32_bits, request))
           for request in FLAG_IOCTLS),
-        (FILE_SETATTR, errno.ENOSYS, None),
-        *((name, errno.EPERM, _ArgCmp(0, SCMP_CMP_NE, 0, 0)) for name in SCHEDULING_CALLS),
-        (b"ioprio_set", errno.EPERM, _ArgCmp(0, SCMP_CMP_NE, IOPRIO_WHO_PROCESS, 0)),
-        (b"ioprio_set", errno.EPERM, _ArgCmp(1, SCMP_CMP_NE, 0, 0))]
+        (FILE_SETATTR, errno.ENOSYS, None)]
     if deny_sockets:
         rules.append((b"socket", errno.EACCES, _ArgCmp(0, SCMP_CMP_NE, AF_UNIX, 0)))
     _load_rules(rules)
@@ -533,20 +523,31 @@ def user_network_namespace() -> None:
             handle.write(text)
 
 
-#: Without root, the worker's user namespace's own limits on what the kernel counts per user
-#: across every user namespace (the inotify and fanotify ones): programs run as the user, and one
-#: that took all the user may have (128 inotify instances) would leave none to the user's own
-#: processes (an editor's or a build's file watching). Its programs together hold no more.
-USER_COUNT_LIMITS = {"max_inotify_instances": 16, "max_inotify_watches": 4096,
-                     "max_fanotify_groups": 4, "max_fanotify_marks": 4096}
+#: Without root, the limits of the worker's user namespace on what the kernel counts per user
+#: across every user namespace (the inotify and fanotify ones; each with the user's own limit):
+#: programs run as the user, and one that took all the user may have (128 inotify instances)
+#: would leave none to the user's own processes (an editor's or a build's file watching).
+USER_COUNTS = {"max_inotify_instances": "fs/inotify/max_user_instances",
+               "max_inotify_watches": "fs/inotify/max_user_watches",
+               "max_fanotify_groups": "fs/fanotify/max_user_groups",
+               "max_fanotify_marks": "fs/fanotify/max_user_marks"}
+#: The part of each user limit that the programs of all the workers may hold together (with one
+#: worker a core, the default; each worker's programs hold their share of it).
+USER_COUNT_SHARE = 4
 
 
 def limit_user_counts() -> None:
-    """Set :data:`USER_COUNT_LIMITS` in this process's user namespace (those the kernel has)."""
-    for name, value in USER_COUNT_LIMITS.items():
-        # (fanotify's came with Linux 5.13)
-        with contextlib.suppress(FileNotFoundError), open(f"/proc/sys/user/{name}", "w") as file:
-            file.write(str(value))
+    """Limit this process's user namespace to a share of each of the user's limits
+    (:data:`USER_COUNTS`): 1/:data:`USER_COUNT_SHARE` of it over one worker a core."""
+    workers = os.cpu_count() or 1
+    for name, limit in USER_COUNTS.items():
+        try:  # (fanotify's came with Linux 5.13)
+            with open(f"/proc/sys/{limit}") as file:
+                total = int(file.read())
+        except FileNotFoundError:
+            continue
+        with open(f"/proc/sys/user/{name}", "w") as file:
+            file.write(str(max(1, total // (USER_COUNT_SHARE * workers))))
 
 
 def drop_capabilities() -> None:
@@ -838,8 +839,15 @@ def _listing(path: str) -> tuple[int, int, int, int, int]:
 _AS_MOUNTED: dict[str, tuple[int, int, int]] = {}
 
 
+#: Those of them whose size counts their entries (:func:`_size_counts_entries`).
+_COUNTING: set[str] = set()
+
+
 def _remember_as_mounted(path: str) -> None:
-    status = os.lstat(path)
+    with contextlib.suppress(OSError):  # no probe: the directory is listed every time
+        if _size_counts_entries(path):
+            _COUNTING.add(path)
+    status = os.lstat(path)  # (after the probe, which changed its times)
     _AS_MOUNTED[path] = stat.S_IMODE(status.st_mode), status.st_atime_ns, status.st_mtime_ns
 
 
@@ -873,7 +881,7 @@ def _size_counts_entries(path: str) -> bool:
 #: those whose size counts their entries; only an entry a program made changes it (no program
 #: may remove or replace the directories' own entries: they are root's in a sticky directory,
 #: mount points, or, without root, the worker's folder that :meth:`Worker._guard_root` checks).
-_EMPTIED: dict[str, tuple[int, int, int]] = {}
+_EMPTIED: dict[str, tuple[int, int, int, int, int]] = {}
 
 
 def _emptied(path: str) -> bool:
@@ -882,9 +890,8 @@ def _emptied(path: str) -> bool:
 
 
 def _remember_emptied(path: str) -> None:
-    with contextlib.suppress(OSError):  # no probe: the directory is listed every time
-        if path in _EMPTIED or _size_counts_entries(path):
-            _EMPTIED[path] = _listing(path)
+    if path in _COUNTING:
+        _EMPTIED[path] = _listing(path)
 
 
 def empty_private_dirs(keep: str) -> None:

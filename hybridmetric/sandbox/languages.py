@@ -67,9 +67,11 @@ _C_HEADERS = frozenset(f"{name}.h" for name in (
 #: the program has. (A promise that never settles is no work to node: it ends the program as it
 #: would anyway, token and all.) An ArrayBuffer node could not allocate, nothing caught, is the
 #: program's memory: the monitor reports ``M`` with the token (a program that prints node's
-#: words for it itself fails). What it uses it holds from before the program runs, which can
-#: replace none of it; and it sends nothing when the event comes from the program's own code
-#: (``process.emit``), not from node.
+#: words for it itself fails; one that throws a RangeError with them, or makes its error pass
+#: for one, gets ``memory``, as Python's ``raise MemoryError`` does: never a pass). What it
+#: sends the token with it holds from before the program runs, which can replace none of it;
+#: and it sends nothing when the event comes from the program's own code (``process.emit``),
+#: not from node.
 _JS_PRELOAD_FILE = "hybridmetric_token.js"
 _JS_PRELOAD_SOURCE = """"use strict";
 // Node preloads it in each worker thread too, where fd 3 is long closed, and in each process the

@@ -1012,12 +1012,21 @@ RESOURCES = tuple(sorted({getattr(resource, name) for name in dir(resource)
                           if name.startswith("RLIMIT_")}))
 
 
+#: ``ioprio_get``'s number (not in the standard library), where known.
+_IOPRIO_GET = {"x86_64": 252, "aarch64": 31}.get(os.uname().machine)
+IOPRIO_WHO_PROCESS = 1
+
+
 def process_settings(pid: int) -> tuple[object, ...]:
-    """The resource limits, niceness and CPUs of process ``pid`` (0: this one): what another
-    process of its uid may change without any privilege (``prlimit``, ``setpriority``,
-    ``sched_setaffinity``), and every program forked from it would inherit."""
+    """The resource limits, niceness, scheduling policy and priority, I/O priority (on x86-64
+    and arm64) and CPUs of process ``pid`` (0: this one): what another process of its uid may
+    change without any privilege (``prlimit``, ``setpriority``, ``sched_setscheduler``,
+    ``ioprio_set``, ``sched_setaffinity``), and every program forked from it would inherit."""
+    io = (_plain_libc.syscall(_IOPRIO_GET, IOPRIO_WHO_PROCESS, pid)
+          if _IOPRIO_GET is not None else None)
     return (*(resource.prlimit(pid, limit) for limit in RESOURCES),
-            os.getpriority(os.PRIO_PROCESS, pid), frozenset(os.sched_getaffinity(pid)))
+            os.getpriority(os.PRIO_PROCESS, pid), os.sched_getscheduler(pid),
+            os.sched_getparam(pid).sched_priority, io, frozenset(os.sched_getaffinity(pid)))
 
 
 class InProcess:

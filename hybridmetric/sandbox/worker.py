@@ -290,15 +290,16 @@ class Worker:
 
     def _guard_forker(self) -> None:
         """Without root, programs share the uid of the process that forks them, and so may
-        change its resource limits, niceness and CPUs, which later programs would inherit (a
-        hard limit lowered cannot be raised again): a worker whose forking process changed
-        retires after this program."""
+        change its resource limits, niceness, scheduling, I/O priority and CPUs, which later
+        programs would inherit (a hard limit lowered cannot be raised again): a worker whose
+        forking process changed retires after this program."""
         try:
             intact = process_settings(self.launcher.pid or 0) == self._forker_settings
         except OSError:  # the fork server is gone
             intact = False
         if not intact:
-            self.retiring = "a program changed the limits, niceness or CPUs of its fork server"
+            self.retiring = ("a program changed the limits, niceness, scheduling or CPUs of its "
+                             "fork server")
 
     def _clean(self, remove: Callable[[], object], where: str) -> None:
         """Clear what the last program left; a worker that cannot retires after this program
