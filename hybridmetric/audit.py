@@ -578,8 +578,12 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
                                f"exact ties (tie_threshold 0, not {tie_threshold:g})")
                 p_perm = None
             else:
-                p_perm = _number(stats.perm_both(batch, data.scores[chosen], data.scores[other],
-                                                 n_permutations, [seed, index, k])[0])
+                a, b = data.scores[chosen], data.scores[other]
+                if level == "system":  # (whole systems swap: see stats.batch_statistic)
+                    assert data.systems is not None
+                    a, b = stats.system_means(a, data.systems), stats.system_means(b, data.systems)
+                p_perm = _number(stats.perm_both(batch, a, b, n_permutations,
+                                                 [seed, index, k])[0])
             va = agreement[level][chosen][statistic]["value"]
             vb = agreement[level][other][statistic]["value"]
             lo, hi = stats.bootstrap_difference_ci(resampled[(level, statistic, chosen)],
@@ -605,8 +609,9 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
         "seed": seed, "n_resamples": n_resamples, "n_permutations": n_permutations,
         "confidence": confidence, "alpha": alpha, "bootstrap_unit": "task",
         "ci_method": "percentile", "tie_threshold": tie_threshold, "missing": missing,
-        "permutation": "PERM-BOTH (Deutsch et al. 2021): z-scored metrics, per-row swaps, "
-                       "one-sided H1 a > b, p=(c+1)/(n+1)",
+        "permutation": "PERM-BOTH (Deutsch et al. 2021): z-scored metrics, per-row swaps "
+                       "(system level: per-system means, whole systems swapped), one-sided "
+                       "H1 a > b, p=(c+1)/(n+1)",
         "williams": "one-sided H1 a > b (Graham & Baldwin 2014); Spearman values plugged in "
                     "for spearman; n = systems at system level",
         "holm_family": "the focus metric against every other metric, per level and statistic",

@@ -218,7 +218,7 @@ def test_significance_matrix_styles() -> None:
     assert table.columns == ["metric b", "item: pearson", "system: pearson"]
     assert [[(c.text, c.style) for c in line] for line in table.rows] == [
         [("x", ""), ("0.100 (0.010)", "good"), ("0.000 (—)", "muted")],
-        [("y", ""), ("-0.200 (4.0e-04)", "bad"), ("·", "muted")],
+        [("y", ""), ("-0.200 (4.0e-04)", "muted"), ("·", "muted")],  # (one-sided: a > b)
         [("z", ""), ("0.300 (0.200)", "muted"), ("·", "muted")],
     ]
     rows.append({**row("y", "item", 0.05, 0.04), "a": "x"})
@@ -328,6 +328,13 @@ def test_short_resamples_and_exact_settings_are_reported(tmp_path: Path) -> None
     assert ("CIs from fewer resamples, where the statistic was undefined in the others: "
             "score.pass\\_rate spearman (187 of 200).") in text
     assert text.count("CIs from fewer resamples") == 1
+    assert "No CI" not in text
+    # none computed (a table too large for the Kendall taus' CIs): not "undefined in the others"
+    results["agreement"]["system"]["score.pass_rate"]["spearman"].update(n_valid=0, ci=None)
+    text = write_report(results, frame, tmp_path)["markdown"].read_text()
+    assert "CIs from fewer resamples" not in text
+    assert ("No CI (not computed, or undefined in every resample; see the notes on what was "
+            "left out): score.pass\\_rate spearman.") in text
     assert "| tie threshold | 0.0001 |" in text
     assert "Cells: estimate \\[95% bootstrap CI over tasks\\]." in text
 

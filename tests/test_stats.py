@@ -348,8 +348,10 @@ def _fixture_for_perm(seed, n_groups=3, size=3):
                                               ("within_task", "tau_darr"),
                                               ("system", "pearson"), ("system", "spearman")])
 def test_perm_both_matches_exhaustive_enumeration(level, statistic):
-    human, a, b, groups, systems = _fixture_for_perm(7)
+    human, a, b, groups, systems = _fixture_for_perm(7, size=9 if level == "system" else 3)
     batch = stats.batch_statistic(level, statistic, human, groups, systems)
+    if level == "system":  # (it swaps whole systems: their means)
+        a, b = stats.system_means(a, systems), stats.system_means(b, systems)
     za, zb = stats.zscore(a), stats.zscore(b)
     delta = batch(za)[0] - batch(zb)[0]
     swaps = np.array(list(itertools.product([False, True], repeat=a.size)))
@@ -372,7 +374,9 @@ def test_batch_fast_paths_equal_direct_statistics(level, statistic):
     other = np.round(human * 0.5 + np.random.default_rng(9).normal(0, 1, human.size), 1)
     systems = np.tile(["p", "q", "r", "s"], 6)
     batch = stats.batch_statistic(level, statistic, human, groups, systems)
-    swap = np.random.default_rng(10).random((7, human.size)) < 0.5
+    if level == "system":  # (its batch holds per-system means)
+        metric, other = stats.system_means(metric, systems), stats.system_means(other, systems)
+    swap = np.random.default_rng(10).random((7, metric.size)) < 0.5
     fast = batch.swapped(metric, other, swap)
     mixed = np.where(swap, other, metric)
     np.testing.assert_allclose(fast, batch(mixed), atol=1e-10)
@@ -384,9 +388,27 @@ def test_batch_fast_paths_equal_direct_statistics(level, statistic):
         elif level == "within_task":
             expected = np.nanmean(stats.per_group(statistic, human, row, groups))
         else:
-            expected = stats.POINT_STATISTICS[statistic](stats.system_means(row, systems),
-                                                         stats.system_means(human, systems))
+            expected = stats.POINT_STATISTICS[statistic](row, stats.system_means(human, systems))
         assert value == pytest.approx(expected)
+
+
+def test_system_level_perm_both_holds_its_level_on_random_ratings():
+    """Ratings that no metric predicts, two metrics that rank the systems differently: the
+    system-level test rejects about as often as its level says (swapping rows and averaging
+    them per system rejected 61% of such differences at 0.05)."""
+    rng = np.random.default_rng(0)
+    n_tasks, n_systems, rejected, n_sims = 30, 8, 0, 200
+    systems = np.tile(np.arange(n_systems), n_tasks).astype(str)
+    quality = rng.normal(0, 1, (2, n_systems))  # each metric's own view of the systems
+    for _ in range(n_sims):
+        human = rng.normal(0, 1, systems.size)
+        a = quality[0][systems.astype(int)] + rng.normal(0, 1, systems.size)
+        b = quality[1][systems.astype(int)] + rng.normal(0, 1, systems.size)
+        batch = stats.batch_statistic("system", "pearson", human, None, systems)
+        means = (stats.system_means(a, systems), stats.system_means(b, systems))
+        p = stats.perm_both(batch, *means, 200, seed=int(rng.integers(1 << 30)))[0]
+        rejected += p < 0.05
+    assert rejected / n_sims < 0.05 + 3 * np.sqrt(0.05 * 0.95 / n_sims), rejected
 
 
 def test_batch_statistic_rejects_unknown_combinations():

@@ -33,7 +33,6 @@ th, td { border: 1px solid #d4d4d8; padding: 4px 9px; text-align: left; vertical
 th { background: #f4f4f5; }
 td { font-variant-numeric: tabular-nums; }
 td.good { background: #dcf5dc; }
-td.bad { background: #fbdcdc; }
 td.muted { color: #8a8a8f; }
 span.ci { white-space: nowrap; color: #55555a; }
 p { overflow-wrap: anywhere; }

@@ -27,7 +27,7 @@ DASH = "—"
 
 @dataclass(frozen=True)
 class Cell:
-    """One table cell: its text and a style class (``good``, ``bad``, ``muted`` or empty)."""
+    """One table cell: its text and a style class (``good``, ``muted`` or empty)."""
 
     text: str
     style: str = ""
@@ -102,7 +102,9 @@ def agreement_tables(results: Mapping[str, Any]) -> list[Table]:
     """One table per level: a row per metric, a column per statistic, cells ``value [CI]``.
 
     A CI that rests on fewer resamples than were drawn (the statistic was undefined in some) is
-    listed in the table's note with its count.
+    listed in the table's note with its count; an estimate without any CI apart (none was
+    computed, as for the Kendall taus of a table too large, or the statistic was undefined in
+    every resample: the report's notes on what was left out say which).
     """
     resamples = (results.get("settings") or {}).get("n_resamples")
     tables = []
@@ -110,15 +112,23 @@ def agreement_tables(results: Mapping[str, Any]) -> list[Table]:
         stats = statistics_of(by_metric)
         notes = [f"Cells: estimate [{ci_name(results)} over tasks].", LEVEL_NOTES.get(level, "")]
         table = Table(LEVEL_TITLES.get(level, label(level)), ["metric", *map(label, stats)])
-        short = []
+        short, none = [], []
         for metric, values in by_metric.items():
             table.rows.append([Cell(metric)] + [Cell(fmt_estimate(values.get(s))) for s in stats])
-            short.extend(f"{metric} {label(s)} ({values[s]['n_valid']} of {resamples})"
-                         for s in stats if resamples is not None and is_estimate(values.get(s))
-                         and values[s].get("n_valid", resamples) < resamples)
+            for s in stats:
+                valid = values[s].get("n_valid", resamples) if is_estimate(values.get(s)) else None
+                if resamples is None or valid is None or valid >= resamples:
+                    continue
+                if valid == 0:
+                    none.append(f"{metric} {label(s)}")
+                else:
+                    short.append(f"{metric} {label(s)} ({valid} of {resamples})")
         if short:
             notes.append("CIs from fewer resamples, where the statistic was undefined in the "
                          "others: " + "; ".join(short) + ".")
+        if none:
+            notes.append("No CI (not computed, or undefined in every resample; see the notes "
+                         "on what was left out): " + "; ".join(none) + ".")
         table.note = " ".join(note for note in notes if note)
         tables.append(table)
     return tables
@@ -156,8 +166,9 @@ def comparison_table(comparisons: Sequence[Mapping[str, Any]], alpha: float) -> 
 def significance_matrix(comparisons: Sequence[Mapping[str, Any]], alpha: float) -> Table:
     """Pairs of metrics against (level, statistic): cell ``delta (Holm p)``, coloured.
 
-    Green: ``a`` agrees significantly better than ``b``; red: significantly worse (a negative
-    delta with a small Holm p); grey: not significant after Holm's correction.
+    Green: ``a`` agrees significantly better than ``b`` after Holm's correction; grey: not
+    (the tests are one-sided, H1 a > b: a metric that agrees better than ``a`` is grey, with a
+    negative delta, whose own CI is in the differences table).
     """
     firsts = list(dict.fromkeys(str(row["a"]) for row in comparisons))
     pairs = list(dict.fromkeys((str(row["a"]), str(row["b"])) for row in comparisons))
@@ -168,8 +179,9 @@ def significance_matrix(comparisons: Sequence[Mapping[str, Any]], alpha: float) 
     table = Table(
         f"Significance: {firsts[0]} against each metric" if one else "Significance matrix",
         ["metric b" if one else "a − b", *(f"{label(lv)}: {label(st)}" for lv, st in tests)],
-        note=(f"Cells: a − b (Holm-corrected permutation p). Green: a significantly better "
-              f"(Holm p < {alpha}); red: significantly worse; grey: not significant; "
+        note=(f"Cells: a − b (Holm-corrected one-sided permutation p, H1: a > b). Green: a "
+              f"significantly better (Holm p < {alpha}); grey: not significantly better (a "
+              "negative delta: b agreed better, which the differences table's CI tells); "
               "·: not tested."),
     )
     for a, b in pairs:
@@ -180,9 +192,8 @@ def significance_matrix(comparisons: Sequence[Mapping[str, Any]], alpha: float) 
                 line.append(Cell("·", "muted"))
                 continue
             p, delta = row.get("p_holm"), row.get("delta")
-            style = "muted"
-            if p is not None and p < alpha and delta is not None:
-                style = "good" if delta > 0 else "bad"
+            good = p is not None and p < alpha and delta is not None and delta > 0
+            style = "good" if good else "muted"
             line.append(Cell(f"{fmt(delta)} ({fmt_p(p)})", style))
         table.rows.append(line)
     return table
