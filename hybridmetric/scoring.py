@@ -29,7 +29,13 @@ from hybridmetric.io import (
     read_generations,
     write_generations,
 )
-from hybridmetric.schema import SCORE_PREFIX, repeated_rows, unshared_by_task
+from hybridmetric.schema import (
+    HYBRID_COLUMN,
+    PASS_COLUMN,
+    SCORE_PREFIX,
+    repeated_rows,
+    unshared_by_task,
+)
 from hybridmetric.scorers import Scorer
 from hybridmetric.signature import environment
 
@@ -62,6 +68,31 @@ def read_sidecar(path: str | os.PathLike) -> dict[str, Any]:
     return meta
 
 
+def check_sidecar(frame: pd.DataFrame, meta: dict[str, Any], path: str | os.PathLike) -> None:
+    """Refuse a sidecar that is not the scores file's: one that counts other rows, or signs
+    none of the scorers that made a score column (``score.hybrid`` is the card's)."""
+    sidecar = signature_path(path)
+    rows = meta.get("n_rows")
+    if isinstance(rows, int) and rows != len(frame):
+        raise ValueError(f"{sidecar}: it signs {rows} rows, but {path} holds {len(frame)}: it is "
+                         "another table's sidecar; score this table (hybridmetric score) to "
+                         "give it its own")
+    signed = set(meta["scorers"])
+    unsigned = [column for column in frame.columns if column.startswith(SCORE_PREFIX)
+                and column != HYBRID_COLUMN and _scorer_of(column) not in signed]
+    if unsigned:
+        raise ValueError(f"{sidecar}: no scorer signature for {unsigned} (it signs "
+                         f"{sorted(signed)}): every score needs the signature of the scorer "
+                         "that made it; score them with hybridmetric (a metric of your own: "
+                         "as a scorer of the entry-point group hybridmetric.scorers)")
+
+
+def _scorer_of(column: str) -> str:
+    """The scorer (or alias) that makes ``column``: ``score.A`` or ``score.A.part`` is A's,
+    ``score.pass`` is pass_rate's."""
+    return "pass_rate" if column == PASS_COLUMN else column[len(SCORE_PREFIX):].split(".")[0]
+
+
 def write_sidecar(path: str | os.PathLike, meta: dict[str, Any]) -> None:
     """Write ``meta`` as the signature sidecar of the scores file ``path``, atomically."""
     with atomic_path(signature_path(path)) as temporary:
@@ -73,7 +104,9 @@ def read_scores(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, str], 
     signature of the metric card that wrote its ``score.hybrid``, or None."""
     meta = read_sidecar(path)
     hybrid = meta["hybrid"] if isinstance(meta.get("hybrid"), str) else None
-    return read_generations(path), dict(meta["scorers"]), hybrid
+    frame = read_generations(path)
+    check_sidecar(frame, meta, path)
+    return frame, dict(meta["scorers"]), hybrid
 
 
 def run_signature(frame: pd.DataFrame, scorers: Sequence[Scorer]) -> dict[str, Any]:

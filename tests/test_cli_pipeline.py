@@ -103,6 +103,24 @@ def test_a_card_with_codebertscore_applies(slice_file, tmp_path, capsys):
     assert "codebertscore.baseline='missing.csv': no such file" in capsys.readouterr().err
 
 
+def test_a_sidecar_that_is_another_table_s_is_refused(slice_file, tmp_path, capsys):
+    """audit, fit and passk check that the sidecar signs this table: its row count, and a
+    scorer for every score column."""
+    scores, other = tmp_path / "s.jsonl", tmp_path / "o.jsonl"
+    assert main(["score", str(slice_file), "-o", str(scores), *SCORERS]) == 0
+    table = read_generations(scores)
+    write_generations(table.iloc[:100], other)
+    Path(f"{other}.signature.json").write_text(Path(f"{scores}.signature.json").read_text())
+    capsys.readouterr()
+    for command in (["audit", str(other), "-o", str(tmp_path / "r")],
+                    ["fit", str(other), "-o", str(tmp_path / "c.json")]):
+        assert main(command) == 2
+        assert "it signs 200 rows, but" in capsys.readouterr().err
+    write_generations(table.assign(**{"score.mine": 0.5}), other)
+    assert main(["audit", str(other), "-o", str(tmp_path / "r")]) == 2
+    assert "no scorer signature for ['score.mine']" in capsys.readouterr().err
+
+
 def test_a_card_that_does_not_match_is_refused_before_scoring(slice_file, tmp_path, capsys):
     scores, card = tmp_path / "s.jsonl", tmp_path / "card.json"
     assert main(["score", str(slice_file), "-o", str(scores), *SCORERS]) == 0

@@ -216,7 +216,7 @@ def write_audited(table: pd.DataFrame, out: Path, card_signature: str,
     path = out / "audited.jsonl"
     meta = read_sidecar(out / "scores.jsonl")
     meta.update(scorers=signatures, hybrid=card_signature, hybrid_source=OUT_OF_FOLD,
-                audit=settings)
+                audit=settings, n_rows=len(table))
     write_generations(table, path)
     write_sidecar(path, meta)
     return path
