@@ -39,6 +39,19 @@ def test_a_setting_without_default_is_unset_by_none_null_or_nothing():
     assert Setting("none", "a word").parse("smooth", "none") == "none"  # a value of its own
 
 
+def test_a_bad_setting_names_its_scorer_and_alias():
+    with pytest.raises(ValueError, match=r"setting 'edit_sim.level' must be one of \['char', "
+                                         r"'token'\], got 'bogus' \(the scorer edit_sim as a\)"):
+        registry.build(["a=edit_sim"], {"a": {"level": "bogus"}})
+    with pytest.raises(ValueError, match=r"'bleu.smooth_value' applies to smooth=floor or add-k"):
+        registry.build(["bleu"], {"bleu": {"smooth_value": "0.5"}})
+    for value in ("-1", "0"):
+        with pytest.raises(ValueError, match=r"'bleu.smooth_value' must be above 0"):
+            registry.build(["bleu"], {"bleu": {"smooth": "add-k", "smooth_value": value}})
+    (bleu,) = registry.build(["bleu"], {"bleu": {"smooth": "floor", "smooth_value": "0.5"}})
+    assert bleu.pair("a b c d", "a b x y") > 0
+
+
 def test_entry_point_discovery(plugin_dir, monkeypatch, capsys, tmp_path):
     monkeypatch.syspath_prepend(str(plugin_dir))
     assert registry.available()["length_ratio"] == "hm_plugin_demo:LengthRatio"

@@ -183,10 +183,10 @@ def test_settings_are_checked():
         Chrf(char_order="four")
     # values that would give NaN, inf, 0 or scores above 1 without a word
     for scorer, settings, message in (
-            (Chrf, {"char_order": "0"}, "'char_order' must be at least 1"),
-            (RougeL, {"beta": "nan"}, "'beta' must be a finite number"),
-            (RougeL, {"beta": "inf"}, "'beta' must be a finite number"),
-            (RougeL, {"beta": "-1"}, "'beta' must be at least 0"),
+            (Chrf, {"char_order": "0"}, "'chrf.char_order' must be at least 1"),
+            (RougeL, {"beta": "nan"}, "'rouge_l.beta' must be a finite number"),
+            (RougeL, {"beta": "inf"}, "'rouge_l.beta' must be a finite number"),
+            (RougeL, {"beta": "-1"}, "'rouge_l.beta' must be at least 0"),
             (CodeBleu, {"weights": "nan,0.25,0.25,0.25"}, "sum to 1"),
             (CodeBleu, {"weights": "inf,0,0,0"}, "sum to 1"),
             (CodeBleu, {"weights": "2,2,2,2"}, "sum to 1")):

@@ -114,7 +114,12 @@ def build(entries: list[str], settings: dict[str, dict[str, Any]] | None = None)
     scorers = []
     for entry in entries:
         alias, name = split_name(entry)
-        scorer = get(name)(**settings.get(alias, {}))
+        try:
+            scorer = get(name)(**settings.get(alias, {}))
+        except ValueError as exc:
+            if alias == name:
+                raise
+            raise ValueError(f"{exc} (the scorer {name} as {alias})") from None
         scorer.alias = alias
         scorers.append(scorer)
     return scorers

@@ -92,8 +92,8 @@ class Scorer(ABC):
                 f"scorer '{self.name}' has no setting {sorted(unknown)}; valid settings: {valid}"
             )
         self.settings: dict[str, Any] = {
-            key: spec.parse(key, settings[key]) if key in settings else spec.default
-            for key, spec in self.settings_spec.items()
+            key: spec.parse(f"{self.name}.{key}", settings[key]) if key in settings
+            else spec.default for key, spec in self.settings_spec.items()
         }
 
     @classmethod

@@ -44,6 +44,13 @@ class Bleu(Scorer):
     def __init__(self, **settings: object):
         super().__init__(**settings)
         s = self.settings
+        if s["smooth_value"] is not None:  # (else sacrebleu's own: floor 0.1, add-k 1)
+            if s["smooth"] not in ("floor", "add-k"):
+                raise ValueError(f"setting 'bleu.smooth_value' applies to smooth=floor or "
+                                 f"add-k, not {s['smooth']}; leave it out")
+            if not s["smooth_value"] > 0:
+                raise ValueError("setting 'bleu.smooth_value' must be above 0 (a count that "
+                                 f"stands in for none matched), got {s['smooth_value']!r}")
         tokenize = "none" if s["tokenize"] == "tranx" else s["tokenize"]
         self._metric = BLEU(tokenize=tokenize, smooth_method=s["smooth"],
                             smooth_value=s["smooth_value"], lowercase=s["lowercase"],
