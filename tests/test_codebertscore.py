@@ -290,13 +290,15 @@ def test_settings_errors_and_signature(monkeypatch, tmp_path, scorer):
     assert get("codebertscore") is CodeBertScore
     with pytest.raises(ValueError, match="no default layer"):
         CodeBertScore(model=str(tmp_path))
-    with pytest.raises(RuntimeError, match="hf download"):
-        CodeBertScore(model=str(tmp_path / "absent"), layer=3).score(frame_of(CODE[:1]))
+    with pytest.raises(FileNotFoundError, match="no such folder"):
+        CodeBertScore(model=str(tmp_path / "absent"), layer=3)
     huggingface_hub = pytest.importorskip("huggingface_hub")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # read at import: also set the live constant
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(RuntimeError, match="HF_HUB_OFFLINE"):
         CodeBertScore(model="no-such-org/no-such-model", layer=3).score(frame_of(CODE[:1]))
+    with pytest.raises(RuntimeError, match="hf download"):  # (its signature hashes its files)
+        CodeBertScore(model="no-such-org/no-such-model", layer=3).signature()
     with pytest.raises(ValueError, match="out of range"):
         CodeBertScore(layer=7, device="cpu").score(frame_of(CODE[:1]))
     with pytest.raises(FileNotFoundError, match="idf"):

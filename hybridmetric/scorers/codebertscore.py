@@ -287,7 +287,14 @@ class CodeBertScore(Scorer):
         if self.settings["batch_size"] < 1:
             raise ValueError("codebertscore.batch_size must be at least 1")
         model = self.settings["model"]
-        self.model_source = embedded_model_path() if model == "embedded" else model
+        if (model != "embedded" and model.startswith(("/", "./", "../", "~"))
+                and not Path(model).expanduser().is_dir()):
+            raise FileNotFoundError(f"codebertscore.model={model!r}: no such folder; give the "
+                                    "folder of a downloaded model, a Hugging Face name, or "
+                                    "embedded")
+        self.model_source = (embedded_model_path() if model == "embedded"
+                             else str(Path(model).expanduser()) if model.startswith("~")
+                             else model)
         self.device = resolve_device(self.settings["device"])
         self.dtype = resolve_dtype(self.settings["dtype"], self.device)
         layer = self.settings["layer"]
@@ -388,7 +395,11 @@ class CodeBertScore(Scorer):
             if not folder.is_dir():
                 from transformers.utils import cached_file
 
-                folder = Path(cached_file(self.model_source, "config.json")).parent
+                try:
+                    folder = Path(cached_file(self.model_source, "config.json")).parent
+                except OSError:
+                    self._load()  # (which says why the model cannot be had, and how to get it)
+                    raise
             self._hash = _model_files_hash(folder)
         return self._hash
 
