@@ -292,9 +292,9 @@ def test_settings_errors_and_signature(monkeypatch, tmp_path, scorer):
         CodeBertScore(model=str(tmp_path))
     with pytest.raises(FileNotFoundError, match="no such folder"):
         CodeBertScore(model=str(tmp_path / "absent"), layer=3)
-    huggingface_hub = pytest.importorskip("huggingface_hub")
+    constants = pytest.importorskip("huggingface_hub.constants")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # read at import: also set the live constant
-    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     with pytest.raises(RuntimeError, match="HF_HUB_OFFLINE"):
         CodeBertScore(model="no-such-org/no-such-model", layer=3).score(frame_of(CODE[:1]))
     with pytest.raises(RuntimeError, match="hf download"):  # (its signature hashes its files)
