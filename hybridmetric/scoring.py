@@ -57,6 +57,8 @@ def read_sidecar(path: str | os.PathLike) -> dict[str, Any]:
     scorer's signature), and where a card wrote ``score.hybrid``, ``hybrid`` (the card's
     signature); ``run``'s audited table adds ``hybrid_source`` and ``audit`` (its settings)."""
     sidecar = signature_path(path)
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"{path}: no such scores file")
     if not sidecar.exists():
         raise FileNotFoundError(
             f"{sidecar}: missing; a scores file written by 'hybridmetric score' has this sidecar "

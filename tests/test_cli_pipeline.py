@@ -121,6 +121,26 @@ def test_a_sidecar_that_is_another_table_s_is_refused(slice_file, tmp_path, caps
     assert "no scorer signature for ['score.mine']" in capsys.readouterr().err
 
 
+def test_command_line_mistakes_are_named(slice_file, tmp_path, capsys):
+    scores = tmp_path / "s.jsonl"
+    assert main(["score", str(slice_file), "-o", str(scores), "--scorers", "exact_match",
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    for command, said in (
+            (["passk", str(tmp_path / "absent.jsonl")], "absent.jsonl: no such scores file"),
+            (["passk", str(scores), "-o", str(tmp_path)], "is a folder; give a file name"),
+            (["passk", str(scores)], "has no column 'score.pass'; score the table with "
+                                     "pass_rate first"),
+            (["score", str(slice_file), "-o", str(tmp_path / "x.jsonl"), "--scorers",
+              "edit_sim", "--set", "edit_sim.level=token", "--set", "edit_sim.level=char"],
+             "--set edit_sim.level is given twice")):
+        assert main(command) == 2, command
+        assert said in capsys.readouterr().err, command
+    with pytest.raises(SystemExit):
+        main(["fit", str(scores), "-o", str(tmp_path / "c.json"), "--seed", "-5"])
+    assert "argument --seed: a seed is a whole number of 0 or more" in capsys.readouterr().err
+
+
 def test_a_card_that_does_not_match_is_refused_before_scoring(slice_file, tmp_path, capsys):
     scores, card = tmp_path / "s.jsonl", tmp_path / "card.json"
     assert main(["score", str(slice_file), "-o", str(scores), *SCORERS]) == 0

@@ -9,6 +9,7 @@ from typing import Any
 
 from hybridmetric.audit import audit
 from hybridmetric.cli.fit import parse_scale
+from hybridmetric.cli.options import seed
 from hybridmetric.combine import HYBRID_COLUMN, MetricCard
 from hybridmetric.io import read_generations
 from hybridmetric.report import write_report
@@ -36,7 +37,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--metrics", help="comma-separated score columns (default: all)")
     parser.add_argument("--focus", help="the metric compared with every other one "
                                         "(default: score.hybrid, else the best)")
-    parser.add_argument("--seed", type=int, help="seed of resamples and permutations (default: 0)")
+    parser.add_argument("--seed", type=seed, help="seed of resamples and permutations (default: 0)")
     parser.add_argument("--scale", help="the rating scale MIN,MAX (grade bins of the pass/fail "
                                         "comparison; default: observed range)")
     parser.add_argument("--useful", type=float, help="the lowest rating of useful code, for the "

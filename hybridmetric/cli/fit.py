@@ -6,6 +6,7 @@ import argparse
 import math
 import sys
 
+from hybridmetric.cli.options import seed
 from hybridmetric.combine import MODELS, HybridMetric, fit_card
 from hybridmetric.schema import repeated_rows, with_rater_mean
 from hybridmetric.scoring import read_scores
@@ -35,7 +36,7 @@ def add_fit_options(parser: argparse.ArgumentParser,
     parser.add_argument("--alpha", type=float,
                         help="ridge's penalty on the standardised features (--model ridge "
                              "only; default 1.0)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of folds and resamples")
+    parser.add_argument("--seed", type=seed, default=0, help="seed of folds and resamples")
     parser.add_argument("--folds", type=int, default=5, help="cross-validation folds (by task)")
     parser.add_argument("--repeats", type=int, default=10, help="cross-validation repeats")
     parser.add_argument("--bootstrap", type=int, default=200,

@@ -14,6 +14,17 @@ TAKE_ALLOW_NETWORK = ("pass_rate", "dibia_combined")
 TAKE_DEVICE = ("codebertscore",)
 
 
+def seed(text: str) -> int:
+    """An argparse type: a seed, a whole number of 0 or more (what numpy's generators take)."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = -1
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"a seed is a whole number of 0 or more, got {text!r}")
+    return value
+
+
 def add_scorer_options(parser: argparse.ArgumentParser, default: str) -> None:
     parser.add_argument("--scorers", default=None,
                         help=f"comma-separated scorer names, or ALIAS=SCORER (default: {default});"
@@ -46,5 +57,12 @@ def build_scorers(args: argparse.Namespace, defaults: Sequence[str] = ()) -> lis
             raise ValueError(f"{flag}: no selected scorer takes it ({', '.join(takers)}); "
                              "it would do nothing")
         shortcuts += taken
+    given: dict[str, str] = {}
+    for text in args.settings:  # (a card's defaults come first, and the command line wins)
+        target = text.partition("=")[0].strip()
+        if target in given:
+            raise ValueError(f"--set {target} is given twice ({given[target]!r}, {text!r}); "
+                             "give it once")
+        given[target] = text
     settings = registry.parse_settings([*defaults, *shortcuts, *args.settings], entries)
     return registry.build(entries, settings)

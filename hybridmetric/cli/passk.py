@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from hybridmetric.cli.options import seed
 from hybridmetric.sandbox import pass_at_k_table
 from hybridmetric.scorers.pass_rate import PassRate
 from hybridmetric.scoring import read_scores
@@ -53,7 +54,7 @@ def register(commands: argparse._SubParsersAction) -> None:
                                      "where the table has it, else one group)")
     parser.add_argument("--resamples", type=int, default=10000,
                         help="bootstrap resamples over tasks (0: no interval)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the bootstrap")
+    parser.add_argument("--seed", type=seed, default=0, help="seed of the bootstrap")
     parser.add_argument("--missing", default="refuse", choices=("refuse", "drop-rows"),
                         help="rows without a verdict (no tests: the column is empty): refuse, "
                              "or leave them out (default: refuse)")
@@ -62,9 +63,17 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.output and Path(args.output).is_dir():
+        raise ValueError(f"-o {args.output} is a folder; give a file name, e.g. "
+                         f"{Path(args.output) / 'passk.json'}")
     frame, scorer_signatures, _ = read_scores(args.scores)
     if args.resamples < 0:
         raise ValueError(f"--resamples must be 0 or more, got {args.resamples}")
+    if args.column not in frame.columns:
+        verdicts = [c for c in frame.columns if c == "score.pass" or c.endswith(".pass")]
+        hint = (f"; the table has {', '.join(verdicts)}: --column {verdicts[0]}" if verdicts
+                else "; score the table with pass_rate first")
+        raise ValueError(f"{args.scores} has no column {args.column!r}{hint}")
     dropped = 0
     if args.missing == "drop-rows" and args.column in frame.columns:
         judged = frame[args.column].notna()
