@@ -70,6 +70,29 @@ def read_sidecar(path: str | os.PathLike) -> dict[str, Any]:
     return meta
 
 
+def _scored(scorer: Scorer, part: pd.DataFrame) -> pd.DataFrame:
+    """``scorer``'s scores of ``part``, refused (before the journal keeps them) unless they are
+    its columns of its rows: a third-party scorer's defect, named. An error of a third-party
+    scorer, or one no scorer should raise, names the scorer."""
+    origin = f"{type(scorer).__module__}.{type(scorer).__name__}"
+    try:
+        scored = scorer.score(part)
+    except (ValueError, RuntimeError, OSError) as exc:
+        if origin.startswith("hybridmetric."):
+            raise
+        raise RuntimeError(f"the scorer {scorer.alias} ({origin}): {exc}") from exc
+    except Exception as exc:  # noqa: BLE001 - (a defect: named, not a bare traceback)
+        raise RuntimeError(f"the scorer {scorer.alias} ({origin}) failed: {exc!r}") from exc
+    if not isinstance(scored, pd.DataFrame) or list(scored.columns) != scorer.columns or len(
+            scored) != len(part) or not scored.index.equals(part.index):
+        got = list(scored.columns) if isinstance(scored, pd.DataFrame) else type(scored).__name__
+        raise RuntimeError(f"the scorer {scorer.alias} ({origin}) returned {got} for "
+                           f"{len(part)} rows, not "
+                           f"its columns {scorer.columns} indexed as the rows given: a defect of "
+                           "the scorer, to report to its authors")
+    return scored
+
+
 def check_sidecar(frame: pd.DataFrame, meta: dict[str, Any], path: str | os.PathLike) -> None:
     """Refuse a sidecar that is not the scores file's: one that counts other rows, or signs
     none of the scorers that made a score column (``score.hybrid`` is the card's)."""
@@ -226,7 +249,7 @@ def score(
         for start in range(0, len(todo), chunk_size):
             rows = todo[start:start + chunk_size]
             part = frame.iloc[rows]
-            scored = pd.concat([s.score(part) for s in scorers], axis=1)
+            scored = pd.concat([_scored(s, part) for s in scorers], axis=1)
             if handle is not None:
                 _append(handle, rows, scored)
             for position, values in zip(rows, scored.to_dict("records"), strict=True):

@@ -67,6 +67,50 @@ def test_entry_point_discovery(plugin_dir, monkeypatch, capsys, tmp_path):
     assert '"score.length_ratio": 2.0' in out.read_text()
 
 
+BROKEN = '''
+import pandas as pd
+from hybridmetric.scorers import Scorer
+
+
+class WrongColumns(Scorer):
+    name = "wrong_columns"
+
+    def score(self, frame):
+        return pd.DataFrame({"score.other": [0.5] * len(frame)}, index=frame.index)
+
+
+class Boom(Scorer):
+    name = "boom"
+
+    def score(self, frame):
+        return 1 / 0
+'''
+
+
+def test_a_broken_third_party_scorer_is_named(plugin_dir, monkeypatch, capsys, tmp_path):
+    """A scorer that cannot be loaded, returns other columns or fails is named, with how to
+    fix it, never a bare traceback; the other scorers are still listed."""
+    (plugin_dir / "hm_broken.py").write_text(BROKEN)
+    (plugin_dir / "hm_plugin_demo-1.0.dist-info" / "entry_points.txt").write_text(
+        "[hybridmetric.scorers]\nlength_ratio = hm_plugin_demo:LengthRatio\n"
+        "wrong_columns = hm_broken:WrongColumns\nboom = hm_broken:Boom\n"
+        "gone = hm_no_such_module:Gone\n")
+    monkeypatch.syspath_prepend(str(plugin_dir))
+    assert main(["scorers"]) == 2
+    out, err = capsys.readouterr()
+    assert "length_ratio  (hm_plugin_demo:LengthRatio)" in out and "edit_sim" in out
+    assert "the scorer hm_no_such_module:Gone cannot be loaded (ModuleNotFoundError" in err
+    data = tmp_path / "g.jsonl"
+    data.write_text('{"task_id": "t", "candidate": "abcd", "references": ["ab"]}\n')
+    for name, said in (("wrong_columns", "returned ['score.other'] for 1 rows, not its columns "
+                                         "['score.wrong_columns']"),
+                       ("boom", "the scorer boom (hm_broken.Boom) failed: ZeroDivisionError"),
+                       ("gone", "fix or uninstall the package that registers it")):
+        code = main(["score", str(data), "-o", str(tmp_path / f"{name}.jsonl"), "--scorers",
+                     name, "--no-progress"])
+        assert code == 2 and said in capsys.readouterr().err, name
+
+
 def test_cli_reports_bad_settings(capsys, tmp_path):
     data = tmp_path / "g.jsonl"
     data.write_text('{"task_id": "t", "candidate": "x", "references": ["x"]}\n')

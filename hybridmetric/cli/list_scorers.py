@@ -14,8 +14,14 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    broken = []
     for name, origin in registry.available().items():
-        cls = registry.get(name)
+        try:
+            cls = registry.get(name)
+        except ValueError as exc:  # (a third-party one: the others are still listed)
+            broken.append(str(exc))
+            print(f"{name}  ({origin})\n    cannot be loaded: see below")
+            continue
         print(f"{name}  ({origin})")
         if cls.description:
             print(f"    {cls.description}")
@@ -27,5 +33,7 @@ def run(args: argparse.Namespace) -> int:
         for option, spec in zip(options, cls.settings_spec.values(), strict=True):
             choices = f"{{{', '.join(map(format_value, spec.choices))}}}  " if spec.choices else ""
             print(f"    {option:<{width}}  {choices}{spec.help}")
+    if broken:
+        raise ValueError("; ".join(broken))
     return 0
 

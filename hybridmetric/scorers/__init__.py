@@ -41,9 +41,15 @@ __all__ = ["Scorer", "Setting", "available", "get", "build", "parse_settings"]
 
 def _load(target: str) -> type[Scorer]:
     module, _, attribute = target.partition(":")
-    cls = getattr(import_module(module), attribute)
+    try:
+        cls = getattr(import_module(module), attribute)
+    except (ImportError, AttributeError) as exc:
+        raise ValueError(f"the scorer {target} cannot be loaded ({exc!r}): fix or uninstall the "
+                         f"package that registers it (entry-point group {ENTRY_POINT_GROUP})"
+                         ) from None
     if not (isinstance(cls, type) and issubclass(cls, Scorer)):
-        raise TypeError(f"{target} is not a hybridmetric Scorer subclass")
+        raise ValueError(f"{target} is not a hybridmetric Scorer subclass: fix or uninstall the "
+                         f"package that registers it (entry-point group {ENTRY_POINT_GROUP})")
     return cls
 
 
