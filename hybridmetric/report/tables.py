@@ -18,6 +18,8 @@ LEVEL_TITLES = {
     "system": "System level (mean per system)",
 }
 LEVEL_NOTES = {
+    "system": "Statistics of the per-system means; with few systems the intervals are wide, and "
+              "a percentile interval need not hold its estimate.",
     "within_task": "tau darr: pairs of systems on the same task, human ties dropped, pooled over "
                    "tasks (the CodeBERTScore protocol); the other statistics: the mean over tasks "
                    "of each task's value.",

@@ -77,7 +77,9 @@ def _claim_uid() -> tuple[int, socket.socket]:
             claim.close()
             continue
         return uid, claim
-    raise RuntimeError(f"all {UID_SLOTS} sandbox uids from {UID_BASE} are in use")
+    raise RuntimeError(f"all {UID_SLOTS} sandbox uids from {UID_BASE} are in use, each by a "
+                       "worker of a sandbox on this machine: use fewer workers, or wait for the "
+                       "other sandboxes to end")
 
 
 class _Worker:
@@ -266,8 +268,9 @@ class Sandbox:
         cxx_flags(cpp_standard)  # (ValueError for what names no standard)
         cpus = sorted(os.sched_getaffinity(0))  # the cores this process may use
         count = workers or len(cpus)
-        if count < 1:
-            raise ValueError(f"workers must be at least 1 (or 0 for one per core), got {workers}")
+        if not 1 <= count <= UID_SLOTS:
+            raise ValueError(f"workers must be 1 to {UID_SLOTS} (or 0 for one per core), got "
+                             f"{workers}")
         self.allow_network = allow_network
         self.java_classpath = list(java_classpath)
         self.preload = list(preload)
