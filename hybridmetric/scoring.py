@@ -83,14 +83,14 @@ def _scored(scorer: Scorer, part: pd.DataFrame) -> pd.DataFrame:
         raise RuntimeError(f"the scorer {scorer.alias} ({origin}): {exc}") from exc
     except Exception as exc:  # noqa: BLE001 - (a defect: named, not a bare traceback)
         raise RuntimeError(f"the scorer {scorer.alias} ({origin}) failed: {exc!r}") from exc
-    if not isinstance(scored, pd.DataFrame) or list(scored.columns) != scorer.columns or len(
-            scored) != len(part) or not scored.index.equals(part.index):
+    wanted = scorer.columns + scorer.detail_columns
+    if not isinstance(scored, pd.DataFrame) or sorted(map(str, scored.columns)) != sorted(
+            wanted) or len(scored) != len(part) or not scored.index.equals(part.index):
         got = list(scored.columns) if isinstance(scored, pd.DataFrame) else type(scored).__name__
         raise RuntimeError(f"the scorer {scorer.alias} ({origin}) returned {got} for "
-                           f"{len(part)} rows, not "
-                           f"its columns {scorer.columns} indexed as the rows given: a defect of "
-                           "the scorer, to report to its authors")
-    return scored
+                           f"{len(part)} rows, not its columns {wanted} indexed as the rows "
+                           "given: a defect of the scorer, to report to its authors")
+    return scored[wanted]
 
 
 def check_sidecar(frame: pd.DataFrame, meta: dict[str, Any], path: str | os.PathLike) -> None:
