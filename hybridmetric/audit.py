@@ -107,7 +107,9 @@ from hybridmetric.schema import (
 )
 from hybridmetric.signature import environment, signature
 
-AUDIT_VERSION = "2"
+#: Bump when a change alters the numbers (3: system-level permutations swap whole systems; the
+#: Williams test of two metrics one up to a linear map is NaN).
+AUDIT_VERSION = "3"
 ITEM_STATISTICS = ("pearson", "spearman", "kendall_tau_b", "kendall_tau_c", "pairwise_accuracy",
                    "pairwise_accuracy_tc")
 WITHIN_STATISTICS = ("tau_darr", "pairwise_accuracy", "pairwise_accuracy_tc", "pearson",
