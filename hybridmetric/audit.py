@@ -264,6 +264,12 @@ def _system(data: _Data, metric: np.ndarray, counts: np.ndarray, confidence: flo
     return out, resampled
 
 
+def _constant(values: np.ndarray) -> bool:
+    """Whether ``values`` are one value but for rounding (means of equal sums in another order
+    differ by ~1e-16, which z-scoring would blow up to +-1)."""
+    return bool(np.ptp(values) <= 1e-12 * max(1.0, float(np.max(np.abs(values)))))
+
+
 def _williams(level: str, statistic: str, data: _Data, a: str, b: str) -> float | None:
     if statistic not in ("pearson", "spearman") or level == "within_task":
         return None
@@ -567,10 +573,18 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
         batch = stats.batch_statistic(level, statistic, data.human, data.tasks, data.systems,
                                       tie_threshold)
         family = []
+        units = {m: data.scores[m] for m in (chosen, *others)}  # what the permutations swap
+        if level == "system":  # whole systems, their means (see stats.batch_statistic)
+            assert data.systems is not None
+            units = {m: stats.system_means(v, data.systems) for m, v in units.items()}
+            if len(units[chosen]) <= 4 and n_permutations:
+                skipped.append(f"system-level permutation tests: with {len(units[chosen])} "
+                               f"systems no p-value is below 1/{2 ** len(units[chosen])}")
         for k, other in enumerate(others):
-            constant = [m for m in (chosen, other) if np.ptp(data.scores[m]) == 0]
+            constant = [m for m in (chosen, other) if _constant(units[m])]
             if constant:  # (said once, not at every level and statistic)
-                reason = f"permutation tests {chosen} vs {other}: {constant[0]} is constant"
+                where = "" if _constant(data.scores[constant[0]]) else " at the system level"
+                reason = f"permutation tests {chosen} vs {other}: {constant[0]} is constant{where}"
                 if reason not in skipped:
                     skipped.append(reason)
                 p_perm = None
@@ -580,12 +594,8 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
                                f"exact ties (tie_threshold 0, not {tie_threshold:g})")
                 p_perm = None
             else:
-                a, b = data.scores[chosen], data.scores[other]
-                if level == "system":  # (whole systems swap: see stats.batch_statistic)
-                    assert data.systems is not None
-                    a, b = stats.system_means(a, data.systems), stats.system_means(b, data.systems)
-                p_perm = _number(stats.perm_both(batch, a, b, n_permutations,
-                                                 [seed, index, k])[0])
+                p_perm = _number(stats.perm_both(batch, units[chosen], units[other],
+                                                 n_permutations, [seed, index, k])[0])
             va = agreement[level][chosen][statistic]["value"]
             vb = agreement[level][other][statistic]["value"]
             lo, hi = stats.bootstrap_difference_ci(resampled[(level, statistic, chosen)],
@@ -612,8 +622,9 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
         "confidence": confidence, "alpha": alpha, "bootstrap_unit": "task",
         "ci_method": "percentile", "tie_threshold": tie_threshold, "missing": missing,
         "permutation": "PERM-BOTH (Deutsch et al. 2021): z-scored metrics, per-row swaps "
-                       "(system level: per-system means, whole systems swapped), one-sided "
-                       "H1 a > b, p=(c+1)/(n+1)",
+                       "(system level, a variant: per-system means, whole systems swapped), "
+                       "one-sided H1 a > b, p=(c+1)/(n+1), or exact over every swap pattern "
+                       "where they are no more than the permutations",
         "williams": "one-sided H1 a > b (Graham & Baldwin 2014); Spearman values plugged in "
                     "for spearman; n = systems at system level",
         "holm_family": "the focus metric against every other metric, per level and statistic",

@@ -65,7 +65,8 @@ def test_results_are_strict_json_with_the_documented_keys(results):
     assert results["focus"] == "score.hybrid"
     assert "seed:3" in results["signature"] and "boot:400" in results["signature"]
     assert "|metrics:score.good,score.weak,score.hybrid|focus:score.hybrid|" in results["signature"]
-    assert results["skipped"] == []
+    assert results["skipped"] == [  # (4 systems: 2^4 patterns, the identity among them)
+        "system-level permutation tests: with 4 systems no p-value is below 1/16"]
     assert results["counts"] == {"within_task_pairs": 30 * 6,
                                  "human_tied_pairs": results["counts"]["human_tied_pairs"],
                                  "tasks_with_pairs": 30}
@@ -168,6 +169,20 @@ def test_metrics_are_named_as_fit_names_its_features(frame):
         audit(small, metrics=["nope"], n_resamples=50, n_permutations=50)
     with pytest.raises(ValueError, match=r"\(--useful\) 9 lies outside the rating scale 0-4"):
         audit(small, useful_threshold=9, scale=(0, 4), n_resamples=50, n_permutations=50)
+
+
+def test_a_metric_constant_over_the_systems_is_not_permuted_there(frame):
+    """Its rows differ, its system means do not (each system passes half its tasks): no
+    system-level permutation test (z-scoring them would fail), the other levels go on."""
+    table = frame.copy()
+    table["score.half"] = table.groupby("system").cumcount() % 2 * 1.0
+    result = audit(table, metrics=["score.hybrid", "score.half"], n_resamples=20,
+                   n_permutations=20)
+    assert ("permutation tests score.hybrid vs score.half: score.half is constant at the system "
+            "level") in result["skipped"]
+    p = {r["level"]: r["p_permutation"] for r in result["comparisons"]
+         if r["statistic"] == "pearson"}
+    assert p["system"] is None and p["item"] is not None
 
 
 def test_spearman_comparison_and_a_constant_metric(frame):
