@@ -70,6 +70,28 @@ def read_sidecar(path: str | os.PathLike) -> dict[str, Any]:
     return meta
 
 
+def _carried(source: str | os.PathLike | pd.DataFrame, frame: pd.DataFrame,
+             expected: dict[str, Any]) -> dict[str, Any]:
+    """What the sidecar of a scores file scored again (with more scorers) hands on: the
+    signatures of the score columns it already holds (and of its ``score.hybrid``), from its
+    own sidecar, which must be its (:func:`check_sidecar`); nothing for other input."""
+    if isinstance(source, pd.DataFrame) or not any(
+            c.startswith(SCORE_PREFIX) for c in frame.columns):
+        return {}
+    path = Path(source) / STUDY_FILE if Path(source).is_dir() else Path(source)
+    if not signature_path(path).exists():
+        unsigned = [c for c in frame.columns if c.startswith(SCORE_PREFIX)]
+        print(f"hybridmetric: note: the input's {unsigned} have no signature (no "
+              f"{signature_path(path).name} beside it): fit and audit will refuse them",
+              file=sys.stderr)
+        return {}
+    meta = read_sidecar(path)
+    check_sidecar(frame, meta, path)
+    carried: dict[str, Any] = {"scorers": {**meta["scorers"], **expected["scorers"]}}
+    carried.update({key: meta[key] for key in ("hybrid", "hybrid_source") if key in meta})
+    return carried
+
+
 def _scored(scorer: Scorer, part: pd.DataFrame) -> pd.DataFrame:
     """``scorer``'s scores of ``part``, refused (before the journal keeps them) unless they are
     its columns of its rows: a third-party scorer's defect, named. An error of a third-party
@@ -264,6 +286,6 @@ def score(
         table[column] = [results[i][column] for i in range(len(frame))]
     if output is not None:
         write_generations(table, output)
-        write_sidecar(output, expected)
+        write_sidecar(output, {**expected, **_carried(source, frame, expected)})
         journal.unlink()
     return table

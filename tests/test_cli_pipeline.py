@@ -121,6 +121,22 @@ def test_a_sidecar_that_is_another_table_s_is_refused(slice_file, tmp_path, caps
     assert "no scorer signature for ['score.mine']" in capsys.readouterr().err
 
 
+def test_a_scores_file_scored_again_keeps_its_signatures(slice_file, tmp_path):
+    """Scoring a scores file with more scorers hands its scorers' signatures on: the result is
+    fitted and audited like a table scored at once."""
+    first, second = tmp_path / "s1.jsonl", tmp_path / "s2.jsonl"
+    assert main(["score", str(slice_file), "-o", str(first), "--scorers", "exact_match",
+                 "--no-progress"]) == 0
+    assert main(["score", str(first), "-o", str(second), "--scorers", "edit_sim",
+                 "--no-progress"]) == 0
+    signed = json.loads(Path(f"{second}.signature.json").read_text())["scorers"]
+    assert set(signed) == {"exact_match", "edit_sim"}
+    assert signed["exact_match"] == json.loads(Path(f"{first}.signature.json").read_text())[
+        "scorers"]["exact_match"]
+    assert main(["fit", str(second), "-o", str(tmp_path / "c.json"), "--repeats", "1",
+                 "--bootstrap", "0"]) == 0
+
+
 def test_command_line_mistakes_are_named(slice_file, tmp_path, capsys):
     scores = tmp_path / "s.jsonl"
     assert main(["score", str(slice_file), "-o", str(scores), "--scorers", "exact_match",
