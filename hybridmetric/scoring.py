@@ -13,9 +13,9 @@ import json
 import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pandas as pd
 from tqdm.auto import tqdm
@@ -92,26 +92,43 @@ def _carried(source: str | os.PathLike | pd.DataFrame, frame: pd.DataFrame,
     return carried
 
 
-def _scored(scorer: Scorer, part: pd.DataFrame) -> pd.DataFrame:
-    """``scorer``'s scores of ``part``, refused (before the journal keeps them) unless they are
-    its columns of its rows: a third-party scorer's defect, named. An error of a third-party
-    scorer, or one no scorer should raise, names the scorer."""
+T = TypeVar("T")
+
+
+def _named(scorer: Scorer, what: str, call: Callable[[], T]) -> T:
+    """``call()`` (``what`` the scorer does: check, prepare, score), where an error of a
+    third-party scorer, or one that no scorer should raise, names the scorer."""
     origin = f"{type(scorer).__module__}.{type(scorer).__name__}"
     try:
-        scored = scorer.score(part)
+        return call()
     except (ValueError, RuntimeError, OSError) as exc:
         if origin.startswith("hybridmetric."):
             raise
-        raise RuntimeError(f"the scorer {scorer.alias} ({origin}): {exc}") from exc
+        raise RuntimeError(f"the scorer {scorer.alias} ({origin}), in {what}: {exc}") from exc
     except Exception as exc:  # noqa: BLE001 - (a defect: named, not a bare traceback)
-        raise RuntimeError(f"the scorer {scorer.alias} ({origin}) failed: {exc!r}") from exc
+        raise RuntimeError(f"the scorer {scorer.alias} ({origin}) failed in {what}: "
+                           f"{exc!r}") from exc
+
+
+def _scored(scorer: Scorer, part: pd.DataFrame) -> pd.DataFrame:
+    """``scorer``'s scores of ``part``, refused (before the journal keeps them) unless they are
+    its columns of its rows, in their index: a third-party scorer's defect, named."""
+    scored = _named(scorer, "score", lambda: scorer.score(part))
     wanted = scorer.columns + scorer.detail_columns
-    if not isinstance(scored, pd.DataFrame) or sorted(map(str, scored.columns)) != sorted(
-            wanted) or len(scored) != len(part) or not scored.index.equals(part.index):
-        got = list(scored.columns) if isinstance(scored, pd.DataFrame) else type(scored).__name__
-        raise RuntimeError(f"the scorer {scorer.alias} ({origin}) returned {got} for "
-                           f"{len(part)} rows, not its columns {wanted} indexed as the rows "
-                           "given: a defect of the scorer, to report to its authors")
+    problem = None
+    if not isinstance(scored, pd.DataFrame):
+        problem = f"a {type(scored).__name__}, not a table"
+    elif sorted(map(str, scored.columns)) != sorted(wanted):
+        problem = f"the columns {list(scored.columns)}, not {wanted}"
+    elif len(scored) != len(part):
+        problem = f"{len(scored)} row(s) for the {len(part)} given"
+    elif not scored.index.equals(part.index):
+        problem = (f"an index of its own ({list(scored.index[:3])}...), not the rows' "
+                   f"({list(part.index[:3])}...)")
+    if problem is not None:
+        raise RuntimeError(f"the scorer {scorer.alias} ({type(scorer).__module__}."
+                           f"{type(scorer).__name__}) returned {problem}: a defect of the "
+                           "scorer, to report to its authors")
     return scored[wanted]
 
 
@@ -238,9 +255,9 @@ def score(
             f"the input already has score column(s) {clash}; drop them or score into a new file"
         )
     for scorer in scorers:  # a row no scorer can take stops the run before any is scored
-        scorer.check(frame)
+        _named(scorer, "check", lambda scorer=scorer: scorer.check(frame))
     for scorer in scorers:  # (what a scorer computes over the whole table, however chunked)
-        scorer.prepare(frame)
+        _named(scorer, "prepare", lambda scorer=scorer: scorer.prepare(frame))
     for note in unshared_by_task(frame) + repeated_rows(frame):
         print(f"hybridmetric: note: {note}", file=sys.stderr)
     expected = run_signature(frame, scorers)

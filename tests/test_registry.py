@@ -84,6 +84,33 @@ class Boom(Scorer):
 
     def score(self, frame):
         return 1 / 0
+
+
+class NoInit(Scorer):
+    name = "no_init"
+
+    def __init__(self, **settings):
+        raise TypeError("needs a model path")
+
+    def score(self, frame):
+        return frame
+
+
+class BadCheck(Scorer):
+    name = "bad_check"
+
+    def check(self, frame):
+        frame["no_such_field"]
+
+    def score(self, frame):
+        return frame
+
+
+class OwnIndex(Scorer):
+    name = "own_index"
+
+    def score(self, frame):
+        return pd.DataFrame({"score.own_index": [0.5] * len(frame)})
 '''
 
 
@@ -94,20 +121,24 @@ def test_a_broken_third_party_scorer_is_named(plugin_dir, monkeypatch, capsys, t
     (plugin_dir / "hm_plugin_demo-1.0.dist-info" / "entry_points.txt").write_text(
         "[hybridmetric.scorers]\nlength_ratio = hm_plugin_demo:LengthRatio\n"
         "wrong_columns = hm_broken:WrongColumns\nboom = hm_broken:Boom\n"
-        "gone = hm_no_such_module:Gone\n")
+        "no_init = hm_broken:NoInit\nbad_check = hm_broken:BadCheck\n"
+        "own_index = hm_broken:OwnIndex\ngone = hm_no_such_module:Gone\n")
     monkeypatch.syspath_prepend(str(plugin_dir))
     assert main(["scorers"]) == 2
     out, err = capsys.readouterr()
     assert "length_ratio  (hm_plugin_demo:LengthRatio)" in out and "edit_sim" in out
     assert "the scorer hm_no_such_module:Gone cannot be loaded (ModuleNotFoundError" in err
     data = tmp_path / "g.jsonl"
-    data.write_text('{"task_id": "t", "candidate": "abcd", "references": ["ab"]}\n')
-    for name, said in (("wrong_columns", "returned ['score.other'] for 1 rows, not its columns "
-                                         "['score.wrong_columns']"),
-                       ("boom", "the scorer boom (hm_broken.Boom) failed: ZeroDivisionError"),
-                       ("gone", "fix or uninstall the package that registers it")):
+    data.write_text('{"task_id": "t", "candidate": "abcd", "references": ["ab"]}\n' * 3)
+    for name, said in (
+            ("wrong_columns", "returned the columns ['score.other'], not ['score.wrong_columns']"),
+            ("boom", "the scorer boom (hm_broken.Boom) failed in score: ZeroDivisionError"),
+            ("no_init", "the scorer no_init (hm_broken.NoInit) could not be made: TypeError"),
+            ("bad_check", "the scorer bad_check (hm_broken.BadCheck) failed in check: KeyError"),
+            ("own_index", "returned an index of its own ([0]...), not the rows' ([1]...)"),
+            ("gone", "fix or uninstall the package that registers it")):
         code = main(["score", str(data), "-o", str(tmp_path / f"{name}.jsonl"), "--scorers",
-                     name, "--no-progress"])
+                     name, "--no-progress", "--chunk-size", "1"])
         assert code == 2 and said in capsys.readouterr().err, name
 
 

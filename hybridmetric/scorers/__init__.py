@@ -120,12 +120,18 @@ def build(entries: list[str], settings: dict[str, dict[str, Any]] | None = None)
     scorers = []
     for entry in entries:
         alias, name = split_name(entry)
+        cls = get(name)
         try:
-            scorer = get(name)(**settings.get(alias, {}))
+            scorer = cls(**settings.get(alias, {}))
         except ValueError as exc:
             if alias == name:
                 raise
             raise ValueError(f"{exc} (the scorer {name} as {alias})") from None
+        except Exception as exc:
+            if cls.__module__.startswith("hybridmetric."):
+                raise
+            raise ValueError(f"the scorer {name} ({cls.__module__}.{cls.__name__}) could not "
+                             f"be made: {exc!r}") from exc
         scorer.alias = alias
         scorers.append(scorer)
     return scorers
