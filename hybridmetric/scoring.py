@@ -36,7 +36,7 @@ from hybridmetric.schema import (
     repeated_rows,
     unshared_by_task,
 )
-from hybridmetric.scorers import Scorer
+from hybridmetric.scorers import Scorer, third_party
 from hybridmetric.signature import environment
 
 JOURNAL_SUFFIX = ".partial.jsonl"
@@ -98,14 +98,15 @@ T = TypeVar("T")
 def _named(scorer: Scorer, what: str, call: Callable[[], T]) -> T:
     """``call()`` (``what`` the scorer does: check, prepare, score), where an error of a
     third-party scorer, or one that no scorer should raise, names the scorer."""
-    origin = f"{type(scorer).__module__}.{type(scorer).__name__}"
     try:
         return call()
     except (ValueError, RuntimeError, OSError) as exc:
-        if origin.startswith("hybridmetric."):
+        origin = third_party(type(scorer))
+        if origin is None:
             raise
         raise RuntimeError(f"the scorer {scorer.alias} ({origin}), in {what}: {exc}") from exc
     except Exception as exc:  # noqa: BLE001 - (a defect: named, not a bare traceback)
+        origin = third_party(type(scorer)) or type(scorer).__name__
         raise RuntimeError(f"the scorer {scorer.alias} ({origin}) failed in {what}: "
                            f"{exc!r}") from exc
 
@@ -126,9 +127,9 @@ def _scored(scorer: Scorer, part: pd.DataFrame) -> pd.DataFrame:
         problem = (f"an index of its own ({list(scored.index[:3])}...), not the rows' "
                    f"({list(part.index[:3])}...)")
     if problem is not None:
-        raise RuntimeError(f"the scorer {scorer.alias} ({type(scorer).__module__}."
-                           f"{type(scorer).__name__}) returned {problem}: a defect of the "
-                           "scorer, to report to its authors")
+        origin = third_party(type(scorer)) or type(scorer).__name__
+        raise RuntimeError(f"the scorer {scorer.alias} ({origin}) returned {problem}: a defect "
+                           "of the scorer, to report to its authors")
     return scored[wanted]
 
 
@@ -163,13 +164,20 @@ def write_sidecar(path: str | os.PathLike, meta: dict[str, Any]) -> None:
         temporary.write_text(json.dumps(meta, indent=2) + "\n", encoding="utf-8")
 
 
+def read_scored(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """A scores file and its sidecar (:func:`read_sidecar`), checked to be its
+    (:func:`check_sidecar`)."""
+    meta = read_sidecar(path)
+    frame = read_generations(path)
+    check_sidecar(frame, meta, path)
+    return frame, meta
+
+
 def read_scores(path: str | os.PathLike) -> tuple[pd.DataFrame, dict[str, str], str | None]:
     """A scores file, the scorer signatures of its sidecar (:func:`read_sidecar`), and the
     signature of the metric card that wrote its ``score.hybrid``, or None."""
-    meta = read_sidecar(path)
+    frame, meta = read_scored(path)
     hybrid = meta["hybrid"] if isinstance(meta.get("hybrid"), str) else None
-    frame = read_generations(path)
-    check_sidecar(frame, meta, path)
     return frame, dict(meta["scorers"]), hybrid
 
 

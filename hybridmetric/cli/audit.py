@@ -11,10 +11,9 @@ from hybridmetric.audit import audit
 from hybridmetric.cli.fit import parse_scale
 from hybridmetric.cli.options import seed
 from hybridmetric.combine import HYBRID_COLUMN, MetricCard
-from hybridmetric.io import read_generations
 from hybridmetric.report import write_report
 from hybridmetric.schema import repeated_rows, with_rater_mean
-from hybridmetric.scoring import check_sidecar, read_sidecar, signature_path
+from hybridmetric.scoring import read_scored, signature_path
 
 
 def add_audit_options(parser: argparse.ArgumentParser) -> None:
@@ -105,9 +104,8 @@ def settings(args: argparse.Namespace, recorded: Any, where: str) -> dict[str, A
 
 
 def run(args: argparse.Namespace) -> int:
-    meta = read_sidecar(args.scores)
-    frame, signatures = read_generations(args.scores), dict(meta["scorers"])
-    check_sidecar(frame, meta, args.scores)
+    frame, meta = read_scored(args.scores)
+    signatures = dict(meta["scorers"])
     chosen = settings(args, meta.get("audit"), str(signature_path(args.scores)))
     frame, note = with_rater_mean(frame, chosen["target"])
     if note:

@@ -36,7 +36,14 @@ BUILTIN: dict[str, str] = {
 RESERVED_ALIASES = {"hybrid": "is the hybrid metric's prediction",
                     "pass": "is the verdict that all of a row's tests passed"}
 
-__all__ = ["Scorer", "Setting", "available", "get", "build", "parse_settings"]
+__all__ = ["Scorer", "Setting", "available", "get", "build", "parse_settings", "third_party"]
+
+
+def third_party(cls: type[Scorer]) -> str | None:
+    """``module.Class`` of a scorer class that is not hybridmetric's own (whose errors are
+    named with it); None for a built-in."""
+    return None if cls.__module__.startswith("hybridmetric.") else (
+        f"{cls.__module__}.{cls.__name__}")
 
 
 def _load(target: str) -> type[Scorer]:
@@ -128,10 +135,10 @@ def build(entries: list[str], settings: dict[str, dict[str, Any]] | None = None)
                 raise
             raise ValueError(f"{exc} (the scorer {name} as {alias})") from None
         except Exception as exc:
-            if cls.__module__.startswith("hybridmetric."):
+            origin = third_party(cls)
+            if origin is None:
                 raise
-            raise ValueError(f"the scorer {name} ({cls.__module__}.{cls.__name__}) could not "
-                             f"be made: {exc!r}") from exc
+            raise ValueError(f"the scorer {name} ({origin}) could not be made: {exc!r}") from exc
         scorer.alias = alias
         scorers.append(scorer)
     return scorers
