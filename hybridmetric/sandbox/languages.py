@@ -16,7 +16,9 @@ it from fd 3 and send it early.
 A program written to attack this harness on purpose can still fake a pass, by digging the token
 out of the harness's own memory (in Python, the interpreter's frames; elsewhere, the process's
 memory) or, in JavaScript, by having node call back code of its own as though it had nothing
-left to run: code cannot hide a secret from the process it runs in. That is deliberate sabotage,
+left to run, or by hiding an error from the harness (node tells it through ``process.emit`` and
+the listeners of ``process``, which the program can replace): code cannot hide a secret from the
+process it runs in. That is deliberate sabotage,
 not a property of ordinary generated code.
 """
 
@@ -65,8 +67,9 @@ _C_HEADERS = frozenset(f"{name}.h" for name in (
 #: ``uncaughtExceptionMonitor`` first, and no token goes out; a rejection nothing handled is
 #: such an error too (``--unhandled-rejections=strict``), whatever ``unhandledRejection`` handler
 #: the program has. (A promise that never settles is no work to node: it ends the program as it
-#: would anyway, token and all.) An ArrayBuffer node could not allocate, nothing caught, is the
-#: program's memory: the monitor reports ``M`` with the token (a program that prints node's
+#: would anyway, token and all.) An ArrayBuffer node could not allocate, a WebAssembly memory V8
+#: could not make or grow, or a worker thread whose heap ran out, nothing caught, is the
+#: program's memory: the monitor reports ``M`` with the report key (a program that prints node's
 #: words for it itself fails; one that throws a RangeError with them, or makes its error pass
 #: for one, gets ``memory``, as Python's ``raise MemoryError`` does: never a pass). What it
 #: sends the token with it holds from before the program runs, which can replace none of it;
@@ -90,7 +93,8 @@ if (programsOwn) {
   const buffer = new Uint8Array(64);
   const size = fs.readSync(3, buffer, 0, 64, null);
   fs.closeSync(3);
-  const token = buffer.subarray(0, size);
+  // the pass token, then the key of any other report (see launcher.TOKEN_BYTES)
+  const token = buffer.subarray(0, size >> 1), key = buffer.subarray(size >> 1, size);
   const write = fs.writeSync;
   const Errors = Error;
   const capture = Error.captureStackTrace;
@@ -118,12 +122,19 @@ if (programsOwn) {
   let thrown = false;  // an error nothing caught, whatever handler kept node going after it
   const listeners = Function.prototype.call.bind(require("events").prototype.listeners);
   const RangeErrors = RangeError;
+  // node's and V8's words for memory they could not give the program (an ArrayBuffer, a
+  // WebAssembly memory made or grown) and a worker thread's heap exhausted: its memory
+  const starved = new Set(["Array buffer allocation failed",
+                           "WebAssembly.Memory(): could not allocate memory",
+                           "WebAssembly.Memory.grow(): Unable to grow instance memory"]);
+  const has = Function.prototype.call.bind(Set.prototype.has);
   const monitor = (error, origin) => {
     thrown = true;
-    try {  // node's words for an ArrayBuffer it could not allocate: the program's memory
-      if (error instanceof RangeErrors && error.message === "Array buffer allocation failed") {
+    try {
+      if ((error instanceof RangeErrors && has(starved, error.message))
+          || (error instanceof Errors && error.code === "ERR_WORKER_OUT_OF_MEMORY")) {
         write(4, "M");
-        write(4, token);
+        write(4, key);
       }
     } catch (_) {}
     try {  // what a handler of the program's keeps from view (else node shows it as it ends)
@@ -183,8 +194,10 @@ extern "C" int __wrap_main(int argc, char **argv, char **envp) {
   int status = __real_main(argc, argv, envp);
   // the exit status is its low byte; a process the program forked sends no token
   if ((status & 0xff) != 0 || raw(SYS_getpid, 0, nullptr, 0) != self) return status;
-  if (token_size > 0 && raw(SYS_write, 4, "T", 1) == 1
-      && raw(SYS_write, 4, token, token_size) == token_size) return 0;
+  // the pass token: the first half of what fd 3 held (see launcher.TOKEN_BYTES)
+  long half = token_size / 2;
+  if (half > 0 && raw(SYS_write, 4, "T", 1) == 1
+      && raw(SYS_write, 4, token, half) == half) return 0;
   return 1;
 }
 """
@@ -194,7 +207,7 @@ extern "C" int __wrap_main(int argc, char **argv, char **envp) {
 #: or ``class java`` did), it calls the test's ``main`` by reflection. A program that declares
 #: that package is refused (its ``class java`` would stand for ``java.io`` there). It writes
 #: ``R`` on fd 4 once the JVM runs it (the JVM's words for a start-up that failed count only
-#: before it), and ``M`` with the token when ``main`` ends in an exception after an
+#: before it), and ``M`` with the report key when ``main`` ends in an exception after an
 #: ``OutOfMemoryError`` ended it or another thread (one that the program's own handler does
 #: not take; one that ``System.exit`` follows is a failure).
 JAVA_HARNESS = "hybridmetric_harness.HybridmetricMain"
@@ -223,6 +236,7 @@ public final class HybridmetricMain implements Thread.UncaughtExceptionHandler {
     try (java.io.FileInputStream in = new java.io.FileInputStream("/proc/self/fd/3")) {
       n = in.read(token);
     }
+    int half = Math.max(n, 0) / 2;  // the pass token, then the report key
     java.io.FileOutputStream out = new java.io.FileOutputStream("/proc/self/fd/4");
     out.write('R');  // the JVM started: what it says of its start-up after this is the program's
     Thread.setDefaultUncaughtExceptionHandler(new HybridmetricMain());
@@ -235,15 +249,15 @@ public final class HybridmetricMain implements Thread.UncaughtExceptionHandler {
         throw e.getCause();  // as if the test's main had thrown it
       }
     } catch (Throwable e) {
-      if (outOfMemory(e) || starved) {
+      if (outOfMemory(e) || starved) {  // with the report key: the second half
         out.write('M');
-        out.write(token, 0, Math.max(n, 0));
+        out.write(token, half, Math.max(n, 0) - half);
         out.flush();
       }
       throw e;
     }
-    out.write('T');
-    out.write(token, 0, Math.max(n, 0));
+    out.write('T');  // with the pass token: the first half
+    out.write(token, 0, half);
     out.flush();
   }
 }

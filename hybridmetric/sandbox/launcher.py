@@ -141,8 +141,8 @@ _plain_libc = ctypes.CDLL(None)
 _prctl = _plain_libc.prctl
 _errno_location = _plain_libc.__errno_location
 _errno_location.restype = ctypes.POINTER(ctypes.c_int)
-#: The C library's calls that make, send and report a program's token without a Python object
-#: ever holding it while the program runs (see :data:`_TOKEN_AT`).
+#: The C library's calls that make, send and report a program's secrets without a Python object
+#: ever holding them while the program runs (see :data:`_TOKEN_AT`).
 _getrandom = _plain_libc.getrandom
 _getrandom.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint)
 _getrandom.restype = ctypes.c_ssize_t
@@ -153,19 +153,27 @@ _c_memset = _plain_libc.memset
 _c_memset.argtypes = (ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t)
 _malloc = _plain_libc.malloc
 _malloc.restype = ctypes.c_void_p
-#: The bytes of a token (random: no harness reads more than 64).
+#: The bytes of each of a program's two secrets (random): its *pass token*, which its harness
+#: sends after ``T`` once the tests completed, and its *report key*, which the harness sends
+#: after any other report (``M``: out of memory; Python's ``S``, ``X``, ``E``). The token pipe
+#: (fd 3) holds the one, then the other (no harness reads more than 64 bytes). Two, because a
+#: program can make its harness send a report it did not earn a pass with (an exception that it
+#: then hides from the tests), and can read back what went into its own report pipe (it opens
+#: ``/proc/self/fd/4`` for reading: the pipe is its uid's): what it reads there is a key that
+#: authenticates no pass.
 TOKEN_BYTES = 16
-#: A report's kind (one byte: ``T`` unless a Python child's harness writes another) and, after
-#: it, the token of the program being run: memory that no Python object owns or shows
-#: (``malloc``\ ed once here). The forking process draws each token into it before the fork and
-#: sends it on the token pipe (fd 3) from there, so a Python child holds it where its harness
-#: writes it from, and a program that walks the frames below its own
-#: (``sys._getframe(1).f_locals``) or searches what the collector tracks finds none: only
-#: reading its process's memory would.
-_TOKEN_AT: int = _malloc(1 + TOKEN_BYTES) or 0
+#: Where the two are, in memory that no Python object owns or shows (``malloc``\ ed once here):
+#: ``T`` and the pass token, then a kind byte and the report key, each pair written to fd 4 in
+#: one ``write``. The forking process draws both into it before each fork and sends them on the
+#: token pipe from there, so a Python child holds them where its harness writes them from, and a
+#: program that walks the frames below its own (``sys._getframe(1).f_locals``) or searches what
+#: the collector tracks finds neither: only reading its process's memory would.
+_TOKEN_AT: int = _malloc(2 * (1 + TOKEN_BYTES)) or 0
 if not _TOKEN_AT:
     raise MemoryError("no memory for the programs' token")
 _c_memset(_TOKEN_AT, ord("T"), 1)
+#: The kind byte before the report key.
+_REPORT_AT = _TOKEN_AT + 1 + TOKEN_BYTES
 
 #: (memory bytes, CPU seconds, file bytes, open files, processes, address space bytes): a
 #: child's rlimits. The address space (0: no limit) is what a program may map: an executed
@@ -175,12 +183,12 @@ Rlimits = tuple[int, int, int, int, int, int]
 #: (argv, or None for the Python source; the source; its code from ``compiling.precompile``, or None
 #: for the child to compile; rlimits; wall-clock limit in seconds).
 Request = tuple[list[str] | None, str | None, bytes | None, Rlimits, float]
-#: (wait status, timed out, what came on fd 4, the token, stdout tail, stderr tail, processes
+#: (wait status, timed out, what came on fd 4, the secrets, stdout tail, stderr tail, processes
 #: the program left as the fork server's children, killed: always 0 in the worker itself; why the
 #: sandbox failed before the program started, or b"": see :data:`FAILURE_FD`).
 Reply = tuple[int, bool, bytes, bytes, str, str, int, bytes]
-#: Where a child finds its program's token (a pipe): each harness reads it and closes the
-#: descriptor before the program runs, so that no program can read it there and send it early.
+#: Where a child finds its program's secrets (a pipe): each harness reads them and closes the
+#: descriptor before the program runs, so that no program can read them there and send one early.
 TOKEN_FD = 3
 #: The child's channel for the sandbox's own failure before the program starts: closed before a
 #: Python program runs and on exec, so that no program can write there (a sandbox error stops a
@@ -645,16 +653,18 @@ def _enter_python(path: str, streams: tuple[TextIO, TextIO, TextIO]) -> None:
     sys.argv = [path]
 
 
-def _report(code: bytes, exc: BaseException, source: str, path: str) -> NoReturn:
+def _report(code: bytes, exc: BaseException, source: str, path: str, own_pid: int) -> NoReturn:
     """End a Python program's child on an exception: its error text on stderr, then the
-    report ``code`` on fd 4, with the token right after it in the same write (the worker
-    believes a report only where the token follows it; see :func:`_python_main`)."""
+    report ``code`` on fd 4, with the report key right after it in the same write (the worker
+    believes a report only where the key follows it; see :data:`TOKEN_BYTES`); a process that
+    the program forked (not ``own_pid``) sends none, as it sends no pass."""
     try:  # noqa: SIM105 - see _python_main
         write(2, _error_text(exc, source, path).encode("utf-8", "replace"))
     except BaseException:  # noqa: BLE001 - the verdict still goes out
         pass
-    _c_memset(_TOKEN_AT, code[0], 1)
-    _c_write(4, _TOKEN_AT, 1 + TOKEN_BYTES)
+    if getpid() == own_pid:
+        _c_memset(_REPORT_AT, code[0], 1)
+        _c_write(4, _REPORT_AT, 1 + TOKEN_BYTES)
     _exit(1)
 
 
@@ -666,8 +676,8 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None,
     touches is a page the child copies, so it does little, with no helper such as
     ``contextlib.suppress``.)"""
     own_pid = getpid()
-    # The token is at _TOKEN_AT already (the fork copied it): fd 3 closed, the program cannot
-    # read it there, nor find it in a Python object.
+    # The secrets are at _TOKEN_AT already (the fork copied them): fd 3 closed, the program
+    # cannot read them there, nor find them in a Python object.
     close(TOKEN_FD)
     close(FAILURE_FD)  # what fails from here on is the program's (see FAILURE_FD)
     # Its folder first on the import path, from here: had the forking process looked it up
@@ -687,9 +697,9 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None,
         if code is None:
             code = (compile(file_bytes(source), path, "exec", dont_inherit=True),)
     except COMPILE_ERRORS as exc:
-        _report(b"S", exc, source, path)
+        _report(b"S", exc, source, path, own_pid)
     except MemoryError as exc:
-        _report(b"M", exc, source, path)
+        _report(b"M", exc, source, path, own_pid)
     # A module of its own, as ``python path`` gives: pickle, unittest, doctest and typing look
     # the program up as ``sys.modules["__main__"]``.
     main = ModuleType("__main__")
@@ -704,11 +714,11 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None,
         for part in rest:
             run_code(part, namespace)
     except SystemExit as exc:
-        _report(b"X", RuntimeError(_exit_text(exc)), source, path)
+        _report(b"X", RuntimeError(_exit_text(exc)), source, path, own_pid)
     except MemoryError as exc:
-        _report(b"M", exc, source, path)
+        _report(b"M", exc, source, path, own_pid)
     except BaseException as exc:
-        _report(b"E", exc, source, path)
+        _report(b"E", exc, source, path, own_pid)
     # Then what the interpreter does at exit (Py_FinalizeEx), in its order: wait for the
     # program's other threads (``threading._shutdown``, which also joins a ThreadPoolExecutor's
     # workers), send the token (the tests are over; a process the program forked that got here
@@ -826,12 +836,14 @@ class Forker:
             limits = (*limits[:5], limits[5] + self.mapped)
         opened: list[int] = []
         try:
-            if _getrandom(_TOKEN_AT + 1, TOKEN_BYTES, 0) != TOKEN_BYTES:
+            # both secrets at once (the kind byte between them is set when a report is sent)
+            if _getrandom(_TOKEN_AT + 1, 2 * TOKEN_BYTES + 1, 0) != 2 * TOKEN_BYTES + 1:
                 raise OSError(_plain_errno(), "getrandom gave no token")
             token_r, token_w = os.pipe()
             opened.append(token_r)
-            try:  # (a fresh pipe: room for it)
-                if _c_write(token_w, _TOKEN_AT + 1, TOKEN_BYTES) != TOKEN_BYTES:
+            try:  # (a fresh pipe: room for them)
+                if (_c_write(token_w, _TOKEN_AT + 1, TOKEN_BYTES) != TOKEN_BYTES
+                        or _c_write(token_w, _REPORT_AT + 1, TOKEN_BYTES) != TOKEN_BYTES):
                     raise OSError(_plain_errno(), "the token could not be sent")
             finally:
                 os.close(token_w)
@@ -877,7 +889,9 @@ class Forker:
                 failure = os.read(failure_r, 4096)
             except BlockingIOError:
                 failure = b""
-            token = ctypes.string_at(_TOKEN_AT + 1, TOKEN_BYTES)  # (the child is gone)
+            # (the child is gone) the pass token and the report key
+            token = (ctypes.string_at(_TOKEN_AT + 1, TOKEN_BYTES)
+                     + ctypes.string_at(_REPORT_AT + 1, TOKEN_BYTES))
             return status, timed_out, report, token, _tail(out), _tail(err), escaped, failure
         finally:
             for fd in (report_r, failure_r, out, err):

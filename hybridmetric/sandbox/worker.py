@@ -55,12 +55,12 @@ from hybridmetric.sandbox.limits import (
 #: What trusted builds (the C++ main wrapper and header) get: nothing of the programs' environment.
 BUILD_ENV = {"PATH": languages.SEARCH_PATH, "LANG": "C.UTF-8"}
 #: How each runtime says that it ran out of memory where its harness cannot (Python's, Java's
-#: ``main`` and node's ArrayBuffer report ``M`` with the token: see ``launcher._python_main`` and
-#: ``languages``): the runtime's own words to the end of a line (a program's output without a
-#: newline may come first on it), so that a failing assertion that quotes them, which its own
-#: text follows, is a failure; and only where the runtime then aborts (C++'s std::terminate,
-#: node's fatal error), or the JVM never started its harness (or aborted), so that a program
-#: that prints the words and exits fails.
+#: ``main`` and node's ArrayBuffer report ``M`` with the report key: see
+#: ``launcher._python_main`` and ``languages``): the runtime's own words to the end of a line (a
+#: program's output without a newline may come first on it), so that a failing assertion that
+#: quotes them, which its own text follows, is a failure; and only where the runtime then aborts
+#: (C++'s std::terminate, node's fatal error), or the JVM never started its harness (or
+#: aborted), so that a program that prints the words and exits fails.
 _OUT_OF_MEMORY = {
     "cpp": re.compile(r"terminate called after throwing an instance of 'std::bad_alloc'$",
                       re.MULTILINE),
@@ -139,7 +139,7 @@ class Process:
     status: int
     timed_out: bool
     report: bytes  # what arrived on fd 4
-    token: bytes
+    token: bytes  # the pass token, then the report key (see launcher.TOKEN_BYTES)
     stdout: str
     stderr: str
     escaped: int
@@ -156,12 +156,21 @@ class Process:
 
     @property
     def kind(self) -> bytes:
-        """What the harness reported (``T``: the tests completed; Python's ``S``, ``M``, ``X``,
-        ``E``: see ``launcher._python_main``): the byte before the token on fd 4, where the
-        harness writes them together; b"" when the token is not there (a program that writes
-        to fd 4 itself does not know it)."""
-        at = self.report.find(self.token) if self.token else -1
-        return self.report[at - 1:at] if at > 0 else b""
+        """What the harness reported: another report (``M``; Python's ``S``, ``X``, ``E``: see
+        ``launcher._python_main``), the byte before the report key on fd 4, where the harness
+        writes them together, else ``T`` (the tests completed) where the pass token follows
+        it; b"" when neither secret is there (a program that writes to fd 4 itself knows
+        neither, and what it can read back from the pipe is a key that authenticates no
+        pass)."""
+        half = len(self.token) // 2
+        if not half:
+            return b""
+        passed, key = self.token[:half], self.token[half:]
+        at = self.report.find(key)
+        if at > 0 and self.report[at - 1:at] != b"T":
+            return self.report[at - 1:at]
+        at = self.report.find(passed)
+        return b"T" if at > 0 and self.report[at - 1:at] == b"T" else b""
 
     @property
     def completed(self) -> bool:

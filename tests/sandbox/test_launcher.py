@@ -19,18 +19,44 @@ from hybridmetric.sandbox import PASSED, Program, Sandbox, _boot, launcher, limi
 from hybridmetric.sandbox._boot import WORKER_MODULES, Compiled, compiled_modules
 from hybridmetric.sandbox.compiling import precompile
 from hybridmetric.sandbox.launcher import (
+    TOKEN_BYTES,
     ForkServer,
     LauncherError,
     LaunchFailed,
     set_dumpable,
 )
+from hybridmetric.sandbox.worker import Process
 
 LIMITS = (2**30, 5, 2**26, 64, 512, 0)  # memory, CPU s, file size, open files, processes, AS
 
 
 def _passed(reply: tuple) -> bool:
     status, timed_out, report, token, *_ = reply
-    return os.waitstatus_to_exitcode(status) == 0 and not timed_out and report == b"T" + token
+    return (os.waitstatus_to_exitcode(status) == 0 and not timed_out
+            and report == b"T" + token[:TOKEN_BYTES])
+
+
+PASS, KEY = b"p" * TOKEN_BYTES, b"k" * TOKEN_BYTES
+
+
+@pytest.mark.parametrize(("report", "kind"), [
+    (b"T" + PASS, b"T"),
+    (b"R" + b"T" + PASS, b"T"),  # (Java's harness writes R as the JVM starts)
+    (b"M" + KEY, b"M"),
+    (b"junk" + b"E" + KEY, b"E"),
+    (b"M" + KEY + b"T" + PASS, b"M"),  # a harness's failure report outweighs a pass
+    (b"T" + KEY, b""),  # the key read back from the pipe and sent as a pass
+    (b"M" + PASS, b""),
+    (b"T", b""),
+    (b"E" + KEY[:8], b""),  # a key cut short
+    (b"", b""),
+])
+def test_each_report_counts_only_with_its_own_secret(report: bytes, kind: bytes) -> None:
+    """``T`` counts with the pass token after it, any other report with the report key: a
+    program that reads a report back from its pipe learns no secret that makes a pass."""
+    process = Process(0, False, report, PASS + KEY, "", "", 0, False, "")
+    assert process.kind == kind
+    assert process.completed == (kind == b"T")
 
 
 def test_a_launch_that_fails_leaves_the_server_running(tmp_path: Path) -> None:
@@ -76,7 +102,8 @@ found = []
 for source in sys.argv[2:]:
     status, timed_out, report, token, stdout, stderr, escaped, failure = forker.launch(
         (None, source, None, {LIMITS!r}, 5.0))
-    found.append([os.waitstatus_to_exitcode(status), report == b"T" + token, stderr, failure])
+    found.append([os.waitstatus_to_exitcode(status), report == b"T" + token[:16], stderr,
+                  failure])  # (the pass token: the first of the two secrets)
 print(json.dumps(found, default=bytes.decode))
 """
 
@@ -107,7 +134,8 @@ def test_a_preload_that_changes_warning_filters_keeps_compiling_in_the_child(
     try:
         assert not strict.compiles_here
         reply = strict.launch((None, "x = '\\d'\n", None, LIMITS, 20.0))
-        assert reply[2] == b"S" + reply[3] and "invalid escape sequence" in reply[5], reply
+        assert reply[2] == b"S" + reply[3][TOKEN_BYTES:], reply  # the report key after S
+        assert "invalid escape sequence" in reply[5], reply
     finally:
         strict.stop()
     # from a process with the interpreter's own filters, as a worker has them (pytest's and
@@ -303,7 +331,7 @@ def test_error_text_is_the_traceback_module_s(tmp_path: Path, name: str) -> None
         reply = server.launch((None, source, code, LIMITS, 20.0))
     finally:
         server.stop()
-    assert reply[2] == b"E" + reply[3]
+    assert reply[2] == b"E" + reply[3][TOKEN_BYTES:]
     assert reply[5] == expected
 
 

@@ -164,9 +164,20 @@ WORDS_ARE_NOT_VERDICTS = [
              '    System.err.println("Could not reserve enough space for object heap");\n'
              '    System.err.println("# There is insufficient memory for the Java Runtime '
              'Environment to continue.");\n    System.exit(1);\n  }\n}\n', FAILED),
-    # node's ArrayBuffer it could not allocate, nothing caught: its harness says so
+    # node's ArrayBuffer it could not allocate, nothing caught: its harness says so; as it does
+    # a WebAssembly memory V8 could not grow or make, and a worker thread's heap exhausted
     ("javascript", "const keep = [];\nwhile (true) keep.push(new ArrayBuffer(2 ** 30));\n",
      MEMORY),
+    ("javascript", "const memory = new WebAssembly.Memory({initial: 1, maximum: 65536});\n"
+                   "const keep = [];\nwhile (true) {\n  memory.grow(1000);\n"
+                   "  keep.push(new Uint8Array(memory.buffer).fill(1, -1));\n}\n", MEMORY),
+    ("javascript", "new WebAssembly.Memory({initial: 60000});\n", MEMORY),
+    ("javascript", "const {Worker} = require('worker_threads');\n"
+                   "new Worker('const a = []; while (true) a.push(new Array(1e6).fill(1.5));',"
+                   " {eval: true});\n", MEMORY),
+    # ... but not the same words in an error of the program's own
+    ("javascript", "throw new RangeError('WebAssembly.Memory.grow(): Unable to grow instance "
+                   "memory!');\n", FAILED),
     # another thread's OutOfMemoryError, after which the tests fail
     ("java", "class Problem {\n  public static void main(String[] a) throws Exception {\n"
              "    Thread t = new Thread(() -> {\n      long[][] b = new long[1000][];\n"

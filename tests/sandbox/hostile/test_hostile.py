@@ -258,6 +258,56 @@ public class Problem {
   }
 }
 """
+#: Programs that make their harness send a report that is not a pass (a child that fails; an
+#: error with node's words for memory; an ``OutOfMemoryError`` out of ``main``), read it back
+#: from their own report pipe (``/proc/self/fd/4`` opened for reading: the pipe is theirs) and
+#: send what followed it as a pass: it is the report key, not the pass token.
+READS_BACK_ITS_REPORT = """
+import os
+pipe = os.open("/proc/self/fd/4", os.O_RDONLY | os.O_NONBLOCK)
+if os.fork() == 0:
+    raise ValueError("a forked child fails: its harness sends nothing")
+os.wait()
+try:
+    report = os.read(pipe, 64)
+except BlockingIOError:
+    report = b""
+os.write(4, b"T" + report[1:])
+os._exit(0)
+assert 1 == 2
+"""
+JS_READS_BACK_ITS_REPORT = """
+const fs = require("fs");
+process.on("uncaughtException", () => {
+  const pipe = fs.openSync("/proc/self/fd/4", "r");
+  const report = Buffer.alloc(64);
+  const size = fs.readSync(pipe, report, 0, 64, null);
+  fs.writeSync(4, "T");
+  fs.writeSync(4, report.subarray(1, size));
+  process.exit(0);
+});
+try { require("assert").strictEqual(1 + 1, 3); }
+catch (error) { throw new RangeError("Array buffer allocation failed"); }
+"""
+JAVA_READS_BACK_ITS_REPORT = """
+import java.io.*;
+class Problem {
+  public static void main(String[] args) {
+    Runtime.getRuntime().addShutdownHook(new Thread(() -> {
+      try {
+        byte[] report = new byte[64];
+        int size = new FileInputStream("/proc/self/fd/4").read(report);  // R, M, the key
+        FileOutputStream out = new FileOutputStream("/proc/self/fd/4");
+        out.write('T');
+        out.write(report, 2, size - 2);
+        out.flush();
+      } catch (IOException e) {}
+      Runtime.getRuntime().halt(0);
+    }));
+    try { assert 1 + 1 == 3; } catch (AssertionError e) { throw new OutOfMemoryError("fake"); }
+  }
+}
+"""
 
 # (id, language, source, allowed outcomes[, limits])
 HOSTILE: list[tuple[Any, ...]] = [
@@ -427,6 +477,10 @@ HOSTILE: list[tuple[Any, ...]] = [
      "int main() { write(4, \"S\", 1); assert(1 == 2); }\n", {FAILED}),
     ("js_forges_out_of_memory", "javascript",
      "require('fs').writeSync(4, 'M');\nrequire('assert').strictEqual(1, 2);\n", {FAILED}),
+    # ... nor with the key of another report after it, read back from the report pipe
+    ("reads_back_its_report", "python", READS_BACK_ITS_REPORT, {FAILED}),
+    ("js_reads_back_its_report", "javascript", JS_READS_BACK_ITS_REPORT, {FAILED}),
+    ("java_reads_back_its_report", "java", JAVA_READS_BACK_ITS_REPORT, {FAILED}),
     # constants the compiler folds in time quadratic in the chain: compiled under the limits
     ("constant_folding_bomb", "python", "x = " + " + ".join(["'a' * 4096"] * 1500) + "\n",
      {TIMEOUT, MEMORY}, Limits(timeout_s=1.0)),
