@@ -99,7 +99,9 @@ from hybridmetric.schema import (
     HYBRID_COLUMN,
     PASS_COLUMN,
     SCORE_PREFIX,
+    check_grades_on_scale,
     check_on_scale,
+    numbers,
     renumbered,
     row_label,
     rows_label,
@@ -134,12 +136,7 @@ def _estimate(value: float, resampled: np.ndarray, confidence: float, **extra: A
 
 
 def _column(frame: pd.DataFrame, name: str) -> np.ndarray:
-    if name not in frame.columns:
-        raise ValueError(f"the table has no column '{name}'; columns: {list(frame.columns)}")
-    try:
-        values = pd.to_numeric(frame[name], errors="raise").to_numpy(dtype=float)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"column '{name}' is not numeric: {error}") from None
+    values = numbers(frame, name)
     missing = np.flatnonzero(~np.isfinite(values))
     if missing.size:
         raise ValueError(f"column '{name}' has {missing.size} missing or infinite value(s), first "
@@ -373,10 +370,7 @@ def _grades(human: np.ndarray, scale: tuple[float, float] | None) -> tuple[np.nd
 def _pass_value(frame: pd.DataFrame, data: _Data, counts: np.ndarray, confidence: float,
                 threshold: float, scale: tuple[float, float] | None) -> dict[str, Any]:
     """Ratings of passing against failing rows (Dibia et al. 2022); see the module docstring."""
-    try:
-        passed = pd.to_numeric(frame[PASS], errors="raise").to_numpy(dtype=float)
-    except (TypeError, ValueError) as error:
-        raise ValueError(f"column '{PASS}' is not numeric: {error}") from None
+    passed = numbers(frame, PASS)
     known = ~np.isnan(passed)
     odd = known & (passed != 0.0) & (passed != 1.0)
     if odd.any():
@@ -491,12 +485,12 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
             raise ValueError(f"no metric has a value on any row ({', '.join(empty)})")
     n_dropped = 0
     if missing == "drop-rows":
-        numeric = frame[[target, *metrics]].apply(pd.to_numeric, errors="coerce")
-        finite = np.isfinite(numeric.to_numpy(dtype=float))
+        needed = [target, *metrics]
+        finite = np.isfinite(np.column_stack([numbers(frame, c) for c in needed]))
         complete = finite.all(axis=1)
         if not complete.any():
             gaps = ", ".join(f"{c} ({int((~finite[:, k]).sum())} rows)"
-                             for k, c in enumerate(numeric.columns) if not finite[:, k].all())
+                             for k, c in enumerate(needed) if not finite[:, k].all())
             raise ValueError(f"no row has a value in every column the audit needs; missing: "
                              f"{gaps}")
         n_dropped = int((~complete).sum())
@@ -504,6 +498,7 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
     data = _Data(frame, metrics, target)
     if scale is not None:
         check_on_scale(data.human, data.tasks, scale, target)
+        check_grades_on_scale(frame, scale)
     if data.task_labels.size < 2:
         raise ValueError(f"the audit needs rows of at least 2 tasks (its intervals resample "
                          f"tasks); the table has {data.task_labels.size}")

@@ -103,7 +103,9 @@ from hybridmetric.schema import (
     HYBRID_COLUMN,
     PASS_COLUMN,
     SCORE_PREFIX,
+    check_grades_on_scale,
     check_on_scale,
+    numbers,
     renumbered,
     row_label,
     rows_label,
@@ -433,7 +435,7 @@ def _missing_rows(frame: pd.DataFrame, columns: Sequence[str]) -> dict[str, np.n
         if column == "ratings":
             bad = np.array([not isinstance(v, Mapping) or not v for v in values])
         else:
-            bad = pd.to_numeric(values, errors="coerce").isna().to_numpy()
+            bad = np.isnan(numbers(frame, column))
         if bad.any():
             found[column] = np.flatnonzero(bad)
     return found
@@ -634,6 +636,7 @@ def fit_card(
         scale = (float(design.y_train.min()), float(design.y_train.max()))
     else:
         scale_source, scale = "given", (float(scale[0]), float(scale[1]))
+        check_grades_on_scale(frame, scale)  # (first: it names the row and the rater)
         check_on_scale(design.y_train, design.tasks_train, scale, target)
 
     def estimator() -> HybridMetric:

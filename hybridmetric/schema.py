@@ -154,6 +154,42 @@ def check_on_scale(ratings: Sequence[float], tasks: Sequence[Any], scale: tuple[
             "ratings or the scale (--scale, or [rating] min and max in study.toml)")
 
 
+def check_grades_on_scale(frame: pd.DataFrame, scale: tuple[float, float]) -> None:
+    """ValueError naming the first rater's grade (the ``ratings`` column) outside ``scale``:
+    a row's mean may lie within it while a grade does not, and the grades themselves feed the
+    raters' agreement, the human ceiling and the models trained on each grade."""
+    if "ratings" not in frame.columns:
+        return
+    for row, grades in enumerate(frame["ratings"]):
+        if not isinstance(grades, Mapping):
+            continue
+        for rater, grade in grades.items():
+            if _is_number(grade) and not scale[0] <= grade <= scale[1]:
+                raise ValueError(
+                    f"{row_label(frame, row)}, field 'ratings': rater {rater!r} gave {grade!r}, "
+                    f"outside the scale {scale[0]:g}-{scale[1]:g} (task "
+                    f"{frame['task_id'].iloc[row]!r}); fix the grade or the scale (--scale, or "
+                    "[rating] min and max in study.toml)")
+
+
+def numbers(frame: pd.DataFrame, name: str) -> np.ndarray:
+    """Column ``name`` as floats, NaN where a row holds none; ValueError naming the first row
+    that holds anything but a number (text, even ``"4.0"``; a boolean; a list): a rating or a
+    score is a number or missing, never guessed from text."""
+    if name not in frame.columns:
+        raise ValueError(f"the table has no column '{name}'; columns: {list(frame.columns)}")
+    column = frame[name]
+    if pd.api.types.is_bool_dtype(column) or not pd.api.types.is_numeric_dtype(column):
+        bad = [k for k, value in enumerate(column)
+               if not (_missing(value) or _is_number(value))]
+        if bad:
+            more = f" ({len(bad) - 1} more row(s) hold no number either)" if len(bad) > 1 else ""
+            raise ValueError(f"column '{name}' is not numeric: {row_label(frame, bad[0])} holds "
+                             f"{column.iloc[bad[0]]!r}{more}; give numbers (or leave the value "
+                             "out), or choose another column")
+    return pd.to_numeric(column).to_numpy(dtype=float, na_value=np.nan)
+
+
 def _missing(value: Any) -> bool:
     if value is None or value is pd.NA:  # (pd.NA: a nullable column's missing value)
         return True
@@ -172,7 +208,8 @@ def _not_text(value: str) -> str | None:
 
 
 def _is_number(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool)
+    return (isinstance(value, int | float | np.integer | np.floating)
+            and not isinstance(value, bool | np.bool_))
 
 
 def _check_tests(value: Any) -> str | None:

@@ -224,8 +224,24 @@ def test_bad_tables_fail_with_a_message(frame):
     with pytest.raises(ValueError, match="row 7, field 'ratings': rater 'r9'"):
         audit(odd, n_resamples=10, n_permutations=10)
     text = frame.assign(**{"score.good": "high"})
-    with pytest.raises(ValueError, match="'score.good' is not numeric"):
+    with pytest.raises(ValueError, match="'score.good' is not numeric: row 0 holds 'high'"):
         audit(text, n_resamples=10, n_permutations=10)
+    with pytest.raises(ValueError, match="'score.good' is not numeric: row 0 holds 'high'"):
+        audit(text, n_resamples=10, n_permutations=10, missing="drop-rows")
+    grades = frame.assign(grade=["n/a", *map(str, frame["rating"].iloc[1:])])  # "2.0": text
+    with pytest.raises(ValueError, match=r"'grade' is not numeric: row 0 holds 'n/a' \(\d+ more"):
+        audit(grades, target="grade", n_resamples=10, n_permutations=10, missing="drop-rows")
+
+
+def test_a_rater_s_grade_outside_the_scale_is_refused(frame):
+    """Each rater's grade, not only the row's rating, must lie on the scale: the grades feed
+    the raters' agreement and the human ceiling."""
+    graded = frame.assign(ratings=[{"a": float(r), "b": float(r)} for r in frame["rating"]])
+    audit(graded, n_resamples=10, n_permutations=10, scale=(0, 4))
+    graded.at[3, "ratings"] = {"a": 9.0, "b": float(graded.loc[3, "rating"])}
+    with pytest.raises(ValueError, match=r"row 3, field 'ratings': rater 'a' gave 9, outside "
+                                         r"the scale 0-4"):
+        audit(graded, n_resamples=10, n_permutations=10, scale=(0, 4))
 
 
 def test_a_bad_row_is_named_by_its_line_in_the_file(frame, tmp_path):

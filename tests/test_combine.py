@@ -378,6 +378,23 @@ def test_mismatched_card_is_refused():
         card.apply(frame.drop(columns="score.edit_sim"), SIGNATURES)
 
 
+def test_a_target_or_feature_that_holds_text_is_refused_by_its_line(tmp_path):
+    """Text is never a missing value, nor a number read from it: "n/a" and "4.0" alike are
+    refused, with where they are, under either way of treating missing values."""
+    frame = study_frame(n_tasks=20)
+    frame["grade_text"] = ["n/a" if k % 2 == 0 else f"{k % 5}.0" for k in range(len(frame))]
+    path = tmp_path / "scores.jsonl"
+    write_generations(frame, path)
+    table = read_generations(path)
+    for missing in ("refuse", "drop-rows"):
+        with pytest.raises(ValueError, match=rf"column 'grade_text' is not numeric: {path}, "
+                                             r"line 1 holds 'n/a' \(79 more"):
+            quick_card(table, target="grade_text", missing=missing, n_boot=0)
+    numbers_as_text = table.assign(**{"score.chrf": table["score.chrf"].map(str)})
+    with pytest.raises(ValueError, match=r"column 'score.chrf' is not numeric: .*line 1 holds '"):
+        quick_card(numbers_as_text, n_boot=0)
+
+
 def test_missing_values_are_refused_or_dropped_explicitly(tmp_path):
     frame = study_frame(n_tasks=20)
     frame.loc[[3, 7], "score.pass"] = np.nan
@@ -518,6 +535,19 @@ def test_ratings_outside_the_given_scale_are_refused():
     with pytest.raises(ValueError, match=r"1 rating\(s\) of 'rating' lie outside the scale 0-4, "
                                          r"e.g. 4.5 \(task 't1'\)"):
         quick_card(frame)
+
+
+def test_a_rater_s_grade_outside_the_given_scale_is_refused_whatever_the_model():
+    """A row's mean may lie within the scale while one of its grades does not (9 and 3 on a
+    1-7 scale: a mean of 6); the grade is named by its row and rater."""
+    frame = study_frame()
+    rater = sorted(frame.loc[5, "ratings"])[0]
+    frame.at[5, "ratings"] = {**frame.loc[5, "ratings"], rater: 5.0}
+    for model in ("nonneg", "ordinal"):
+        with pytest.raises(ValueError, match=rf"row 5, field 'ratings': rater '{rater}' gave "
+                                             r"5, outside the scale 0-4 \(task 't1'\)"):
+            quick_card(frame, model=model, n_boot=0)
+    quick_card(frame, scale=(0, 5), n_boot=0)  # within a wider scale
 
 
 def test_a_singular_mixed_model_says_what_to_do():

@@ -146,19 +146,21 @@ def test_a_study_outside_its_scale_or_without_its_target_is_refused_before_scori
     write_generations(frame.drop(columns=["rating", "ratings"]), broken / "generations.jsonl")
     assert main(["run", str(broken), "-o", str(out), *FAST]) == 2
     assert "the study has no 'rating' column" in capsys.readouterr().err
-    # the models trained on raters: each rater's grade is checked too
+    # each rater's grade is checked too, whatever the model; and integer for ordinal
     frame.loc[3, "rating"] = 2.0
-    rater = sorted(frame.loc[5, "ratings"])[0]
+    rater, task = sorted(frame.loc[5, "ratings"])[0], frame.loc[5, "task_id"]
     for model, grade, expected in (
-            ("mixed", 4.0000001, "is 4.0000001, outside the study's scale 0-4"),
-            ("ordinal", 2.9999999999999996, "is 2.9999999999999996: --model ordinal needs "
-                                            "integer grades")):
+            ("nonneg", 4.0000001, f"generations.jsonl, line 6, field 'ratings': rater {rater!r} "
+                                  f"gave 4.0000001, outside the scale 0-4 (task {task!r})"),
+            ("mixed", 4.5, f"generations.jsonl, line 6, field 'ratings': rater {rater!r} gave "
+                           f"4.5, outside the scale 0-4 (task {task!r})"),
+            ("ordinal", 2.9999999999999996, f"line 6 (task {task!r}), rater {rater!r} is "
+                                            "2.9999999999999996: --model ordinal needs integer "
+                                            "grades")):
         frame.at[5, "ratings"] = {**frame.loc[5, "ratings"], rater: grade}
         write_generations(frame, broken / "generations.jsonl")
         assert main(["run", str(broken), "-o", str(out), *FAST, "--model", model]) == 2
         error = capsys.readouterr().err
-        task = frame.loc[5, "task_id"]
-        assert f"generations.jsonl, line 6 (task {task!r}), rater {rater!r}" in error, error
         assert expected in error, error
     frame["ratings"] = None
     write_generations(frame, broken / "generations.jsonl")

@@ -37,7 +37,13 @@ from hybridmetric.combine import (
 )
 from hybridmetric.io import read_study, write_generations
 from hybridmetric.report import write_report
-from hybridmetric.schema import row_label, score_column, with_rater_mean
+from hybridmetric.schema import (
+    check_grades_on_scale,
+    numbers,
+    row_label,
+    score_column,
+    with_rater_mean,
+)
 from hybridmetric.scorers import Scorer
 from hybridmetric.scoring import journal_path, read_sidecar, score, write_sidecar
 
@@ -97,17 +103,15 @@ def _check_target(frame: pd.DataFrame, target: str, scale: tuple[float, float] |
         raise ValueError(f"the study has no '{target}' column to fit and audit against (its "
                          f"columns: {', '.join(map(str, frame.columns))}); choose one with "
                          "--target")
-    values = pd.to_numeric(frame[target], errors="coerce")
-    if values.isna().all() and frame[target].notna().any():
-        raise ValueError(f"'{target}' holds no numbers (e.g. {frame[target].dropna().iloc[0]!r}); "
-                         "choose a numeric rating column with --target")
+    values = pd.Series(numbers(frame, target))  # (ValueError: text, naming its line)
     if values.nunique() < 2:
         raise ValueError(f"'{target}' takes fewer than two values in the study: no hybrid can be "
                          "fitted to it, nor agreement with it measured")
     if model in RATER_MODELS:
-        _check_grades(frame, model, scale)
+        _check_grades(frame, model)
     if scale is None:
         return
+    check_grades_on_scale(frame, scale)
     outside = (values < scale[0]) | (values > scale[1])
     if outside.any():
         row = int(np.flatnonzero(outside.to_numpy())[0])
@@ -117,9 +121,10 @@ def _check_target(frame: pd.DataFrame, target: str, scale: tuple[float, float] |
                          f"{float(values.iloc[row])!r}")
 
 
-def _check_grades(frame: pd.DataFrame, model: str, scale: tuple[float, float] | None) -> None:
-    """Each rater's grade (the ``ratings`` column; the schema made them finite numbers) must
-    lie within the scale, and be an integer for ``ordinal``."""
+def _check_grades(frame: pd.DataFrame, model: str) -> None:
+    """The models trained on each rater's grade need a ``ratings`` column (the schema made its
+    grades finite numbers; :func:`check_grades_on_scale` holds them to the scale), with
+    integer grades for ``ordinal``."""
     graded = "ratings" in frame.columns and any(isinstance(r, dict) and r for r in frame["ratings"])
     if not graded:
         raise ValueError(f"--model {model} trains on each rater's grade, from a 'ratings' column "
@@ -134,9 +139,6 @@ def _check_grades(frame: pd.DataFrame, model: str, scale: tuple[float, float] | 
             if model == "ordinal" and grade != int(grade):
                 raise ValueError(f"the grade of {where} is {grade!r}: --model ordinal needs "
                                  "integer grades (Likert classes)")
-            if scale is not None and not scale[0] <= grade <= scale[1]:
-                raise ValueError(f"the grade of {where} is {grade!r}, outside the study's scale "
-                                 f"{scale[0]:g}-{scale[1]:g} (study.toml [rating] min and max)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -152,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
         print(note, file=sys.stderr)
     _check_target(frame, args.target, study.scale, args.model)
     systems_of(frame)  # (before any scoring: rows that name no system where others do)
-    rated = frame.loc[pd.to_numeric(frame[args.target], errors="coerce").notna(), "task_id"]
+    rated = frame.loc[~np.isnan(numbers(frame, args.target)), "task_id"]
     check_folds(rated.astype(str).nunique(), args.folds, args.repeats)
     out = Path(args.output)
     scorers = build_scorers(args)
