@@ -60,15 +60,18 @@ resamples gave a defined value; ``None`` stands for an undefined statistic)::
                    "metrics": {metric: float|None}}},   # mean of each metric on those rows
       "pass_value": {                    # absent without a 'score.pass' column (1.0 / 0.0)
           "n_missing": int,              # rows with NaN pass (no tests), left out below
-          "grades": [int, ...],          # the grade bins: the scale's integers (or the observed
-                                         # range without a scale)
+          "grades": [int|str, ...],      # the grades: the scale's integers, or (a scale of
+                                         # more than 12 integers, or fewer than 3) 10 bins of
+                                         # equal width named by their intervals, "[20, 30)"
+                                         # (without a scale: over the observed range)
+          "grading": "rounded"|"binned", # which of the two
           "pass"|"fail": {
               "n": int, "n_tasks": int,
               "mean": Estimate,          # mean target
               "useful_share": Estimate,  # share with target >= settings.useful_threshold
                                          # (default: the middle of the scale)
-              "distribution": [{"grade": int, "n": int, "share": Estimate}, ...]},
-                                         # grade = round-half-up of the target
+              "distribution": [{"grade": int|str, "n": int, "share": Estimate}, ...]},
+                                         # grade: the target rounded half up, or its bin
           "difference": {"mean": Estimate, "useful_share": Estimate}},  # pass - fail, paired
                                          # over the same task resamples
       "counts": {"within_task_pairs": int, "human_tied_pairs": int, "tasks_with_pairs": int},
@@ -111,7 +114,7 @@ from hybridmetric.signature import environment, signature
 
 #: Bump when a change alters the numbers (3: system-level permutations swap whole systems; the
 #: Williams test of two metrics one up to a linear map is NaN).
-AUDIT_VERSION = "3"
+AUDIT_VERSION = "4"
 ITEM_STATISTICS = ("pearson", "spearman", "kendall_tau_b", "kendall_tau_c", "pairwise_accuracy",
                    "pairwise_accuracy_tc")
 WITHIN_STATISTICS = ("tau_darr", "pairwise_accuracy", "pairwise_accuracy_tc", "pearson",
@@ -353,18 +356,46 @@ def _ratio(numerator: np.ndarray, denominator: np.ndarray, counts: np.ndarray
         return point, (counts @ numerator) / (counts @ denominator)
 
 
-def _grades(human: np.ndarray, scale: tuple[float, float] | None) -> tuple[np.ndarray, np.ndarray]:
-    """Each rating's grade (round half up) and the grade bins (the scale's integers)."""
-    grade = np.floor(human + 0.5).astype(int)
+#: The most grades a scale's integers make (0-10 has 11); a scale with more of them (0-100), or
+#: fewer than 3 (0-1), is cut into :data:`GRADE_BINS` bins of equal width instead.
+MAX_INTEGER_GRADES = 12
+GRADE_BINS = 10
+
+
+def _grades(human: np.ndarray, scale: tuple[float, float] | None
+            ) -> tuple[np.ndarray, list[int | str], str]:
+    """Each rating's grade (an index into the grades), the grades, and how they were made:
+    ``"rounded"``, each rating rounded half up to one of the scale's integers (a Likert scale:
+    3 to :data:`MAX_INTEGER_GRADES` of them); else ``"binned"``, :data:`GRADE_BINS` bins of
+    equal width over the scale, each named by its interval (``[20, 30)``; the last one closed).
+    A scale of 2 integers (0-1) is rounded where every rating is one of them. Without a scale,
+    the ratings' observed range stands for it (rounded, where rounding is used)."""
     if scale is None:
-        bins = np.arange(grade.min(), grade.max() + 1) if grade.size else np.zeros(0, int)
-        return grade, bins
-    bins = np.arange(math.ceil(scale[0]), math.floor(scale[1]) + 1)
-    outside = (grade < bins[0]) | (grade > bins[-1]) if bins.size else np.ones_like(grade, bool)
+        scale = (float(human.min()), float(human.max())) if human.size else (0.0, 0.0)
+        low, high = math.floor(scale[0] + 0.5), math.floor(scale[1] + 0.5)
+    else:
+        low, high = math.ceil(scale[0]), math.floor(scale[1])
+    integers = high - low + 1
+    if 3 <= integers <= MAX_INTEGER_GRADES or (
+            integers == 2 and bool(np.all(human == np.round(human)))):
+        rounded = np.floor(human + 0.5).astype(int)
+        outside = (rounded < low) | (rounded > high)
+        if outside.any():
+            raise ValueError(f"{int(outside.sum())} rating(s) round to a grade outside the scale "
+                             f"{list(scale)}, e.g. {float(human[outside][0])}; pass the study's "
+                             "scale")
+        return rounded - low, list(range(low, high + 1)), "rounded"
+    outside = (human < scale[0]) | (human > scale[1])
     if outside.any():
-        raise ValueError(f"{int(outside.sum())} rating(s) round to a grade outside the scale "
-                         f"{list(scale)}, e.g. {float(human[outside][0])}; pass the study's scale")
-    return grade, bins
+        raise ValueError(f"{int(outside.sum())} rating(s) lie outside the scale {list(scale)}, "
+                         f"e.g. {float(human[outside][0])}; pass the study's scale")
+    if scale[1] <= scale[0]:  # one value throughout: one grade
+        return np.zeros(human.size, int), [f"{scale[0]:g}"], "binned"
+    edges = np.linspace(scale[0], scale[1], GRADE_BINS + 1)
+    index = np.clip(np.searchsorted(edges, human, side="right") - 1, 0, GRADE_BINS - 1)
+    names: list[int | str] = [f"[{edges[k]:.3g}, {edges[k + 1]:.3g}"
+                              + ("]" if k == GRADE_BINS - 1 else ")") for k in range(GRADE_BINS)]
+    return index, names, "binned"
 
 
 def _pass_value(frame: pd.DataFrame, data: _Data, counts: np.ndarray, confidence: float,
@@ -377,11 +408,12 @@ def _pass_value(frame: pd.DataFrame, data: _Data, counts: np.ndarray, confidence
         raise ValueError(f"column '{PASS}' must hold 1.0 (pass), 0.0 (fail) or NaN (no tests); "
                          f"{row_label(frame, int(np.flatnonzero(odd)[0]))} holds "
                          f"{passed[odd][0]}")
-    grade, bins = _grades(data.human[known], scale)
+    grade, names, grading = _grades(data.human[known], scale)
     grades = np.full(data.human.size, -1)
     grades[known] = grade
     n_tasks = data.task_labels.size
-    out: dict[str, Any] = {"n_missing": int((~known).sum()), "grades": bins.tolist()}
+    out: dict[str, Any] = {"n_missing": int((~known).sum()), "grades": names,
+                           "grading": grading}
     boot: dict[tuple[str, str], np.ndarray] = {}
 
     def task_sums(weights: np.ndarray) -> np.ndarray:
@@ -397,10 +429,10 @@ def _pass_value(frame: pd.DataFrame, data: _Data, counts: np.ndarray, confidence
             point, boot[(group, key)] = _ratio(task_sums(numerator), n, counts)
             block[key] = _estimate(point, boot[(group, key)], confidence)
         block["distribution"] = []
-        for g in bins:
+        for g, name in enumerate(names):
             hits = task_sums((rows & (grades == g)).astype(float))
             point, resampled = _ratio(hits, n, counts)
-            block["distribution"].append({"grade": int(g), "n": int(hits.sum()),
+            block["distribution"].append({"grade": name, "n": int(hits.sum()),
                                           "share": _estimate(point, resampled, confidence)})
         out[group] = block
     out["difference"] = {}
@@ -459,7 +491,8 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
     ``pass_value`` compares the ratings of passing and failing code: ``useful_threshold`` is the
     lowest useful rating (default: the middle of the scale, e.g. 2, "somewhat helpful, ... still
     useful", on the CoNaLa 0-4 scale; 0.5 on 0/1 labels) and ``scale`` the study's rating range,
-    whose integers are the grade bins (default: the observed range of the rounded ratings).
+    whose integers are the grades (or, a scale of more than :data:`MAX_INTEGER_GRADES` integers,
+    10 bins of equal width; see :func:`_grades`; default: the ratings' observed range).
     """
     if metrics is None:
         metrics = [c for c in frame.columns if str(c).startswith(SCORE_PREFIX)]

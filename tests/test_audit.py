@@ -239,7 +239,7 @@ def test_a_rater_s_grade_outside_the_scale_is_refused(frame):
     graded = frame.assign(ratings=[{"a": float(r), "b": float(r)} for r in frame["rating"]])
     audit(graded, n_resamples=10, n_permutations=10, scale=(0, 4))
     graded.at[3, "ratings"] = {"a": 9.0, "b": float(graded.loc[3, "rating"])}
-    with pytest.raises(ValueError, match=r"row 3, field 'ratings': rater 'a' gave 9, outside "
+    with pytest.raises(ValueError, match=r"row 3, field 'ratings': rater 'a' gave 9.0, outside "
                                          r"the scale 0-4"):
         audit(graded, n_resamples=10, n_permutations=10, scale=(0, 4))
 
@@ -352,6 +352,29 @@ def _pass_frame() -> pd.DataFrame:
 def _pass_audit(frame: pd.DataFrame, **options) -> dict:
     return audit(frame, metrics=["score.x"], seed=5, n_resamples=300, n_permutations=20,
                  scale=(0, 4), **options)
+
+
+def test_a_wide_or_fractional_scale_is_cut_into_bins_of_equal_width():
+    """0-100 would make 101 grades, 0-1 two: both get 10 bins of equal width instead, each named
+    by its interval (the last one closed); a 0-1 scale of 0/1 labels keeps its two grades."""
+    frame = _pass_frame()
+    wide = frame.assign(rating=frame["rating"] * 25)  # 100, 62.5, 75, 25, 37.5, 0, 50, ...
+    value = audit(wide, metrics=["score.x"], seed=5, n_resamples=50, n_permutations=20,
+                  scale=(0, 100))["pass_value"]
+    assert value["grading"] == "binned"
+    assert value["grades"][:2] == ["[0, 10)", "[10, 20)"] and value["grades"][-1] == "[90, 100]"
+    # passing: 100, 75, 37.5, 87.5, 10 -> bins 9, 7, 3, 8, 1
+    assert [e["n"] for e in value["pass"]["distribution"]] == [0, 1, 0, 1, 0, 0, 0, 1, 1, 1]
+    # failing: 62.5, 25, 0, 50, 75, 60 -> bins 6, 2, 0, 5, 7, 6
+    assert [e["n"] for e in value["fail"]["distribution"]] == [1, 0, 1, 0, 0, 1, 2, 1, 0, 0]
+    unit = frame.assign(rating=frame["rating"] / 4)
+    value = audit(unit, metrics=["score.x"], seed=5, n_resamples=50, n_permutations=20,
+                  scale=(0, 1))["pass_value"]
+    assert value["grading"] == "binned" and value["grades"][-1] == "[0.9, 1]"
+    labels = unit.assign(rating=(unit["rating"] >= 0.5).astype(float))
+    value = audit(labels, metrics=["score.x"], seed=5, n_resamples=50, n_permutations=20,
+                  scale=(0, 1))["pass_value"]
+    assert (value["grading"], value["grades"]) == ("rounded", [0, 1])
 
 
 def test_pass_value_by_hand():

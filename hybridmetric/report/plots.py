@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from hybridmetric.report.tables import LEVEL_TITLES, label
+from hybridmetric.report.tables import LEVEL_TITLES, grading, label
 
 DPI = 110
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
@@ -211,8 +211,9 @@ def grade_bars(pass_value: Mapping[str, Any], target: str) -> bytes:
         axis.bar(positions + (k - 0.5) * 0.4, values, width=0.4, yerr=errors, capsize=3,
                  color=COLOURS[2 if group == "pass" else 3],
                  label=f"{name} (n={block['n']})", error_kw={"linewidth": 1})
-    axis.set_xticks(positions, [str(g) for g in grades])
-    axis.set_xlabel(literal(f"grade ({target} rounded half up)"), fontsize=9)
+    axis.set_xticks(positions, [str(g) for g in grades],
+                    rotation=30 if pass_value.get("grading") == "binned" else 0)
+    axis.set_xlabel(literal(f"grade ({grading(pass_value, target)})"), fontsize=9)
     axis.set_ylabel("share of the group's rows", fontsize=9)
     axis.set_ylim(0, 1)
     axis.legend(fontsize=8, frameon=False)

@@ -323,6 +323,13 @@ def by_system_table(results: Mapping[str, Any]) -> Table:
     return table
 
 
+def grading(pass_value: Mapping[str, Any], target: str) -> str:
+    """How the pass/fail section's grades were made from ``target``: rounded, or binned."""
+    if pass_value.get("grading") == "binned":
+        return f"{target} in bins of equal width"
+    return f"{target} rounded half up"
+
+
 def pass_value_tables(results: Mapping[str, Any]) -> list[Table]:
     """Passing against failing code: means and useful shares, then the grade distribution."""
     value = results["pass_value"]
@@ -346,7 +353,7 @@ def pass_value_tables(results: Mapping[str, Any]) -> list[Table]:
     summary.rows.append([Cell("difference (pass − fail)"), Cell(DASH, "muted"),
                          Cell(DASH, "muted"), Cell(fmt_estimate(difference.get("mean"))),
                          Cell(fmt_estimate(difference.get("useful_share")))])
-    distribution = Table(f"Distribution of the grade ({target} rounded half up)",
+    distribution = Table(f"Distribution of the grade ({grading(value, target)})",
                          ["grade", "pass: rows", "pass: share [CI]", "fail: rows",
                           "fail: share [CI]"],
                          note=f"Share of each group's rows with that grade; CI: {ci} over tasks.")
