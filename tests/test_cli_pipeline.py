@@ -213,3 +213,21 @@ def test_a_scale_is_finite_increasing_and_may_be_negative(slice_file, tmp_path, 
         assert main(["fit", str(scores), "-o", str(tmp_path / "c.json"), "--scale", scale]) == 2
         assert "--scale expects MIN,MAX with finite MIN < MAX" in capsys.readouterr().err
     assert not (tmp_path / "c.json").exists()
+
+
+@pytest.mark.parametrize("flags", [["--no-progress"], []])
+def test_no_progress_bar_where_none_is_asked_for_nor_off_a_terminal(slice_file, tmp_path, flags):
+    """transformers draws its own bar as it loads a model ("Loading weights"): hidden with
+    --no-progress, and off a terminal, as scoring's own bar is (a fresh process: the libraries
+    keep the setting for the rest of one)."""
+    import subprocess
+    import sys
+
+    small, out = tmp_path / "g.jsonl", tmp_path / "s.jsonl"
+    write_generations(read_generations(slice_file).iloc[:3], small)
+    done = subprocess.run(
+        [sys.executable, "-m", "hybridmetric.cli", "score", str(small), "-o", str(out),
+         "--scorers", "codebertscore", *flags],
+        capture_output=True, text=True, timeout=600, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "Loading weights" not in done.stderr and "%|" not in done.stderr, done.stderr

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
 from collections.abc import Sequence
 
 from hybridmetric import scorers as registry
@@ -36,6 +38,24 @@ def add_scorer_options(parser: argparse.ArgumentParser, default: str) -> None:
                              "trusted tests")
     parser.add_argument("--device", choices=("auto", "cpu", "cuda", "mps"),
                         help="where CodeBERTScore runs (default: auto)")
+    parser.add_argument("--no-progress", action="store_true",
+                        help="hide the progress bars (scoring's, and a model's as it loads)")
+
+
+def progress_of(args: argparse.Namespace) -> bool | None:
+    """``scoring.score``'s ``progress`` from ``--no-progress`` (None: a bar on a terminal only).
+    Where no bar is shown, neither are those of the libraries that load a model (transformers'
+    "Loading weights"), whether or not they were imported yet."""
+    if not args.no_progress and sys.stderr.isatty():
+        return None
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # (read as huggingface_hub is imported)
+    if "huggingface_hub" in sys.modules:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    if "transformers.utils.logging" in sys.modules:
+        sys.modules["transformers.utils.logging"].disable_progress_bar()
+    return False if args.no_progress else None
 
 
 def build_scorers(args: argparse.Namespace, defaults: Sequence[str] = ()) -> list[Scorer]:

@@ -24,7 +24,7 @@ import pandas as pd
 from hybridmetric.audit import audit, systems_of
 from hybridmetric.cli.audit import add_audit_options
 from hybridmetric.cli.fit import add_fit_options, fit_options
-from hybridmetric.cli.options import add_scorer_options, build_scorers
+from hybridmetric.cli.options import add_scorer_options, build_scorers, progress_of
 from hybridmetric.cli.score import DEFAULT_SCORERS
 from hybridmetric.cli.signals import interrupted
 from hybridmetric.combine import (
@@ -168,7 +168,8 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError("no selected scorer gives the hybrid a feature; select more scorers")
     print(f"[1/3] scoring {len(frame)} rows of {study.name} with {args.scorers}", file=sys.stderr)
     try:
-        table = score(study.path, scorers, out / "scores.jsonl", resume=args.resume)
+        table = score(study.path, scorers, out / "scores.jsonl", resume=args.resume,
+                      progress=progress_of(args))
     except KeyboardInterrupt as stop:
         return interrupted(stop, journal_path(out / "scores.jsonl"))
     finally:

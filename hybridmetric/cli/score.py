@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from hybridmetric import scorers as registry
-from hybridmetric.cli.options import add_scorer_options, build_scorers
+from hybridmetric.cli.options import add_scorer_options, build_scorers, progress_of
 from hybridmetric.cli.signals import interrupted
 from hybridmetric.combine import HYBRID_COLUMN, MetricCard
 from hybridmetric.io import write_generations
@@ -36,7 +36,6 @@ def register(commands: argparse._SubParsersAction) -> None:
                         help="continue an interrupted run from its journal")
     parser.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK,
                         help=f"rows per journaled chunk (default: {DEFAULT_CHUNK})")
-    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(func=run)
 
 
@@ -74,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
                    {s.alias: s.signature() for s in scorers})
     try:
         table = score(args.input, scorers, args.output, resume=args.resume,
-                      chunk_size=args.chunk_size, progress=False if args.no_progress else None)
+                      chunk_size=args.chunk_size, progress=progress_of(args))
     except KeyboardInterrupt as stop:
         return interrupted(stop, journal_path(args.output))
     finally:
