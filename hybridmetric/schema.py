@@ -139,7 +139,7 @@ def repeated_rows(frame: pd.DataFrame) -> list[str]:
         return []
     return [f"{len(again)} row(s) repeat an earlier row's {', '.join(key)} "
             f"({rows_label(frame, again)}); each counts as another generation in every "
-            "statistic: drop them if they are one"]
+            "statistic: drop them from the generations, and score those, if they are one"]
 
 
 def check_on_scale(ratings: Sequence[float], tasks: Sequence[Any], scale: tuple[float, float],

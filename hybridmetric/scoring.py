@@ -62,7 +62,8 @@ def read_sidecar(path: str | os.PathLike) -> dict[str, Any]:
     if not sidecar.exists():
         raise FileNotFoundError(
             f"{sidecar}: missing; a scores file written by 'hybridmetric score' has this sidecar "
-            "with the signature of every scorer"
+            "with the signature of every scorer (a table cut from one has none: score it with "
+            "hybridmetric score to give it its own; pass_rate's verdicts come from its cache)"
         )
     meta = json.loads(sidecar.read_text(encoding="utf-8"))
     if not isinstance(meta, dict) or not isinstance(meta.get("scorers"), dict):
@@ -140,8 +141,9 @@ def check_sidecar(frame: pd.DataFrame, meta: dict[str, Any], path: str | os.Path
     rows = meta.get("n_rows")
     if isinstance(rows, int) and rows != len(frame):
         raise ValueError(f"{sidecar}: it signs {rows} rows, but {path} holds {len(frame)}: it is "
-                         "another table's sidecar; score this table (hybridmetric score) to "
-                         "give it its own")
+                         "another table's sidecar (or the sidecar of the table this one was cut "
+                         "from); score this table (hybridmetric score, with the same scorers: "
+                         "pass_rate's verdicts come from its cache) to give it its own")
     signed = set(meta["scorers"])
     unsigned = [column for column in frame.columns if column.startswith(SCORE_PREFIX)
                 and column != HYBRID_COLUMN and _scorer_of(column) not in signed]
