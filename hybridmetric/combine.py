@@ -97,6 +97,7 @@ from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import Ridge
 from sklearn.metrics import make_scorer
 from sklearn.utils.validation import check_is_fitted, validate_data
+from tqdm.auto import tqdm
 
 from hybridmetric.io import atomic_path, frame_hash
 from hybridmetric.schema import (
@@ -564,10 +565,10 @@ def _training_rows(
 
 def _cross_validate(
     design: _Design, estimator: Callable[[], HybridMetric], baselines: dict[str, np.ndarray],
-    folds: int, repeats: int, seed: int,
+    folds: int, repeats: int, seed: int, tick: Callable[[], object],
 ) -> tuple[dict[str, dict[str, list[float]]], np.ndarray]:
     """Per-fold correlations of the hybrid and each baseline with the target, on held-out tasks,
-    and the out-of-fold predictions of the first repeat."""
+    and the out-of-fold predictions of the first repeat; ``tick`` after each fold's fit."""
     names = ["hybrid", *baselines]
     per_fold: dict[str, dict[str, list[float]]] = {n: {m: [] for m in CORRELATIONS} for n in names}
     out_of_fold = np.full(len(design.y), np.nan)
@@ -586,6 +587,7 @@ def _cross_validate(
                 f"{error} (in a cross-validation fold holding out tasks "
                 f"{sorted(map(str, np.unique(design.tasks[test])))[:5]}: {why}; fewer "
                 "--folds keeps more tasks in each fold's training rows)") from None
+        tick()
         predicted = fitted.predict(design.X[test])
         if repeat == 0:
             out_of_fold[test] = predicted
@@ -611,12 +613,16 @@ def fit_card(
     repeats: int = 10,
     n_boot: int = 200,
     missing: str = "refuse",
+    progress: bool | None = None,
 ) -> MetricCard:
     """Fit a hybrid on ``frame``, validate it on held-out tasks, and return its metric card.
 
     ``scale`` is the study's rating scale (None: the observed range of the target);
     ``missing`` is ``refuse`` or ``drop-rows`` (see the module docstring). ``seed`` fixes the fold
     shuffles (``default_rng(seed)``) and the bootstrap resamples (``default_rng([seed, 1])``).
+    ``progress``: a bar over the fits (``folds * repeats``, the full one, ``n_boot``) on
+    stderr; None shows it on a terminal only (the ordinal model on a scale of many levels takes
+    seconds a fit).
     """
     HybridMetric(model=model, alpha=alpha, calibration=calibration, bounds=scale)._check_params()
     if missing not in ("refuse", "drop-rows"):
@@ -655,11 +661,14 @@ def fit_card(
     baselines = {c: design.X[:, j] for j, c in enumerate(columns)}
     if dibia_values is not None:
         baselines["dibia_combined"] = dibia_values
-    per_fold, out_of_fold = _cross_validate(design, estimator, baselines, folds, repeats, seed)
-
-    raters_kw = {"raters": design.raters} if design.raters is not None else {}
-    full = estimator().fit(design.X_train, design.y_train, **raters_kw)
-    boot, boot_skipped = _bootstrap_weights(design, estimator, n_boot, seed)
+    with tqdm(total=folds * repeats + 1 + n_boot, unit="fit", desc="fitting",
+              disable=None if progress is None else not progress) as bar:
+        per_fold, out_of_fold = _cross_validate(design, estimator, baselines, folds, repeats,
+                                                seed, bar.update)
+        raters_kw = {"raters": design.raters} if design.raters is not None else {}
+        full = estimator().fit(design.X_train, design.y_train, **raters_kw)
+        bar.update()
+        boot, boot_skipped = _bootstrap_weights(design, estimator, n_boot, seed, bar.update)
 
     cv = {"folds": folds, "repeats": repeats, "grouped_by": "task_id",
           "n_folds_run": folds * repeats,
@@ -722,10 +731,12 @@ def fit_card(
 
 
 def _bootstrap_weights(design: _Design, estimator: Callable[[], HybridMetric], n_boot: int,
-                       seed: int) -> tuple[list[list[float]] | None, int]:
+                       seed: int, tick: Callable[[], object]
+                       ) -> tuple[list[list[float]] | None, int]:
     """Percentile CIs of the per-unit weights over task resamples (None when n_boot is 0), and
     how many resamples were left out because the model cannot be fitted on them (a feature
-    constant in the resample: the mixed model's design is then singular)."""
+    constant in the resample: the mixed model's design is then singular); ``tick`` after
+    each."""
     if n_boot == 0:
         return None, 0
     tasks = np.unique(design.tasks_train)
@@ -740,6 +751,8 @@ def _bootstrap_weights(design: _Design, estimator: Callable[[], HybridMetric], n
         except DegenerateFitError:
             skipped += 1
             continue
+        finally:
+            tick()
         samples.append(fitted.coef_ / fitted.scale_)
     if skipped * 2 > n_boot:
         raise DegenerateFitError(f"the model cannot be fitted on {skipped} of {n_boot} task "

@@ -395,6 +395,15 @@ def test_a_target_or_feature_that_holds_text_is_refused_by_its_line(tmp_path):
         quick_card(numbers_as_text, n_boot=0)
 
 
+def test_the_progress_bar_counts_every_fit(capsys):
+    """folds x repeats, the full fit and each bootstrap resample: one tick each."""
+    quick_card(study_frame(n_tasks=12), n_boot=7, progress=True)  # 4 x 2 + 1 + 7
+    err = capsys.readouterr().err
+    assert "fitting: 100%" in err and "16/16" in err, err
+    quick_card(study_frame(n_tasks=12), n_boot=7, progress=False)
+    assert "fitting" not in capsys.readouterr().err
+
+
 def test_missing_values_are_refused_or_dropped_explicitly(tmp_path):
     frame = study_frame(n_tasks=20)
     frame.loc[[3, 7], "score.pass"] = np.nan
@@ -545,7 +554,7 @@ def test_a_rater_s_grade_outside_the_given_scale_is_refused_whatever_the_model()
     frame.at[5, "ratings"] = {**frame.loc[5, "ratings"], rater: 5.0}
     for model in ("nonneg", "ordinal"):
         with pytest.raises(ValueError, match=rf"row 5, field 'ratings': rater '{rater}' gave "
-                                             r"5, outside the scale 0-4 \(task 't1'\)"):
+                                             r"5.0, outside the scale 0-4 \(task 't1'\)"):
             quick_card(frame, model=model, n_boot=0)
     quick_card(frame, scale=(0, 5), n_boot=0)  # within a wider scale
 

@@ -70,6 +70,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("-o", "--output", required=True, help="metric card (.json)")
     parser.add_argument("--scale", help="the rating scale MIN,MAX (default: observed range)")
     add_fit_options(parser)
+    parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(func=run)
 
 
@@ -81,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     for repeated in repeated_rows(frame):
         print(f"hybridmetric: note: {repeated}", file=sys.stderr)
     card = fit_card(frame, scorer_signatures=signatures, scale=parse_scale(args.scale),
-                    **fit_options(args))
+                    progress=False if args.no_progress else None, **fit_options(args))
     card.save(args.output)
     print(card.summary())
     print(f"card -> {args.output}")

@@ -191,7 +191,8 @@ def run(args: argparse.Namespace) -> int:
                   "they cannot weigh in the hybrid and are left out of it", file=sys.stderr)
         options["features"] = [f for f in present if f not in constant]
     print(f"[2/3] fitting the hybrid on {', '.join(options['features'])}", file=sys.stderr)
-    card = fit_card(table, scorer_signatures=signatures, scale=study.scale, **options)
+    card = fit_card(table, scorer_signatures=signatures, scale=study.scale,
+                    progress=progress_of(args), **options)
     card.save(out / "card.json")
     print(card.summary())
     table[HYBRID_COLUMN] = card.out_of_fold
