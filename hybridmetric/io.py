@@ -70,16 +70,42 @@ def _text_lines(path: Path, json_lines: bool = False) -> Iterator[tuple[int, str
                 yield number, text
 
 
-class _DuplicateKey(ValueError):
-    """A JSON object names one key twice (``json`` would keep the last value, silently)."""
+class _Repeated(dict):
+    """A JSON object that names one key twice (``json`` would keep the last value, silently),
+    or holds one that does: ``path`` leads to the key (``ratings.r2``, ``cases[1].x``)."""
+
+    path = ""
+
+
+def _repeated_path(value: Any) -> str | None:
+    """Where in ``value`` (an object's value) a key is named twice: ``.key...``, ``[k]...``."""
+    if isinstance(value, _Repeated):
+        return "." + value.path
+    if isinstance(value, list):
+        for index, item in enumerate(value):
+            inner = _repeated_path(item)
+            if inner is not None:
+                return f"[{index}]{inner}"
+    return None
 
 
 def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     found = dict(pairs)
+    path = None
     if len(found) < len(pairs):
         keys = [key for key, _ in pairs]
-        raise _DuplicateKey(next(key for key in keys if keys.count(key) > 1))
-    return found
+        path = next(key for key in keys if keys.count(key) > 1)
+    else:
+        for key, value in found.items():
+            inner = _repeated_path(value)
+            if inner is not None:
+                path = key + inner
+                break
+    if path is None:
+        return found
+    repeated = _Repeated(found)
+    repeated.path = path
+    return repeated
 
 
 def _read_jsonl(path: Path) -> tuple[pd.DataFrame, Location]:
@@ -99,9 +125,10 @@ def _read_jsonl(path: Path) -> tuple[pd.DataFrame, Location]:
             raise RecordError(str(path), f"line {number}", None,
                               f"not valid JSON ({problem} at column {error.colno}); records are "
                               "read as JSON Lines, one object per line") from None
-        except _DuplicateKey as error:
-            raise RecordError(str(path), f"line {number}", str(error),
-                              "the key appears twice in one object; keep one") from None
+        repeated = _repeated_path(row)
+        if repeated is not None:
+            raise RecordError(str(path), f"line {number}", repeated.removeprefix("."),
+                              "the key appears twice in one object; keep one")
         if not isinstance(row, dict):
             raise RecordError(str(path), f"line {number}", None,
                               f"expected a JSON object, got {type(row).__name__}")

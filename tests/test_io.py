@@ -310,7 +310,10 @@ def test_parquet_with_native_lists_and_structs_reads_as_json_would(tmp_path):
                 '"candidate": "z"}\n', r"g\.jsonl: line 2, field 'candidate': the key appears "
                                        r"twice"),
     ("g.jsonl", '{"task_id": "t1", "candidate": "x", "ratings": {"a": 1, "a": 2}}\n',
-     r"g\.jsonl: line 1, field 'a': the key appears twice"),
+     r"g\.jsonl: line 1, field 'ratings\.a': the key appears twice"),
+    ("g.jsonl", '{"task_id": "t1", "candidate": "x", "tests": {"cases": ["assert 1"], '
+                '"extra": [[{"k": 1}], [{"k": 1, "k": 2}]]}}\n',
+     r"g\.jsonl: line 1, field 'tests\.extra\[1\]\[0\]\.k': the key appears twice"),
 ])
 def test_a_value_that_would_be_lost_or_a_broken_table_is_named(tmp_path, name, text, message):
     """A duplicated column or key would lose one of its values (pandas renames a CSV column
