@@ -122,6 +122,9 @@ def test_command_line_scores_then_counts(tmp_path, capsys) -> None:
     assert main(["passk", str(scores), "--k", "0"]) == 2
     assert main(["passk", str(scores), "--k", "1", "--by", "model"]) == 2
     assert "no 'model' column" in capsys.readouterr().err
+    assert main(["passk", str(scores), "--by", "model"]) == 2  # no note counted by it first
+    error = capsys.readouterr().err
+    assert "no 'model' column" in error and "note:" not in error, error
     # by default, the ks of 1,10,100 every task has the samples for (3 here), said so
     assert main(["passk", str(scores), "--resamples", "0"]) == 0
     captured = capsys.readouterr()

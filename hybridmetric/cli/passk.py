@@ -80,6 +80,9 @@ def run(args: argparse.Namespace) -> int:
         dropped = int((~judged).sum())
         frame = frame[judged]
     by = args.by or ("system" if "system" in frame.columns else None)
+    if by is not None and by not in frame.columns:  # (before any note counted by it)
+        raise ValueError(f"--by {by}: {args.scores} has no {by!r} column; columns: "
+                         f"{', '.join(map(str, frame.columns))}")
     if args.k is None:  # the default ks that every task has the samples for
         fewest = fewest_samples(frame, by)
         ks = [k for k in DEFAULT_KS if k <= fewest] or [1]
