@@ -21,8 +21,9 @@ LEVEL_NOTES = {
     "system": "Statistics of the per-system means; with few systems the intervals are wide, and "
               "a percentile interval need not hold its estimate.",
     "within_task": "tau darr: pairs of systems on the same task, human ties dropped, pooled over "
-                   "tasks (the CodeBERTScore protocol); the other statistics: the mean over tasks "
-                   "of each task's value.",
+                   "tasks (CodeBERTScore's statistic, with a tie only where two scores are equal: "
+                   "its script also ties scores less than 0.001 apart); the other statistics: the "
+                   "mean over tasks of each task's value.",
 }
 DASH = "—"
 
