@@ -38,6 +38,7 @@ from hybridmetric.schema import (
 )
 from hybridmetric.scorers import Scorer, third_party
 from hybridmetric.signature import environment
+from hybridmetric.signature import parse as parse_signature
 
 JOURNAL_SUFFIX = ".partial.jsonl"
 SIGNATURE_SUFFIX = ".signature.json"
@@ -193,6 +194,21 @@ def run_signature(frame: pd.DataFrame, scorers: Sequence[Scorer]) -> dict[str, A
     }
 
 
+def _scorers_diff(was: Any, now: dict[str, str]) -> str:
+    """What differs between two ``{alias: signature}``: scorers added or gone, and the
+    settings a scorer's signature changed."""
+    was = was if isinstance(was, dict) else {}
+    out = [f"{alias} added" for alias in sorted(now.keys() - was.keys())]
+    out += [f"{alias} gone" for alias in sorted(was.keys() - now.keys())]
+    for alias in sorted(was.keys() & now.keys()):
+        a, b = parse_signature(was[alias]), parse_signature(now[alias])
+        changed = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
+        if changed:
+            out.append(f"{alias}: " + ", ".join(f"{k} was {a.get(k)}, now {b.get(k)}"
+                                                for k in changed))
+    return "; ".join(out)
+
+
 def _read_journal(path: Path, expected: dict[str, Any]) -> tuple[dict[int, dict[str, float]], int]:
     """Rows already scored in an earlier run, keyed by row position, and the size of the
     journal's complete lines. Only the last line can be torn by a kill mid-write: it is left out
@@ -209,12 +225,14 @@ def _read_journal(path: Path, expected: dict[str, Any]) -> tuple[dict[int, dict[
             raise RuntimeError(f"{path}, line {number}: not a journal entry ({exc}); delete "
                                f"{path} to start over") from None
         if number == 1:
-            for key in ("input_sha256", "scorers"):
-                if entry.get(key) != expected[key]:
-                    raise RuntimeError(
-                        f"{path}: cannot resume, the {key.replace('_', ' ')} changed since the "
-                        f"interrupted run (was {entry.get(key)!r}, now {expected[key]!r}); "
-                        f"delete {path} to start over")
+            if entry.get("input_sha256") != expected["input_sha256"]:
+                raise RuntimeError(f"{path}: cannot resume, the input changed since the "
+                                   f"interrupted run; delete {path} to start over")
+            if entry.get("scorers") != expected["scorers"]:
+                changed = _scorers_diff(entry.get("scorers"), expected["scorers"])
+                raise RuntimeError(f"{path}: cannot resume, the scorers changed since the "
+                                   f"interrupted run ({changed}); run them as before, or "
+                                   f"delete {path} to start over")
             continue
         for i, row in enumerate(entry["rows"]):
             done[row] = {c: math.nan if v[i] is None and c.startswith(SCORE_PREFIX) else v[i]

@@ -193,8 +193,18 @@ def test_resume_refuses_changed_settings(tmp_path):
     out = tmp_path / "s.jsonl"
     header = {"input_sha256": "0" * 64, "scorers": {}}
     journal_path(out).write_text(json.dumps(header) + "\n")
-    with pytest.raises(RuntimeError, match="cannot resume, the input sha256 changed"):
+    with pytest.raises(RuntimeError, match="cannot resume, the input changed"):
         score(data, build(["edit_sim"]), out, resume=True, progress=False)
+    # the same input, other scorers: what changed is named, not two signatures in full
+    journal_path(out).unlink()
+    with pytest.raises(KeyboardInterrupt):
+        score(data, [_InterruptedAfter(chunks=1), *build(["chrf"])], out, chunk_size=5,
+              progress=False)
+    with pytest.raises(RuntimeError, match=r"the scorers changed since the interrupted run "
+                                           r"\(rouge_l added; chrf gone; edit_sim: level was "
+                                           r"char, now token\)"):
+        score(data, build(["edit_sim", "rouge_l"], {"edit_sim": {"level": "token"}}), out,
+              resume=True, progress=False)
 
 
 class _WithDetails(EditSim):
