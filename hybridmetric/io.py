@@ -348,6 +348,13 @@ class Study:
 
 def read_study(folder: str | os.PathLike) -> Study:
     """Read a study folder (``generations.jsonl`` and ``study.toml``)."""
+    study = read_study_meta(folder)
+    study.generations = read_generations(study.path / STUDY_FILE)
+    return study
+
+
+def read_study_meta(folder: str | os.PathLike) -> Study:
+    """A study folder's ``study.toml``, checked, without its generations (an empty table)."""
     folder = Path(folder)
     meta_path, data_path = folder / STUDY_META, folder / STUDY_FILE
     for required in (meta_path, data_path):
@@ -362,7 +369,7 @@ def read_study(folder: str | os.PathLike) -> Study:
         except tomllib.TOMLDecodeError as error:
             raise ValueError(f"{meta_path}: not valid TOML: {error}") from None
     _check_rating(meta, meta_path)
-    return Study(folder, meta, read_generations(data_path))
+    return Study(folder, meta, pd.DataFrame())
 
 
 def _check_rating(meta: dict[str, Any], path: Path) -> None:

@@ -46,6 +46,18 @@ def test_fit_then_apply_card_then_audit(slice_file, tmp_path, capsys):
     assert "note: 3 of 200 rows lack a feature of the card (score.edit_sim: 3 rows" in (
         capsys.readouterr().err)
     assert read_generations(tmp_path / "p.jsonl")["score.hybrid"].isna().sum() == 3
+    # a study of another scale: the card's hybrid stays on its own, and a note says so
+    for name, scale, noted in (("same", "min = 0\nmax = 4", False),
+                               ("other", "min = 1\nmax = 7", True)):
+        folder = tmp_path / name
+        folder.mkdir()
+        write_generations(read_generations(slice_file), folder / "generations.jsonl")
+        (folder / "study.toml").write_text(f"[rating]\n{scale}\n")
+        assert main(["score", str(folder), "-o", str(tmp_path / f"{name}.jsonl"), "--card",
+                     str(card), "--no-progress"]) == 0
+        err = capsys.readouterr().err
+        assert ("note: the card was fitted on ratings of 0-4 (given); this study rates on 1-7: "
+                "score.hybrid stays on the card's scale" in err) == noted, err
     report = tmp_path / "report"
     assert main(["audit", str(applied), "-o", str(report), "--resamples", "200",
                  "--permutations", "200", "--scale", "0,4"]) == 0

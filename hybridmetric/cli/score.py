@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from hybridmetric import scorers as registry
 from hybridmetric.cli.options import add_scorer_options, build_scorers, progress_of
 from hybridmetric.cli.signals import interrupted
 from hybridmetric.combine import HYBRID_COLUMN, MetricCard
-from hybridmetric.io import write_generations
+from hybridmetric.io import read_study_meta, write_generations
 from hybridmetric.scoring import (
     DEFAULT_CHUNK,
     journal_path,
@@ -59,6 +60,20 @@ def card_scorers(card: MetricCard) -> tuple[str, list[str]]:
     return ",".join(entries.values()), assignments
 
 
+def _note_scales(card: MetricCard, source: str) -> None:
+    """A note where the card's scale (its hybrid's range) is not the scale of the study it is
+    applied to: ``score.hybrid`` stays on the card's."""
+    if not Path(source).is_dir():
+        return
+    study = read_study_meta(source).scale
+    fitted = tuple(card.data["scale"])
+    if study is not None and study != fitted:
+        print(f"note: the card was fitted on ratings of {fitted[0]:g}-{fitted[1]:g} "
+              f"({card.data.get('scale_source', 'given')}); this study rates on "
+              f"{study[0]:g}-{study[1]:g}: score.hybrid stays on the card's scale",
+              file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     card = MetricCard.load(args.card) if args.card else None
     restored: list[str] = []
@@ -71,6 +86,7 @@ def run(args: argparse.Namespace) -> int:
     if card is not None:  # before any row is scored, which may take hours
         card.check([c for s in scorers for c in s.columns],
                    {s.alias: s.signature() for s in scorers})
+        _note_scales(card, args.input)
     try:
         table = score(args.input, scorers, args.output, resume=args.resume,
                       chunk_size=args.chunk_size, progress=progress_of(args))
