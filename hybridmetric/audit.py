@@ -379,7 +379,7 @@ def _grades(human: np.ndarray, scale: tuple[float, float] | None
         low, high = math.ceil(scale[0]), math.floor(scale[1])
     integers = high - low + 1
     if 3 <= integers <= MAX_INTEGER_GRADES or (
-            integers == 2 and bool(np.all(human == np.round(human)))):
+            integers <= 2 and bool(np.all(human == np.round(human)))):
         rounded = np.floor(human + 0.5).astype(int)
         outside = (rounded < low) | (rounded > high)
         if outside.any():
@@ -393,9 +393,12 @@ def _grades(human: np.ndarray, scale: tuple[float, float] | None
                          f"e.g. {float(human[outside][0])}; pass the study's scale")
     if scale[1] <= scale[0]:  # one value throughout: one grade
         return np.zeros(human.size, int), [f"{scale[0]:g}"], "binned"
-    edges = np.linspace(scale[0], scale[1], GRADE_BINS + 1)
-    index = np.clip(np.searchsorted(edges, human, side="right") - 1, 0, GRADE_BINS - 1)
-    names: list[int | str] = [f"[{edges[k]:.3g}, {edges[k + 1]:.3g}"
+    # (rounded first: a mean of 0/1 labels such as 0.3 lies on its edge, not a hair below it)
+    position = np.round((human - scale[0]) / (scale[1] - scale[0]) * GRADE_BINS, 9)
+    index = np.clip(np.floor(position).astype(int), 0, GRADE_BINS - 1)
+    edges = [round(scale[0] + (scale[1] - scale[0]) * k / GRADE_BINS, 9)
+             for k in range(GRADE_BINS + 1)]
+    names: list[int | str] = [f"[{edges[k]:.9g}, {edges[k + 1]:.9g}"
                               + ("]" if k == GRADE_BINS - 1 else ")") for k in range(GRADE_BINS)]
     return index, names, "binned"
 
@@ -533,7 +536,7 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
     data = _Data(frame, metrics, target)
     if scale is not None:
         check_on_scale(data.human, data.tasks, scale, target)
-        check_grades_on_scale(frame, scale)
+        check_grades_on_scale(frame, scale, target)
     if data.task_labels.size < 2:
         raise ValueError(f"the audit needs rows of at least 2 tasks (its intervals resample "
                          f"tasks); the table has {data.task_labels.size}")

@@ -642,7 +642,7 @@ def fit_card(
         scale = (float(design.y_train.min()), float(design.y_train.max()))
     else:
         scale_source, scale = "given", (float(scale[0]), float(scale[1]))
-        check_grades_on_scale(frame, scale)  # (first: it names the row and the rater)
+        check_grades_on_scale(frame, scale, target)  # (first: it names the row and the rater)
         check_on_scale(design.y_train, design.tasks_train, scale, target)
 
     def estimator() -> HybridMetric:

@@ -154,11 +154,12 @@ def check_on_scale(ratings: Sequence[float], tasks: Sequence[Any], scale: tuple[
             "ratings or the scale (--scale, or [rating] min and max in study.toml)")
 
 
-def check_grades_on_scale(frame: pd.DataFrame, scale: tuple[float, float]) -> None:
-    """ValueError naming the first rater's grade (the ``ratings`` column) outside ``scale``:
-    a row's mean may lie within it while a grade does not, and the grades themselves feed the
-    raters' agreement, the human ceiling and the models trained on each grade."""
-    if "ratings" not in frame.columns:
+def check_grades_on_scale(frame: pd.DataFrame, scale: tuple[float, float], target: str) -> None:
+    """ValueError naming the first rater's grade (the ``ratings`` column) outside ``scale``,
+    where ``target`` is ``rating`` (whose scale the grades share: another target's is its
+    own): a row's mean may lie within it while a grade does not, and the grades themselves
+    feed the raters' agreement, the human ceiling and the models trained on each grade."""
+    if target != "rating" or "ratings" not in frame.columns:
         return
     for row, grades in enumerate(frame["ratings"]):
         if not isinstance(grades, Mapping):
@@ -180,14 +181,28 @@ def numbers(frame: pd.DataFrame, name: str) -> np.ndarray:
         raise ValueError(f"the table has no column '{name}'; columns: {list(frame.columns)}")
     column = frame[name]
     if pd.api.types.is_bool_dtype(column) or not pd.api.types.is_numeric_dtype(column):
-        bad = [k for k, value in enumerate(column)
+        where = frame.attrs.get("location")
+        from_csv = isinstance(where, Location) and where.source.lower().endswith(".csv")
+        values = [_csv_number(value) if from_csv and isinstance(value, str) else value
+                  for value in column]  # (a CSV file holds text: "2.5" is its number)
+        bad = [k for k, value in enumerate(values)
                if not (_missing(value) or _is_number(value))]
         if bad:
             more = f" ({len(bad) - 1} more row(s) hold no number either)" if len(bad) > 1 else ""
             raise ValueError(f"column '{name}' is not numeric: {row_label(frame, bad[0])} holds "
                              f"{column.iloc[bad[0]]!r}{more}; give numbers (or leave the value "
                              "out), or choose another column")
+        column = pd.Series(values, index=column.index, dtype=object)
     return pd.to_numeric(column).to_numpy(dtype=float, na_value=np.nan)
+
+
+def _csv_number(text: str) -> float | str:
+    """A CSV cell's number, or the text itself where it is none (``"n/a"``, ``"nan"``)."""
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    return number if math.isfinite(number) else text
 
 
 def _missing(value: Any) -> bool:

@@ -197,7 +197,8 @@ def run_signature(frame: pd.DataFrame, scorers: Sequence[Scorer]) -> dict[str, A
 def _scorers_diff(was: Any, now: dict[str, str]) -> str:
     """What differs between two ``{alias: signature}``: scorers added or gone, and the
     settings a scorer's signature changed."""
-    was = was if isinstance(was, dict) else {}
+    if not isinstance(was, dict) or not all(isinstance(v, str) for v in was.values()):
+        return f"was {was!r}, now {now!r}"
     out = [f"{alias} added" for alias in sorted(now.keys() - was.keys())]
     out += [f"{alias} gone" for alias in sorted(was.keys() - now.keys())]
     for alias in sorted(was.keys() & now.keys()):
@@ -206,6 +207,8 @@ def _scorers_diff(was: Any, now: dict[str, str]) -> str:
         if changed:
             out.append(f"{alias}: " + ", ".join(f"{k} was {a.get(k)}, now {b.get(k)}"
                                                 for k in changed))
+        elif was[alias] != now[alias]:  # (the same fields, written otherwise)
+            out.append(f"{alias}: was {was[alias]}, now {now[alias]}")
     return "; ".join(out)
 
 

@@ -244,6 +244,28 @@ def test_a_rater_s_grade_outside_the_scale_is_refused(frame):
         audit(graded, n_resamples=10, n_permutations=10, scale=(0, 4))
 
 
+def test_rater_grades_are_held_to_the_scale_of_rating_only(frame):
+    """The grades behind ``rating`` share its scale; another target has a scale of its own."""
+    graded = frame.assign(ratings=[{"a": 5.0} for _ in range(len(frame))],
+                          useful=(frame["rating"] >= 2).astype(float))
+    audit(graded, target="useful", scale=(0, 1), n_resamples=10, n_permutations=10)
+
+
+def test_numbers_in_a_csv_file_s_own_columns_are_numbers(frame, tmp_path):
+    """A CSV file holds text: its "2.5" is a number in any column given as the target; text
+    that is no number ("n/a") is still refused, by its row."""
+    path = tmp_path / "scores.csv"
+    write_generations(frame.assign(usefulness=frame["rating"] / 2), path)
+    table = read_generations(path)
+    assert isinstance(table["usefulness"].iloc[0], str)  # (as read: text)
+    result = audit(table, target="usefulness", n_resamples=10, n_permutations=10)
+    assert result["n_rows"] == len(frame)
+    table.loc[4, "usefulness"] = "n/a"
+    with pytest.raises(ValueError, match=rf"'usefulness' is not numeric: {path}, row 6 holds "
+                                         "'n/a'"):
+        audit(table, target="usefulness", n_resamples=10, n_permutations=10)
+
+
 def test_a_bad_row_is_named_by_its_line_in_the_file(frame, tmp_path):
     """Rows read from a file are named by the file and its line, not by their position."""
     path = tmp_path / "scores.jsonl"
@@ -371,6 +393,10 @@ def test_a_wide_or_fractional_scale_is_cut_into_bins_of_equal_width():
     value = audit(unit, metrics=["score.x"], seed=5, n_resamples=50, n_permutations=20,
                   scale=(0, 1))["pass_value"]
     assert value["grading"] == "binned" and value["grades"][-1] == "[0.9, 1]"
+    # a rating on an edge is in the bin it opens (0.3, 0.6, 0.7: a hair above 0.1 * k in binary)
+    from hybridmetric.audit import _grades
+    assert _grades(np.array([0.3, 0.6, 0.7, 0.29, 1.0, 0.0]), (0, 1))[0].tolist() == [
+        3, 6, 7, 2, 9, 0]
     labels = unit.assign(rating=(unit["rating"] >= 0.5).astype(float))
     value = audit(labels, metrics=["score.x"], seed=5, n_resamples=50, n_permutations=20,
                   scale=(0, 1))["pass_value"]

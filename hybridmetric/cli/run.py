@@ -111,7 +111,7 @@ def _check_target(frame: pd.DataFrame, target: str, scale: tuple[float, float] |
         _check_grades(frame, model)
     if scale is None:
         return
-    check_grades_on_scale(frame, scale)
+    check_grades_on_scale(frame, scale, target)
     outside = (values < scale[0]) | (values > scale[1])
     if outside.any():
         row = int(np.flatnonzero(outside.to_numpy())[0])

@@ -123,7 +123,8 @@ if (programsOwn) {
   const listeners = Function.prototype.call.bind(require("events").prototype.listeners);
   const RangeErrors = RangeError;
   // node's and V8's words for memory they could not give the program (an ArrayBuffer, a
-  // WebAssembly memory made or grown) and a worker thread's heap exhausted: its memory
+  // WebAssembly memory made or grown) and a worker thread's heap exhausted: its memory (V8 says
+  // the same of a grow past wasm32's 65,536 pages, which no limit would allow: memory too)
   const starved = new Set(["Array buffer allocation failed",
                            "WebAssembly.Memory(): could not allocate memory",
                            "WebAssembly.Memory.grow(): Unable to grow instance memory"]);

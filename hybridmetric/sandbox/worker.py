@@ -167,8 +167,10 @@ class Process:
             return b""
         passed, key = self.token[:half], self.token[half:]
         at = self.report.find(key)
-        if at > 0 and self.report[at - 1:at] != b"T":
-            return self.report[at - 1:at]
+        while at >= 0:  # (every copy of the key: one after T, which no harness writes, hides none)
+            if at > 0 and self.report[at - 1:at] != b"T":
+                return self.report[at - 1:at]
+            at = self.report.find(key, at + 1)
         at = self.report.find(passed)
         return b"T" if at > 0 and self.report[at - 1:at] == b"T" else b""
 

@@ -46,6 +46,7 @@ PASS, KEY = b"p" * TOKEN_BYTES, b"k" * TOKEN_BYTES
     (b"junk" + b"E" + KEY, b"E"),
     (b"M" + KEY + b"T" + PASS, b"M"),  # a harness's failure report outweighs a pass
     (b"T" + KEY, b""),  # the key read back from the pipe and sent as a pass
+    (b"T" + KEY + b"M" + KEY, b"M"),  # ... which hides no report after it
     (b"M" + PASS, b""),
     (b"T", b""),
     (b"E" + KEY[:8], b""),  # a key cut short
@@ -331,7 +332,8 @@ def test_error_text_is_the_traceback_module_s(tmp_path: Path, name: str) -> None
         reply = server.launch((None, source, code, LIMITS, 20.0))
     finally:
         server.stop()
-    assert reply[2] == b"E" + reply[3][TOKEN_BYTES:]
+    assert reply[2] == b"E" + reply[3][TOKEN_BYTES:]  # the report key, not the pass token
+    assert reply[3][:TOKEN_BYTES] != reply[3][TOKEN_BYTES:]
     assert reply[5] == expected
 
 
