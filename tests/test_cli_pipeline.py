@@ -46,6 +46,11 @@ def test_fit_then_apply_card_then_audit(slice_file, tmp_path, capsys):
     assert "note: 3 of 200 rows lack a feature of the card (score.edit_sim: 3 rows" in (
         capsys.readouterr().err)
     assert read_generations(tmp_path / "p.jsonl")["score.hybrid"].isna().sum() == 3
+    # the audit leaves them out when asked, and says which they are
+    assert main(["audit", str(tmp_path / "p.jsonl"), "-o", str(tmp_path / "pr"), "--missing",
+                 "drop-rows", "--resamples", "20", "--permutations", "20"]) == 0
+    assert (f"note: 3 row(s) left out for a missing value: {tmp_path / 'p.jsonl'}, lines 1, "
+            "2, 3") in capsys.readouterr().err
     # a study of another scale: the card's hybrid stays on its own, and a note says so
     for name, scale, noted in (("same", "min = 0\nmax = 4", False),
                                ("other", "min = 1\nmax = 7", True)):

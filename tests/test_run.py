@@ -35,7 +35,8 @@ def small_study(tmp_path_factory) -> Path:
 def test_run_writes_scores_card_and_report_deterministically(small_study, tmp_path, capsys):
     first, second = tmp_path / "a", tmp_path / "b"
     assert main(["run", str(small_study), "-o", str(first), *FAST]) == 0
-    printed = capsys.readouterr().out
+    captured = capsys.readouterr()
+    printed = captured.out
     assert "held-out agreement with rating" in printed and "dibia_combined" in printed
     for name in ("scores.jsonl", "scores.jsonl.signature.json", "card.json",
                  "report/report.html", "report/report.md", "report/results.json"):
@@ -48,6 +49,9 @@ def test_run_writes_scores_card_and_report_deterministically(small_study, tmp_pa
     assert no_tests > 0 and scores["score.pass"].isna().sum() == no_tests
     results = json.loads((first / "report" / "results.json").read_text())
     assert results["n_dropped_rows"] == no_tests
+    lines = ", ".join(str(k + 1) for k in scores.index[scores["tests"].isna()][:5])
+    assert (f"note: {no_tests} row(s) left out for a missing value: "
+            f"{small_study / 'generations.jsonl'}, lines {lines}") in captured.err, captured.err
     report = (first / "report" / "report.md").read_text()
     assert f"| rows left out (a metric or the target missing) | {no_tests} |" in report
     assert results["focus"] == "score.hybrid"

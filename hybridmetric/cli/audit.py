@@ -7,12 +7,15 @@ import math
 import sys
 from typing import Any
 
+import numpy as np
+import pandas as pd
+
 from hybridmetric.audit import audit
 from hybridmetric.cli.fit import parse_scale
 from hybridmetric.cli.options import seed
 from hybridmetric.combine import HYBRID_COLUMN, MetricCard
 from hybridmetric.report import write_report
-from hybridmetric.schema import repeated_rows, with_rater_mean
+from hybridmetric.schema import numbers, repeated_rows, rows_label, with_rater_mean
 from hybridmetric.scoring import read_scored, signature_path
 
 
@@ -103,6 +106,17 @@ def settings(args: argparse.Namespace, recorded: Any, where: str) -> dict[str, A
     return chosen
 
 
+def note_dropped(frame: pd.DataFrame, results: dict[str, Any]) -> None:
+    """Say which rows the audit left out for a missing value (``--missing drop-rows``), by file
+    and line: the results count them only (where they came from is no statistic)."""
+    if not results.get("n_dropped_rows"):
+        return
+    needed = [results["target"], *results["metrics"]]
+    gaps = ~np.isfinite(np.column_stack([numbers(frame, c) for c in needed])).all(axis=1)
+    print(f"note: {results['n_dropped_rows']} row(s) left out for a missing value: "
+          f"{rows_label(frame, np.flatnonzero(gaps))}", file=sys.stderr)
+
+
 def run(args: argparse.Namespace) -> int:
     frame, meta = read_scored(args.scores)
     signatures = dict(meta["scorers"])
@@ -134,6 +148,7 @@ def run(args: argparse.Namespace) -> int:
                     n_resamples=chosen["resamples"], n_permutations=chosen["permutations"],
                     focus=args.focus, scale=chosen["scale"], missing=chosen["missing"],
                     useful_threshold=chosen["useful"])
+    note_dropped(frame, results)
     paths = write_report(results, frame, args.output, card=card.data if card else None,
                          scorers=signatures, hybrid=hybrid)
     for kind, path in paths.items():

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from hybridmetric.audit import audit, systems_of
-from hybridmetric.cli.audit import add_audit_options
+from hybridmetric.cli.audit import add_audit_options, note_dropped
 from hybridmetric.cli.fit import add_fit_options, fit_options
 from hybridmetric.cli.options import add_scorer_options, build_scorers, progress_of
 from hybridmetric.cli.score import DEFAULT_SCORERS
@@ -201,6 +201,7 @@ def run(args: argparse.Namespace) -> int:
     results = audit(table, target=args.target, seed=args.seed, n_resamples=args.resamples,
                     n_permutations=args.permutations, missing=args.missing, scale=study.scale,
                     useful_threshold=study.useful)
+    note_dropped(table, results)
     paths = write_report(results, table, out / "report", card=card.data, scorers=signatures,
                          hybrid=OUT_OF_FOLD)
     settings = {"target": args.target, "scale": study.scale, "useful": study.useful,
