@@ -140,6 +140,12 @@ def _estimate(value: float, resampled: np.ndarray, confidence: float, **extra: A
             **extra}
 
 
+def finite_values(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
+    """Which of ``columns`` hold a finite number in each row (rows x columns, bool): a row
+    without one in every column the audit needs is left out by ``missing="drop-rows"``."""
+    return np.isfinite(np.column_stack([numbers(frame, c) for c in columns]))
+
+
 def _column(frame: pd.DataFrame, name: str) -> np.ndarray:
     values = numbers(frame, name)
     missing = np.flatnonzero(~np.isfinite(values))
@@ -524,7 +530,7 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
     n_dropped = 0
     if missing == "drop-rows":
         needed = [target, *metrics]
-        finite = np.isfinite(np.column_stack([numbers(frame, c) for c in needed]))
+        finite = finite_values(frame, needed)
         complete = finite.all(axis=1)
         if not complete.any():
             gaps = ", ".join(f"{c} ({int((~finite[:, k]).sum())} rows)"

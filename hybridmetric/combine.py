@@ -112,8 +112,7 @@ from hybridmetric.schema import (
     rows_label,
     score_column,
 )
-from hybridmetric.signature import environment, signature
-from hybridmetric.signature import parse as parse_signature
+from hybridmetric.signature import changed, environment, signature
 
 CARD_FORMAT = "hybridmetric-card/1"
 MODELS = ("nonneg", "ridge", "ordinal", "mixed")
@@ -791,11 +790,6 @@ def _comparison(per_fold: dict[str, dict[str, list[float]]],
             "beats_best_feature": bool(len(gain) and gain.mean() > 0)}
 
 
-def _signature_diff(card: str, scores: str) -> list[str]:
-    a, b = parse_signature(card), parse_signature(scores)
-    return sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
-
-
 class MetricCard:
     """A fitted hybrid with its validation: the ``CARD.json`` document (see module docstring)."""
 
@@ -866,7 +860,7 @@ class MetricCard:
                                 f"scorer '{feature['scorer']}'")
             elif theirs != ours:
                 problems.append(
-                    f"  {feature['name']}: differs in {', '.join(_signature_diff(ours, theirs))}"
+                    f"  {feature['name']}: differs in {', '.join(changed(ours, theirs))}"
                     f"\n    card:   {ours}\n    scores: {theirs}")
         if problems:
             raise CardMismatchError(

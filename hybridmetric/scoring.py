@@ -37,7 +37,7 @@ from hybridmetric.schema import (
     unshared_by_task,
 )
 from hybridmetric.scorers import Scorer, third_party
-from hybridmetric.signature import environment
+from hybridmetric.signature import changed, environment
 from hybridmetric.signature import parse as parse_signature
 
 JOURNAL_SUFFIX = ".partial.jsonl"
@@ -202,11 +202,11 @@ def _scorers_diff(was: Any, now: dict[str, str]) -> str:
     out = [f"{alias} added" for alias in sorted(now.keys() - was.keys())]
     out += [f"{alias} gone" for alias in sorted(was.keys() - now.keys())]
     for alias in sorted(was.keys() & now.keys()):
-        a, b = parse_signature(was[alias]), parse_signature(now[alias])
-        changed = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k))
-        if changed:
+        fields = changed(was[alias], now[alias])
+        if fields:
+            a, b = parse_signature(was[alias]), parse_signature(now[alias])
             out.append(f"{alias}: " + ", ".join(f"{k} was {a.get(k)}, now {b.get(k)}"
-                                                for k in changed))
+                                                for k in fields))
         elif was[alias] != now[alias]:  # (the same fields, written otherwise)
             out.append(f"{alias}: was {was[alias]}, now {now[alias]}")
     return "; ".join(out)

@@ -40,6 +40,12 @@ def parse(text: str) -> dict[str, str]:
     return dict(item.partition(":")[::2] for item in text.split("|"))
 
 
+def changed(a: str, b: str) -> list[str]:
+    """The fields two signatures give different values (or only one of them gives), sorted."""
+    first, second = parse(a), parse(b)
+    return sorted(k for k in first.keys() | second.keys() if first.get(k) != second.get(k))
+
+
 def environment(packages: Iterable[str] = ()) -> dict[str, str]:
     """hybridmetric's, Python's and the named packages' versions, for a signature."""
     fields = {"hybridmetric": package_version("hybridmetric"), "python": platform.python_version()}

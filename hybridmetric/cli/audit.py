@@ -10,12 +10,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hybridmetric.audit import audit
+from hybridmetric.audit import audit, finite_values
 from hybridmetric.cli.fit import parse_scale
 from hybridmetric.cli.options import seed
 from hybridmetric.combine import HYBRID_COLUMN, MetricCard
 from hybridmetric.report import write_report
-from hybridmetric.schema import numbers, repeated_rows, rows_label, with_rater_mean
+from hybridmetric.schema import repeated_rows, rows_label, with_rater_mean
 from hybridmetric.scoring import read_scored, signature_path
 
 
@@ -111,8 +111,7 @@ def note_dropped(frame: pd.DataFrame, results: dict[str, Any]) -> None:
     and line: the results count them only (where they came from is no statistic)."""
     if not results.get("n_dropped_rows"):
         return
-    needed = [results["target"], *results["metrics"]]
-    gaps = ~np.isfinite(np.column_stack([numbers(frame, c) for c in needed])).all(axis=1)
+    gaps = ~finite_values(frame, [results["target"], *results["metrics"]]).all(axis=1)
     print(f"note: {results['n_dropped_rows']} row(s) left out for a missing value: "
           f"{rows_label(frame, np.flatnonzero(gaps))}", file=sys.stderr)
 

@@ -96,9 +96,9 @@ def default_scorers(has_tests: bool, has_context: bool) -> tuple[str, list[str]]
 
 
 def _check_target(frame: pd.DataFrame, target: str, scale: tuple[float, float] | None,
-                  model: str) -> None:
+                  model: str) -> pd.Series:
     """Refuse, before any scoring, a study whose target column is absent or leaves its scale
-    (and, for the models trained on raters, whose raters' grades do)."""
+    (and, for the models trained on raters, whose raters' grades do); else its values."""
     if target not in frame.columns:
         raise ValueError(f"the study has no '{target}' column to fit and audit against (its "
                          f"columns: {', '.join(map(str, frame.columns))}); choose one with "
@@ -110,7 +110,7 @@ def _check_target(frame: pd.DataFrame, target: str, scale: tuple[float, float] |
     if model in RATER_MODELS:
         _check_grades(frame, model)
     if scale is None:
-        return
+        return values
     check_grades_on_scale(frame, scale, target)
     outside = (values < scale[0]) | (values > scale[1])
     if outside.any():
@@ -119,6 +119,7 @@ def _check_target(frame: pd.DataFrame, target: str, scale: tuple[float, float] |
                          f"scale {scale[0]:g}-{scale[1]:g} (study.toml [rating] min and max), "
                          f"e.g. {row_label(frame, row)} (task {frame['task_id'].iloc[row]!r}): "
                          f"{float(values.iloc[row])!r}")
+    return values
 
 
 def _check_grades(frame: pd.DataFrame, model: str) -> None:
@@ -152,9 +153,9 @@ def run(args: argparse.Namespace) -> int:
     frame, note = with_rater_mean(frame, args.target)
     if note:
         print(note, file=sys.stderr)
-    _check_target(frame, args.target, study.scale, args.model)
+    target = _check_target(frame, args.target, study.scale, args.model)
     systems_of(frame)  # (before any scoring: rows that name no system where others do)
-    rated = frame.loc[~np.isnan(numbers(frame, args.target)), "task_id"]
+    rated = frame.loc[target.notna().to_numpy(), "task_id"]
     check_folds(rated.astype(str).nunique(), args.folds, args.repeats)
     out = Path(args.output)
     scorers = build_scorers(args)
