@@ -26,6 +26,8 @@ resamples gave a defined value; ``None`` stands for an undefined statistic)::
       "target": str,                     # the human column, e.g. "rating"
       "n_rows": int, "n_tasks": int, "n_systems": int|None,
       "n_dropped_rows": int,             # rows left out for a missing value (missing="drop-rows")
+      "where": [str, ...],               # the FIELD=VALUE conditions that chose the rows ([]: all)
+      "n_table_rows": int,               # rows of the table, before those and missing values
       "metrics": [str, ...],             # audited columns, e.g. "score.chrf"
       "focus": str,                      # the metric compared against every other one
       "focus_rule": "named"|"hybrid"|"best item pearson",
@@ -92,6 +94,7 @@ of the audit (a resample without failing rows leaves that resample undefined, co
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -111,6 +114,7 @@ from hybridmetric.schema import (
     row_label,
     rows_label,
     score_column,
+    select_rows,
 )
 from hybridmetric.signature import environment, signature
 
@@ -487,8 +491,12 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
           comparisons: Sequence[tuple[str, str]] = DEFAULT_COMPARISONS,
           confidence: float = 0.95, alpha: float = 0.05, tie_threshold: float = 0.0,
           missing: str = "refuse", useful_threshold: float | None = None,
-          scale: tuple[float, float] | None = None) -> dict[str, Any]:
+          scale: tuple[float, float] | None = None, where: Sequence[str] = ()) -> dict[str, Any]:
     """Audit metric-human agreement on a scored table; see the module docstring for the result.
+
+    ``where``: audit only the rows that meet these ``FIELD=VALUE`` conditions
+    (:func:`~hybridmetric.schema.select_rows`: ``language=java``), which the results and the
+    signature record with the table's own row count.
 
     ``metrics`` defaults to every ``score.*`` column; ``focus`` (default ``score.hybrid`` when
     present, else the metric with the best item-level Pearson) is compared against every other
@@ -505,6 +513,10 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
     whose integers are the grades (or, a scale of more than :data:`MAX_INTEGER_GRADES` integers,
     10 bins of equal width; see :func:`_grades`; default: the ratings' observed range).
     """
+    n_table_rows = len(frame)
+    where = sorted(set(where))  # (their order selects nothing)
+    if where:
+        frame = select_rows(frame, where)
     if metrics is None:
         metrics = [c for c in frame.columns if str(c).startswith(SCORE_PREFIX)]
     metrics = [_metric_column(frame, m) for m in metrics]
@@ -676,6 +688,8 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
               # (with missing=drop-rows the metrics decide the rows; the focus, the comparisons)
               "metrics": ",".join(metrics), "focus": chosen,
               "scale": "observed" if scale is None else f"{scale[0]:g}-{scale[1]:g}",
+              # (JSON, its "|" escaped: the signature's own separator)
+              **({"where": json.dumps(where).replace("|", "\\u007c")} if where else {}),
               **environment(["numpy", "scipy", "krippendorff"])}
     extra: dict[str, Any] = {}
     if data.systems is not None:
@@ -688,6 +702,8 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
         "target": target,
         "n_rows": int(data.human.size),
         "n_dropped_rows": n_dropped,
+        "where": where,
+        "n_table_rows": n_table_rows,
         "n_tasks": int(data.task_labels.size),
         "n_systems": n_systems,
         "metrics": metrics,

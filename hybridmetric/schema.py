@@ -196,6 +196,69 @@ def numbers(frame: pd.DataFrame, name: str) -> np.ndarray:
     return pd.to_numeric(column).to_numpy(dtype=float, na_value=np.nan)
 
 
+def select_rows(frame: pd.DataFrame, conditions: Sequence[str]) -> pd.DataFrame:
+    """The rows of ``frame`` that meet ``conditions``, each ``FIELD=VALUE`` (``language=java``),
+    renumbered (:func:`renumbered`: each still names its line). A row is kept where, for every
+    field named, its value is one of those given for that field: ``language=java`` and
+    ``language=cpp`` keep both languages, ``language=java`` and ``system=codex`` codex's Java.
+    Text matches as it is written; a number matches the same number (``2`` matches ``2.0``); a
+    CSV cell, which holds text, either way. ValueError: a condition without ``=``, a field the
+    table lacks or whose values are lists or objects, or no row left."""
+    wanted: dict[str, list[str]] = {}
+    for condition in conditions:
+        field, equals, value = condition.partition("=")
+        if not equals or not field:
+            raise ValueError(f"--where expects FIELD=VALUE (e.g. language=java), got "
+                             f"{condition!r}")
+        wanted.setdefault(field, []).append(value)
+    keep = np.ones(len(frame), dtype=bool)
+    where = frame.attrs.get("location")
+    from_csv = isinstance(where, Location) and where.source.lower().endswith(".csv")
+    for field, values in wanted.items():
+        if field not in frame.columns:
+            raise ValueError(f"--where {field}=...: the table has no field '{field}'; its fields: "
+                             f"{', '.join(map(str, frame.columns))}")
+        cells = frame[field].tolist()
+        held = next((cell for cell in cells if isinstance(cell, list | dict)), None)
+        if held is not None:
+            raise ValueError(f"--where {field}=...: '{field}' holds lists or objects (such as "
+                             f"{json.dumps(held)[:60]}); --where compares text and numbers")
+        keep &= np.array([any(_same(cell, value, from_csv) for value in values)
+                          for cell in cells], dtype=bool)
+        if not keep.any():
+            seen = sorted({str(cell) for cell in cells if not _missing(cell)})
+            shown = ", ".join(repr(v) for v in seen[:10]) + (
+                f" and {len(seen) - 10} more" if len(seen) > 10 else "")
+            raise ValueError(f"--where {' '.join(conditions)}: no row is left (from "
+                             f"'{field}' on); '{field}' holds {shown or 'no value'}")
+    return renumbered(frame[keep])
+
+
+def where_text(conditions: Sequence[str]) -> str:
+    """``conditions`` (see :func:`select_rows`) in words: ``language is cpp or java, and system
+    is codex``."""
+    wanted: dict[str, list[str]] = {}
+    for condition in conditions:
+        field, _, value = condition.partition("=")
+        wanted.setdefault(field, []).append(repr(value))
+    return ", and ".join(f"{field} is {' or '.join(values)}" for field, values in wanted.items())
+
+
+def _same(cell: Any, value: str, from_csv: bool) -> bool:
+    """Whether a table's ``cell`` is the ``value`` a condition gives (see :func:`select_rows`)."""
+    if _missing(cell):
+        return False
+    if isinstance(cell, str) and not from_csv:
+        return cell == value
+    if isinstance(cell, str) and cell == value:
+        return True
+    if isinstance(cell, bool | np.bool_):
+        return str(bool(cell)).lower() == value.strip().lower()
+    number = _csv_number(cell) if isinstance(cell, str) else cell
+    given = _csv_number(value)
+    return _is_number(number) and _is_number(given) and float(number) == float(given)
+
+
 def _csv_number(text: str) -> float | str:
     """A CSV cell's number, or the text itself where it is none (``"n/a"``, ``"nan"``)."""
     try:

@@ -540,3 +540,22 @@ def test_a_constant_rating_is_refused_with_its_reason():
     frame = _pass_frame().assign(rating=3.0)
     with pytest.raises(ValueError, match="'rating' takes one value on every row"):
         audit(frame, metrics=["score.x"], n_resamples=20, n_permutations=20)
+
+
+def test_where_audits_the_rows_pandas_selects_and_records_them(frame):
+    """``where`` gives the numbers of the table cut by hand, and says so: in the results, the
+    signature (absent where no rows were chosen), and nowhere else."""
+    options = {"seed": 3, "n_resamples": 200, "n_permutations": 200}
+    chosen = audit(frame, where=["system=beta", "system=alpha"], **options)
+    by_hand = audit(frame[frame["system"].isin(["alpha", "beta"])].reset_index(drop=True),
+                    **options)
+    for key in ("agreement", "comparisons", "ceiling", "by_system", "counts"):
+        assert chosen[key] == by_hand[key]
+    assert (chosen["where"], chosen["n_table_rows"], chosen["n_rows"]) == (
+        ["system=alpha", "system=beta"], 120, 60)  # (in order: the order selects nothing)
+    assert '|where:["system=alpha", "system=beta"]|' in chosen["signature"]
+    assert "where" not in by_hand["signature"] and by_hand["where"] == []
+    # fields are all met, each by one of its values
+    both = audit(frame.assign(half=np.arange(120) % 2), where=["system=beta", "half=1"],
+                 **options)
+    assert both["n_rows"] == int(((frame["system"] == "beta") & (np.arange(120) % 2 == 1)).sum())

@@ -248,3 +248,29 @@ def test_no_progress_bar_where_none_is_asked_for_nor_off_a_terminal(slice_file, 
         capture_output=True, text=True, timeout=600, check=False)
     assert done.returncode == 0, done.stderr
     assert "Loading weights" not in done.stderr and "%|" not in done.stderr, done.stderr
+
+
+def test_audit_where_audits_part_of_a_scores_file(slice_file, tmp_path, capsys):
+    """--where audits some rows of a scores file, against its own sidecar, with no scoring
+    again: the results and the report say which, and a dropped row keeps its line."""
+    scores = tmp_path / "s.jsonl"
+    assert main(["score", str(slice_file), "-o", str(scores), "--scorers", "edit_sim,chrf",
+                 "--no-progress"]) == 0
+    table = read_generations(scores)
+    table.loc[table.index[table["system"] == "codex"][1], "score.chrf"] = None
+    write_generations(table, scores)  # (the sidecar still signs it: the same rows)
+    capsys.readouterr()
+    options = ["--resamples", "20", "--permutations", "20", "--missing", "drop-rows"]
+    assert main(["audit", str(scores), "-o", str(tmp_path / "r"), "--where", "system=codex",
+                 "--where", "system=baseline", *options]) == 0
+    results = json.loads((tmp_path / "r" / "results.json").read_text())
+    assert (results["where"], results["n_table_rows"], results["n_rows"],
+            results["n_dropped_rows"]) == (["system=baseline", "system=codex"], 200, 79, 1)
+    assert set(results["by_system"]) == {"baseline", "codex"}
+    line = int(table.index[table["system"] == "codex"][1]) + 1
+    assert f"left out for a missing value: {scores}, line {line}" in capsys.readouterr().err
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert "those where system is 'baseline' or 'codex', of the table's 200" in report
+    assert main(["audit", str(scores), "-o", str(tmp_path / "r2"), "--where", "model=codex",
+                 *options]) == 2
+    assert "the table has no field 'model'" in capsys.readouterr().err

@@ -323,3 +323,38 @@ def test_a_value_that_would_be_lost_or_a_broken_table_is_named(tmp_path, name, t
     path.write_text(text)
     with pytest.raises(RecordError, match=message):
         read_generations(path)
+
+
+def test_select_rows_by_text_number_and_csv_cell(tmp_path):
+    """--where: text as written, a number as a number, a CSV cell (text) either way; missing
+    values never match; the rows kept still name their lines."""
+    from hybridmetric.schema import row_label, select_rows, where_text
+
+    rows = [{"task_id": f"t{k}", "candidate": "x", "system": system, "year": year,
+             "flag": flag}
+            for k, (system, year, flag) in enumerate([("a", 2021, True), ("b", 2022, False),
+                                                      ("c", None, True), ("2", 2022.0, None)])]
+    for name, writer in (("g.jsonl", lambda p: write_jsonl(p, rows)),
+                         ("g.csv", lambda p: write_generations(pd.DataFrame(rows), p))):
+        table = read_generations(writer(tmp_path / name))
+        kept = select_rows(table, ["year=2022"])
+        assert kept["task_id"].tolist() == ["t1", "t3"]
+        assert row_label(kept, 1) == f"{tmp_path / name}, " + (
+            "line 4" if name.endswith("jsonl") else "row 5")
+        assert select_rows(table, ["system=a", "system=c"])["task_id"].tolist() == ["t0", "t2"]
+        assert select_rows(table, ["year=2022", "system=2"])["task_id"].tolist() == ["t3"]
+        if name.endswith("csv"):  # a CSV cell's text is a number too (JSON text: below)
+            assert select_rows(table, ["system=2.0"])["task_id"].tolist() == ["t3"]
+    table = read_generations(tmp_path / "g.jsonl")  # JSON text is text: "2.0" is not "2"
+    assert select_rows(table, ["flag=true"])["task_id"].tolist() == ["t0", "t2"]
+    with pytest.raises(ValueError, match=r"no row is left \(from 'system' on\); 'system' "
+                                         r"holds '2', 'a', 'b', 'c'"):
+        select_rows(table, ["system=2.0"])
+    with pytest.raises(ValueError, match="the table has no field 'model'; its fields: task_id"):
+        select_rows(table, ["model=a"])
+    with pytest.raises(ValueError, match="expects FIELD=VALUE"):
+        select_rows(table, ["system"])
+    with pytest.raises(ValueError, match="'references' holds lists or objects"):
+        select_rows(table.assign(references=[["x"]] * 4), ["references=x"])
+    assert where_text(["system=a", "year=1", "system=b"]) == (
+        "system is 'a' or 'b', and year is '1'")

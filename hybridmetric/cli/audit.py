@@ -15,7 +15,7 @@ from hybridmetric.cli.fit import parse_scale
 from hybridmetric.cli.options import seed
 from hybridmetric.combine import HYBRID_COLUMN, MetricCard
 from hybridmetric.report import write_report
-from hybridmetric.schema import repeated_rows, rows_label, with_rater_mean
+from hybridmetric.schema import repeated_rows, rows_label, select_rows, with_rater_mean
 from hybridmetric.scoring import read_scored, signature_path
 
 
@@ -48,6 +48,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--missing", choices=("refuse", "drop-rows"),
                         help="what to do with rows missing a metric or the rating "
                              "(default: refuse)")
+    parser.add_argument("--where", action="append", default=[], metavar="FIELD=VALUE",
+                        help="audit only the rows whose FIELD is VALUE (e.g. language=java); "
+                             "repeat it: rows with any of the values given for a field, and "
+                             "every field named (language=java --where system=codex)")
     add_audit_options(parser)
     parser.set_defaults(func=run, resamples=None, permutations=None)
 
@@ -146,7 +150,9 @@ def run(args: argparse.Namespace) -> int:
     results = audit(frame, metrics=metrics, target=chosen["target"], seed=chosen["seed"],
                     n_resamples=chosen["resamples"], n_permutations=chosen["permutations"],
                     focus=args.focus, scale=chosen["scale"], missing=chosen["missing"],
-                    useful_threshold=chosen["useful"])
+                    useful_threshold=chosen["useful"], where=args.where)
+    if args.where:  # the rows audited (their lines, for the note and the report's plots)
+        frame = select_rows(frame, args.where)
     note_dropped(frame, results)
     paths = write_report(results, frame, args.output, card=card.data if card else None,
                          scorers=signatures, hybrid=hybrid)

@@ -33,6 +33,7 @@ from hybridmetric.report.tables import (
     statistics_of,
     weights_table,
 )
+from hybridmetric.schema import where_text
 
 ALPHA = 0.05  # significance level for highlighting, unless the results' settings give one
 #: Correlations drawn in the forest plot (pairwise accuracies, on another scale, stay in tables).
@@ -91,6 +92,9 @@ def _overview(results: Mapping[str, Any]) -> Section:
         "tasks": results.get("n_tasks"), "systems": results.get("n_systems"),
         "metrics": ", ".join(results.get("metrics", [])),
     }
+    if results.get("where"):
+        facts["rows audited (--where)"] = (f"those where {where_text(results['where'])}, of "
+                                           f"the table's {results.get('n_table_rows')}")
     if results.get("n_dropped_rows"):
         facts["rows left out (a metric or the target missing)"] = results["n_dropped_rows"]
     if results.get("hybrid_source"):
