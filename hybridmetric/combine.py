@@ -110,7 +110,9 @@ from hybridmetric.schema import (
     renumbered,
     row_label,
     rows_label,
+    rows_meeting,
     score_column,
+    where_text,
 )
 from hybridmetric.signature import changed, environment, signature
 
@@ -613,6 +615,7 @@ def fit_card(
     n_boot: int = 200,
     missing: str = "refuse",
     progress: bool | None = None,
+    where: Sequence[str] = (),
 ) -> MetricCard:
     """Fit a hybrid on ``frame``, validate it on held-out tasks, and return its metric card.
 
@@ -621,13 +624,19 @@ def fit_card(
     shuffles (``default_rng(seed)``) and the bootstrap resamples (``default_rng([seed, 1])``).
     ``progress``: a bar over the fits (``folds * repeats``, the full one, ``n_boot``) on
     stderr; None shows it on a terminal only (the ordinal model on a scale of many levels takes
-    seconds a fit).
+    seconds a fit). ``where``: fit on the rows that meet these ``FIELD=VALUE`` conditions
+    alone (:func:`~hybridmetric.schema.rows_meeting`), which the card's training data records
+    (the out-of-fold predictions of the others are NaN).
     """
     HybridMetric(model=model, alpha=alpha, calibration=calibration, bounds=scale)._check_params()
     if missing not in ("refuse", "drop-rows"):
         raise ValueError(f"missing must be 'refuse' or 'drop-rows', got {missing!r}")
     if n_boot < 0:
         raise ValueError(f"the bootstrap resamples (--bootstrap) must be >= 0, got {n_boot}")
+    n_input = len(frame)
+    where = sorted(set(where))  # (their order selects nothing)
+    chosen = rows_meeting(frame, where) if where else np.ones(n_input, dtype=bool)
+    n_table_rows, frame = n_input, renumbered(frame[chosen])
     n_input = len(frame)
     frame, columns, kept = _training_rows(frame, target, features, model, scorer_signatures,
                                           missing)
@@ -691,7 +700,8 @@ def fit_card(
     used = frame[["task_id", target, *columns] + (["ratings"] if model in RATER_MODELS else [])]
     training = {"sha256": frame_hash(used), "n_rows": int(len(frame)),
                 "n_tasks": int(len(np.unique(design.tasks))), "n_dropped_rows": n_dropped,
-                "n_rater_rows": int(len(design.y_train)) if model in RATER_MODELS else None}
+                "n_rater_rows": int(len(design.y_train)) if model in RATER_MODELS else None,
+                "where": where, "n_table_rows": n_table_rows}
     versions = environment(VERSIONED_PACKAGES)
     scorers = {c: scorer_of(c, list(scorer_signatures)) for c in columns}
     calibration_block: dict[str, Any] = {"method": "isotonic" if calibration == "isotonic"
@@ -723,9 +733,11 @@ def fit_card(
         "card": CARD_FORMAT, "model": model, "alpha": float(alpha), "calibration": calibration,
         "target": target, "features": ",".join(columns), "scale": f"{scale[0]!r}-{scale[1]!r}",
         "folds": folds, "repeats": repeats, "boot": n_boot, "seed": seed,
-        "data": training["sha256"][:16], "missing": missing, **versions})
-    held_out = np.full(n_input, np.nan)
-    held_out[kept] = out_of_fold
+        "data": training["sha256"][:16], "missing": missing,
+        # (JSON, its "|" escaped: the signature's own separator)
+        **({"where": json.dumps(where).replace("|", "\\u007c")} if where else {}), **versions})
+    held_out = np.full(n_table_rows, np.nan)
+    held_out[np.flatnonzero(chosen)[kept]] = out_of_fold
     return MetricCard(card, out_of_fold=held_out)
 
 
@@ -898,7 +910,9 @@ class MetricCard:
             f"hybrid metric: model {d['model']}, target {d['target']}, scale "
             f"{d['scale'][0]:g}-{d['scale'][1]:g}, {t['n_rows']} rows, {t['n_tasks']} tasks"
             + (f" ({t['n_dropped_rows']} rows with missing values dropped)"
-               if t["n_dropped_rows"] else ""),
+               if t["n_dropped_rows"] else "")
+            + (f"; the rows where {where_text(t['where'])}, of the table's {t['n_table_rows']}"
+               if t.get("where") else ""),
             f"held-out agreement with {d['target']}: {cv['folds']}-fold CV grouped by task, "
             f"{cv['repeats']} repeats (mean ± sd over {cv['n_folds_run']} folds)",
         ]

@@ -197,8 +197,14 @@ def numbers(frame: pd.DataFrame, name: str) -> np.ndarray:
 
 
 def select_rows(frame: pd.DataFrame, conditions: Sequence[str]) -> pd.DataFrame:
-    """The rows of ``frame`` that meet ``conditions``, each ``FIELD=VALUE`` (``language=java``),
-    renumbered (:func:`renumbered`: each still names its line). A row is kept where, for every
+    """The rows of ``frame`` that meet ``conditions`` (see :func:`rows_meeting`), renumbered
+    (:func:`renumbered`: each still names its line)."""
+    return renumbered(frame[rows_meeting(frame, conditions)])
+
+
+def rows_meeting(frame: pd.DataFrame, conditions: Sequence[str]) -> np.ndarray:
+    """Which rows of ``frame`` meet ``conditions``, each ``FIELD=VALUE`` (``language=java``), as
+    a boolean mask. A row is kept where, for every
     field named, its value is one of those given for that field: ``language=java`` and
     ``language=cpp`` keep both languages, ``language=java`` and ``system=codex`` codex's Java.
     Text matches as it is written; a number matches the same number (``2`` matches ``2.0``); a
@@ -231,7 +237,7 @@ def select_rows(frame: pd.DataFrame, conditions: Sequence[str]) -> pd.DataFrame:
                 f" and {len(seen) - 10} more" if len(seen) > 10 else "")
             raise ValueError(f"--where {' '.join(conditions)}: no row is left (from "
                              f"'{field}' on); '{field}' holds {shown or 'no value'}")
-    return renumbered(frame[keep])
+    return keep
 
 
 def where_text(conditions: Sequence[str]) -> str:

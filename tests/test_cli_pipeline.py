@@ -274,3 +274,11 @@ def test_audit_where_audits_part_of_a_scores_file(slice_file, tmp_path, capsys):
     assert main(["audit", str(scores), "-o", str(tmp_path / "r2"), "--where", "model=codex",
                  *options]) == 2
     assert "the table has no field 'model'" in capsys.readouterr().err
+    # fit too: the card of those rows, which says which they are
+    card = tmp_path / "card.json"
+    assert main(["fit", str(scores), "-o", str(card), "--where", "system=codex", "--missing",
+                 "drop-rows", "--repeats", "2", "--bootstrap", "10", "--no-progress"]) == 0
+    assert "the rows where system is 'codex', of the table's 200" in capsys.readouterr().out
+    training = json.loads(card.read_text())["training"]
+    assert (training["where"], training["n_rows"], training["n_dropped_rows"]) == (
+        ["system=codex"], 39, 1)

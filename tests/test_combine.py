@@ -585,3 +585,26 @@ def test_a_target_with_one_value_is_refused_as_the_audit_refuses_it():
     frame["rating"] = 2.0
     with pytest.raises(ValueError, match=r"'rating' takes one value on every training row \(2\)"):
         quick_card(frame)
+
+
+def test_where_fits_the_card_of_the_rows_cut_by_hand():
+    """``where``: the card of the rows pandas selects (same weights, CV, data hash), which
+    records the selection; out-of-fold predictions stay aligned with the whole table."""
+    frame = study_frame().assign(half=lambda f: np.where(f["task_id"].str[1:].astype(int) < 30,
+                                                         "a", "b"))
+    frame.loc[[5, 130], "score.edit_sim"] = np.nan
+    chosen = quick_card(frame, missing="drop-rows", where=["half=b"])
+    by_hand = quick_card(frame[frame["half"] == "b"].reset_index(drop=True), missing="drop-rows")
+    for key in ("weights", "cv", "calibration"):
+        assert chosen.data[key] == by_hand.data[key]
+    assert chosen.data["training"] == {**by_hand.data["training"], "where": ["half=b"],
+                                       "n_table_rows": 240}
+    assert chosen.data["training"]["n_dropped_rows"] == 1  # (row 130: row 5 is not chosen)
+    assert '|missing:drop-rows|where:["half=b"]|' in chosen.data["signature"]
+    assert chosen.data["signature"].replace('|where:["half=b"]', "") == by_hand.data["signature"]
+    held_out = chosen.out_of_fold
+    assert held_out.shape == (240,) and np.isnan(held_out[:120]).all()
+    np.testing.assert_array_equal(np.delete(held_out[120:], 10), np.delete(by_hand.out_of_fold,
+                                                                           10))
+    assert np.isnan(held_out[130])
+    assert "the rows where half is 'b', of the table's 240" in chosen.summary()

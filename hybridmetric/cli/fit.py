@@ -70,6 +70,10 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("-o", "--output", required=True, help="metric card (.json)")
     parser.add_argument("--scale", help="the rating scale MIN,MAX (default: observed range)")
     add_fit_options(parser)
+    parser.add_argument("--where", action="append", default=[], metavar="FIELD=VALUE",
+                        help="fit on the rows whose FIELD is VALUE alone (e.g. language=java); "
+                             "repeat it: rows with any of the values given for a field, and "
+                             "every field named (language=java --where system=codex)")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(func=run)
 
@@ -82,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
     for repeated in repeated_rows(frame):
         print(f"hybridmetric: note: {repeated}", file=sys.stderr)
     card = fit_card(frame, scorer_signatures=signatures, scale=parse_scale(args.scale),
-                    progress=False if args.no_progress else None, **fit_options(args))
+                    progress=False if args.no_progress else None, where=args.where,
+                    **fit_options(args))
     card.save(args.output)
     print(card.summary())
     print(f"card -> {args.output}")
