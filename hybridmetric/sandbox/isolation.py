@@ -249,19 +249,46 @@ def private_terminals() -> None:
 def _hide_host_dirs(needed: list[str]) -> list[str]:
     """Cover each top-level folder that is not the system's (and is no needed path itself) with
     an empty read-only tmpfs, the needed paths below it bound back (see :func:`private_mounts`),
-    and the private directories made there already (:data:`COVERED`: ``/var/tmp``); return the
-    folders covered. (A folder made at the top level after the worker started stays in view.)"""
+    and the private directories made there already (:data:`COVERED`: ``/var/tmp``), and each
+    other top-level entry but a link (a host's ``/.env``, a container's descriptor) with an
+    empty read-only file; return the folders covered. (What is made at the top level after the
+    worker started stays in view.)"""
     paths = needed + [os.path.realpath(n) for n in needed]
-    hidden = []
+    hidden, files = [], []
     for name in sorted(os.listdir("/")):
         top = os.path.join("/", name)
-        if (name in SYSTEM_DIRS or os.path.islink(top) or not os.path.isdir(top)
-                or top in paths):
+        if name in SYSTEM_DIRS or os.path.islink(top) or top in paths:
+            continue
+        if not os.path.isdir(top):
+            files.append(top)
             continue
         _cover(top, b"mode=0755,size=1m", _paths_below(top, paths + COVERED))
         _read_only(top, recursive=False)
         hidden.append(top)
+    if files:
+        _empty_files(files)
     return hidden
+
+
+def _empty_files(paths: list[str]) -> None:
+    """Bind an empty read-only file over each of ``paths`` (after :func:`_private_dirs`: the
+    file is made in the private ``/run``, the source of a bind mount having to be in this
+    namespace, and unlinked once bound: a program that shares the worker's uid cannot write it
+    there). An empty file already bound there and unlinked, as here (a sandbox started within
+    another's mounts), on which nothing can be mounted, stays as it is."""
+    empty = "/run/hybridmetric-empty"
+    os.close(os.open(empty, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444))
+    try:
+        for path in paths:
+            if _libc.mount(empty.encode(), path.encode(), None, MS_BIND, None) != 0:
+                number, found = ctypes.get_errno(), os.stat(path)
+                if number == errno.ENOENT and found.st_nlink == 0 and found.st_size == 0:
+                    continue
+                raise OSError(number, f"bind-mount an empty file on {path}: "
+                                      f"{os.strerror(number)}")
+            _read_only(path, recursive=False)
+    finally:
+        os.unlink(empty)
 
 
 def name_the_uid(uid: int) -> None:

@@ -674,8 +674,15 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None,
     ``__main__`` at ``path`` in ``folder`` in this (child) process; emit the token after it
     returns. ``below``: the frames under this function's (the harness's). (Every object this
     touches is a page the child copies, so it does little, with no helper such as
-    ``contextlib.suppress``.)"""
-    own_pid = getpid()
+    ``contextlib.suppress``.)
+
+    The program can rebind this module's globals (its frames lead there, as does ``gc`` once
+    it unfreezes what the fork server froze): what runs it, ends it and sends its token is
+    bound in this frame first, and the token goes out only where its code returned, so a
+    failure path the program made a no-op (``_report``) sends nothing."""
+    run, report, end, send, pid_now = run_code, _report, _exit, _c_write, getpid
+    token_at, token_size = _TOKEN_AT, 1 + TOKEN_BYTES
+    own_pid = pid_now()
     # The secrets are at _TOKEN_AT already (the fork copied them): fd 3 closed, the program
     # cannot read them there, nor find them in a Python object.
     close(TOKEN_FD)
@@ -697,9 +704,9 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None,
         if code is None:
             code = (compile(file_bytes(source), path, "exec", dont_inherit=True),)
     except COMPILE_ERRORS as exc:
-        _report(b"S", exc, source, path, own_pid)
+        report(b"S", exc, source, path, own_pid)
     except MemoryError as exc:
-        _report(b"M", exc, source, path, own_pid)
+        report(b"M", exc, source, path, own_pid)
     # A module of its own, as ``python path`` gives: pickle, unittest, doctest and typing look
     # the program up as ``sys.modules["__main__"]``.
     main = ModuleType("__main__")
@@ -710,43 +717,47 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None,
     # that the first part could change (``builtins.exec``) or reach (an iterator of ``code``).
     first, rest = code[0], code[1:]
     try:
-        run_code(first, namespace)
+        run(first, namespace)
         for part in rest:
-            run_code(part, namespace)
+            run(part, namespace)
     except SystemExit as exc:
-        _report(b"X", RuntimeError(_exit_text(exc)), source, path, own_pid)
+        report(b"X", RuntimeError(_exit_text(exc)), source, path, own_pid)
     except MemoryError as exc:
-        _report(b"M", exc, source, path, own_pid)
+        report(b"M", exc, source, path, own_pid)
     except BaseException as exc:
-        _report(b"E", exc, source, path, own_pid)
-    # Then what the interpreter does at exit (Py_FinalizeEx), in its order: wait for the
-    # program's other threads (``threading._shutdown``, which also joins a ThreadPoolExecutor's
-    # workers), send the token (the tests are over; a process the program forked that got here
-    # sends none), run the atexit callbacks (an error there is printed, not a failure, as in
-    # python; ``os._exit(n)`` there is the exit status), flush the standard streams (failing:
-    # status 120). Objects alive at the end are not finalized (no ``__del__`` at shutdown).
-    threading = sys.modules.get("threading")
-    try:  # noqa: SIM105 - see the docstring
-        if threading is not None:
-            threading._shutdown()
-    except BaseException:  # noqa: BLE001 - python prints it and goes on
-        pass
-    if getpid() == own_pid and _c_write(4, _TOKEN_AT, 1 + TOKEN_BYTES) != 1 + TOKEN_BYTES:
-        _exit(1)  # the program closed fd 4: no token, a failure
-    _run_exitfuncs()
-    status = 0
-    for name in ("stdout", "stderr"):
-        stream = getattr(sys, name, None)
-        try:
-            if stream is not None and not stream.closed:
-                stream.flush()
-        except BaseException as exc:  # noqa: BLE001 - a stream the program broke
-            status = 120
-            try:  # noqa: SIM105 - see the docstring
-                write(2, f"Exception ignored flushing sys.{name} at exit: {exc!r}\n".encode())
-            except BaseException:  # noqa: BLE001
-                pass
-    _exit(status)
+        report(b"E", exc, source, path, own_pid)
+    else:
+        # What the interpreter does at exit (Py_FinalizeEx), in its order: wait for the
+        # program's other threads (``threading._shutdown``, which also joins a
+        # ThreadPoolExecutor's workers), send the token (the tests are over; a process the
+        # program forked that got here sends none), run the atexit callbacks (an error there is
+        # printed, not a failure, as in python; ``os._exit(n)`` there is the exit status), flush
+        # the standard streams (failing: status 120). Objects alive at the end are not
+        # finalized (no ``__del__`` at shutdown).
+        threading = sys.modules.get("threading")
+        try:  # noqa: SIM105 - see the docstring
+            if threading is not None:
+                threading._shutdown()
+        except BaseException:  # noqa: BLE001 - python prints it and goes on
+            pass
+        if pid_now() == own_pid and send(4, token_at, token_size) != token_size:
+            end(1)  # the program closed fd 4: no token, a failure
+        _run_exitfuncs()
+        status = 0
+        for name in ("stdout", "stderr"):
+            stream = getattr(sys, name, None)
+            try:
+                if stream is not None and not stream.closed:
+                    stream.flush()
+            except BaseException as exc:  # noqa: BLE001 - a stream the program broke
+                status = 120
+                try:  # noqa: SIM105 - see the docstring
+                    write(2, f"Exception ignored flushing sys.{name} at exit: {exc!r}\n"
+                          .encode())
+                except BaseException:  # noqa: BLE001
+                    pass
+        end(status)
+    end(1)  # (a report the program made return: no token)
 
 
 class Forker:

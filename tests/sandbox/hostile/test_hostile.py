@@ -522,6 +522,75 @@ def test_rebound_exceptions_do_not_change_what_the_harness_catches(
     untouched(sandbox)
 
 
+#: A candidate that rebinds its harness's globals (``launcher``'s module dict, which a frame
+#: below its own leads to, as does ``gc`` once it unfreezes what the fork server froze): the
+#: failure report and the function that runs the tests turned into no-ops.
+REBINDS_ITS_HARNESS = """
+import gc, sys
+def add(a, b):
+    return a - b
+def rebind(names):
+    names["_report"] = names["run_code"] = lambda *args: None
+try:
+    raise ValueError
+except ValueError as error:  # (a frame of the harness's, with no sys._getframe)
+    rebind(error.__traceback__.tb_frame.f_back.f_globals)
+gc.unfreeze()
+for found in gc.get_objects():
+    if type(found) is type(add) and found.__name__ == "_python_main":
+        rebind(found.__globals__)
+"""
+REBINDS_TESTS = "def check(candidate):\n    assert candidate(2, 3) == 5\n\ncheck(add)\n"
+
+
+def test_a_candidate_that_rebinds_its_harness_still_fails(sandbox: Sandbox,
+                                                          untouched: Check) -> None:
+    """What runs the tests, reports their failure and ends the child is bound in the harness's
+    frame before the program runs, and the token follows only tests that returned: rebinding
+    the harness's globals turns a failure into no pass, whether the tests run as a tail
+    compiled apart or with the rest."""
+    source = REBINDS_ITS_HARNESS + REBINDS_TESTS
+    limits = Limits(timeout_s=5.0)
+    results = sandbox.run([Program("python", source, limits, tail_at=len(REBINDS_ITS_HARNESS)),
+                           Program("python", source, limits),
+                           Program("python", source.replace("a - b", "a + b"), limits)])
+    assert [r.outcome for r in results] == [FAILED, FAILED, PASSED], results
+    assert "assert candidate(2, 3) == 5" in results[0].error, results[0]
+    untouched(sandbox)
+
+
+#: What a program finds in the files at the top level of the file system (their first bytes,
+#: or the error opening them): the host's own are covered, as its folders are.
+TOP_LEVEL_FILES = """
+import os
+found = {}
+for name in os.listdir("/"):
+    path = os.path.join("/", name)
+    if not os.path.islink(path) and not os.path.isdir(path):
+        try:
+            with open(path, "rb") as handle:
+                found[name] = handle.read(64)
+        except OSError as error:
+            found[name] = error.errno
+assert "hybridmetric-hostile-secret" in found and set(found.values()) == {b""}, found
+"""
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="makes a file at the top level of the file system")
+def test_the_host_s_top_level_files_read_empty(untouched: Check) -> None:
+    """A file the host keeps at ``/`` (a ``/.env``, a container's descriptor) is covered with
+    an empty read-only one, as the host's own folders are with empty ones."""
+    secret = Path("/hybridmetric-hostile-secret")
+    secret.write_text("the host's secret\n")
+    try:
+        with Sandbox(workers=1) as box:  # (after the file: what comes later stays in view)
+            [result] = box.run([Program("python", TOP_LEVEL_FILES, Limits(timeout_s=5.0))])
+            assert result.outcome == PASSED, result
+            untouched(box)
+    finally:
+        secret.unlink()
+
+
 def test_system_v_shared_memory_is_capped(sandbox: Sandbox, run: Run, untouched: Check) -> None:
     """Segments that no process maps count toward no limit of a process's (nor, after a
     program, do they stay: the sweep removes them): the worker's IPC namespace holds them all to
