@@ -653,35 +653,37 @@ def _enter_python(path: str, streams: tuple[TextIO, TextIO, TextIO]) -> None:
     sys.argv = [path]
 
 
-def _report(code: bytes, exc: BaseException, source: str, path: str, own_pid: int) -> NoReturn:
-    """End a Python program's child on an exception: its error text on stderr, then the
-    report ``code`` on fd 4, with the report key right after it in the same write (the worker
-    believes a report only where the key follows it; see :data:`TOKEN_BYTES`); a process that
-    the program forked (not ``own_pid``) sends none, as it sends no pass."""
+def _say_why(kind: bytes, exc: BaseException, source: str, path: str) -> None:
+    """A failing Python program's error text, on stderr (for an ``X``, the exit's). The program
+    may have rebound what this calls (see :func:`_python_main`): its verdict does not depend on
+    it."""
     try:  # noqa: SIM105 - see _python_main
+        if kind == b"X":
+            exc = RuntimeError(_exit_text(exc))
         write(2, _error_text(exc, source, path).encode("utf-8", "replace"))
     except BaseException:  # noqa: BLE001 - the verdict still goes out
         pass
-    if getpid() == own_pid:
-        _c_memset(_REPORT_AT, code[0], 1)
-        _c_write(4, _REPORT_AT, 1 + TOKEN_BYTES)
-    _exit(1)
 
 
 def _python_main(source: str, path: str, folder: str, compiled: bytes | None,
                  below: int) -> NoReturn:
     """Run ``source`` (``compiled``: its code from ``compiling.precompile``, or None) as
     ``__main__`` at ``path`` in ``folder`` in this (child) process; emit the token after it
-    returns. ``below``: the frames under this function's (the harness's). (Every object this
-    touches is a page the child copies, so it does little, with no helper such as
+    returns, or, where it raised, the report of its kind (``S``: it does not compile; ``M``:
+    memory; ``X``: it exited; ``E``: another exception) on fd 4 with the report key right after
+    it in the same write (the worker believes a report only where the key follows it; see
+    :data:`TOKEN_BYTES`); a process that the program forked (not this one) sends neither.
+    ``below``: the frames under this function's (the harness's). (Every object this touches is
+    a page the child copies, so it does little, with no helper such as
     ``contextlib.suppress``.)
 
     The program can rebind this module's globals (its frames lead there, as does ``gc`` once
-    it unfreezes what the fork server froze): what runs it, ends it and sends its token is
-    bound in this frame first, and the token goes out only where its code returned, so a
-    failure path the program made a no-op (``_report``) sends nothing."""
-    run, report, end, send, pid_now = run_code, _report, _exit, _c_write, getpid
-    token_at, token_size = _TOKEN_AT, 1 + TOKEN_BYTES
+    it unfreezes what the fork server froze): what runs it, ends it and sends its token or
+    report, and where they lie, is bound in this frame's locals first, the token goes out only
+    where the program's code returned, and nothing it can rebind decides what is sent; what
+    it can rebind writes the error text alone."""
+    run, end, send, mark, pid_now, say = run_code, _exit, _c_write, _c_memset, getpid, _say_why
+    token_at, report_at, size = _TOKEN_AT, _REPORT_AT, 1 + TOKEN_BYTES
     own_pid = pid_now()
     # The secrets are at _TOKEN_AT already (the fork copied them): fd 3 closed, the program
     # cannot read them there, nor find them in a Python object.
@@ -700,64 +702,74 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None,
             code = unmarshal(compiled)
         except (ValueError, EOFError, TypeError, MemoryError):  # compiled below instead
             pass
+    kind, error = b"", None
     try:
         if code is None:
             code = (compile(file_bytes(source), path, "exec", dont_inherit=True),)
     except COMPILE_ERRORS as exc:
-        report(b"S", exc, source, path, own_pid)
+        kind, error = b"S", exc
     except MemoryError as exc:
-        report(b"M", exc, source, path, own_pid)
-    # A module of its own, as ``python path`` gives: pickle, unittest, doctest and typing look
-    # the program up as ``sys.modules["__main__"]``.
-    main = ModuleType("__main__")
-    namespace = main.__dict__
-    namespace.update(__file__=path, __builtins__=builtins, __cached__=None)
-    sys.modules["__main__"] = main
-    # The whole, or its first part and its shared tail (see compiling.py): nothing between them
-    # that the first part could change (``builtins.exec``) or reach (an iterator of ``code``).
-    first, rest = code[0], code[1:]
-    try:
-        run(first, namespace)
-        for part in rest:
-            run(part, namespace)
-    except SystemExit as exc:
-        report(b"X", RuntimeError(_exit_text(exc)), source, path, own_pid)
-    except MemoryError as exc:
-        report(b"M", exc, source, path, own_pid)
-    except BaseException as exc:
-        report(b"E", exc, source, path, own_pid)
-    else:
-        # What the interpreter does at exit (Py_FinalizeEx), in its order: wait for the
-        # program's other threads (``threading._shutdown``, which also joins a
-        # ThreadPoolExecutor's workers), send the token (the tests are over; a process the
-        # program forked that got here sends none), run the atexit callbacks (an error there is
-        # printed, not a failure, as in python; ``os._exit(n)`` there is the exit status), flush
-        # the standard streams (failing: status 120). Objects alive at the end are not
-        # finalized (no ``__del__`` at shutdown).
-        threading = sys.modules.get("threading")
-        try:  # noqa: SIM105 - see the docstring
-            if threading is not None:
-                threading._shutdown()
-        except BaseException:  # noqa: BLE001 - python prints it and goes on
-            pass
-        if pid_now() == own_pid and send(4, token_at, token_size) != token_size:
-            end(1)  # the program closed fd 4: no token, a failure
-        _run_exitfuncs()
-        status = 0
-        for name in ("stdout", "stderr"):
-            stream = getattr(sys, name, None)
-            try:
-                if stream is not None and not stream.closed:
-                    stream.flush()
-            except BaseException as exc:  # noqa: BLE001 - a stream the program broke
-                status = 120
-                try:  # noqa: SIM105 - see the docstring
-                    write(2, f"Exception ignored flushing sys.{name} at exit: {exc!r}\n"
-                          .encode())
-                except BaseException:  # noqa: BLE001
-                    pass
-        end(status)
-    end(1)  # (a report the program made return: no token)
+        kind, error = b"M", exc
+    if not kind:
+        # A module of its own, as ``python path`` gives: pickle, unittest, doctest and typing
+        # look the program up as ``sys.modules["__main__"]``.
+        main = ModuleType("__main__")
+        namespace = main.__dict__
+        namespace.update(__file__=path, __builtins__=builtins, __cached__=None)
+        sys.modules["__main__"] = main
+        # The whole, or its first part and its shared tail (see compiling.py): nothing between
+        # them that the first part could change (``builtins.exec``) or reach (an iterator of
+        # ``code``).
+        first, rest = code[0], code[1:]
+        try:
+            run(first, namespace)
+            for part in rest:
+                run(part, namespace)
+        except SystemExit as exc:
+            kind, error = b"X", exc
+        except MemoryError as exc:
+            kind, error = b"M", exc
+        except BaseException as exc:
+            kind, error = b"E", exc
+        else:
+            # What the interpreter does at exit (Py_FinalizeEx), in its order: wait for the
+            # program's other threads (``threading._shutdown``, which also joins a
+            # ThreadPoolExecutor's workers), send the token (the tests are over), run the
+            # atexit callbacks (an error there is printed, not a failure, as in python;
+            # ``os._exit(n)`` there is the exit status), flush the standard streams (failing:
+            # status 120). Objects alive at the end are not finalized (no ``__del__`` at
+            # shutdown).
+            threading = sys.modules.get("threading")
+            try:  # noqa: SIM105 - see the docstring
+                if threading is not None:
+                    threading._shutdown()
+            except BaseException:  # noqa: BLE001 - python prints it and goes on
+                pass
+            if pid_now() == own_pid and send(4, token_at, size) != size:
+                end(1)  # the program closed fd 4: no token, a failure
+            _run_exitfuncs()
+            status = 0
+            for name in ("stdout", "stderr"):
+                stream = getattr(sys, name, None)
+                try:
+                    if stream is not None and not stream.closed:
+                        stream.flush()
+                except BaseException as exc:  # noqa: BLE001 - a stream the program broke
+                    status = 120
+                    try:  # noqa: SIM105 - see the docstring
+                        write(2, f"Exception ignored flushing sys.{name} at exit: {exc!r}\n"
+                              .encode())
+                    except BaseException:  # noqa: BLE001
+                        pass
+            end(status)
+    try:  # noqa: SIM105 - see the docstring
+        say(kind, error, source, path)
+    except BaseException:  # noqa: BLE001 - (what the program made of it)
+        pass
+    if pid_now() == own_pid:
+        mark(report_at, kind[0], 1)
+        send(4, report_at, size)
+    end(1)
 
 
 class Forker:

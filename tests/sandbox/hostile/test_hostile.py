@@ -524,13 +524,21 @@ def test_rebound_exceptions_do_not_change_what_the_harness_catches(
 
 #: A candidate that rebinds its harness's globals (``launcher``'s module dict, which a frame
 #: below its own leads to, as does ``gc`` once it unfreezes what the fork server froze): the
-#: failure report and the function that runs the tests turned into no-ops.
+#: function that runs the tests made a no-op, the failure report pointed at the pass token (its
+#: kind byte left alone) and the child's end made a wait, while a thread of its own ends the
+#: process with status 0 once the harness has sent it.
 REBINDS_ITS_HARNESS = """
-import gc, sys
+import gc, os, sys, threading, time
 def add(a, b):
     return a - b
 def rebind(names):
-    names["_report"] = names["run_code"] = lambda *args: None
+    names["run_code"] = names["_c_memset"] = lambda *args: None
+    names["_REPORT_AT"] = names["_TOKEN_AT"]
+    names["_exit"] = lambda *args: time.sleep(3)
+def end():
+    time.sleep(1)
+    os._exit(0)
+threading.Thread(target=end, daemon=True).start()
 try:
     raise ValueError
 except ValueError as error:  # (a frame of the harness's, with no sys._getframe)
