@@ -393,3 +393,16 @@ def test_forest_plot_draws_estimates_outside_or_at_the_edge_of_their_interval() 
     agreement = {"item": {"score.a": {"pearson": {"value": 0.9999999999999999, "ci": [1.0, 1.0]},
                                       "kendall": {"value": 0.1, "ci": [0.15, 0.4]}}}}
     assert forest_plot(agreement, ["pearson", "kendall"]).startswith(b"\x89PNG")
+
+
+def test_grade_bars_draw_a_share_outside_its_own_interval() -> None:
+    """A few resamples can give a share a percentile interval that leaves it out (it once
+    stopped the report: matplotlib refuses negative error bars)."""
+    from hybridmetric.report.plots import grade_bars
+
+    share = {"value": 0.5, "ci": [0.55, 0.8], "n_valid": 3}
+    pass_value = {"grades": [0, 1], "grading": "rounded",
+                  "pass": {"n": 4, "distribution": [{"grade": 0, "share": share},
+                                                    {"grade": 1, "share": share}]},
+                  "fail": {"n": 4, "distribution": [{"grade": 1, "share": share}]}}
+    assert grade_bars(pass_value, "rating").startswith(b"\x89PNG")

@@ -206,11 +206,13 @@ def grade_bars(pass_value: Mapping[str, Any], target: str) -> bytes:
         block = pass_value[group]
         shares = {entry["grade"]: _interval(entry["share"]) for entry in block["distribution"]}
         points = [shares.get(g) or (0.0, 0.0, 0.0) for g in grades]
-        values = np.array([p[0] for p in points])
-        errors = np.array([[p[0] - p[1] for p in points], [p[2] - p[0] for p in points]])
-        axis.bar(positions + (k - 0.5) * 0.4, values, width=0.4, yerr=errors, capsize=3,
-                 color=COLOURS[2 if group == "pass" else 3],
-                 label=f"{name} (n={block['n']})", error_kw={"linewidth": 1})
+        values, lows, highs = np.array(points, dtype=float).T
+        at = positions + (k - 0.5) * 0.4
+        axis.bar(at, values, width=0.4, color=COLOURS[2 if group == "pass" else 3],
+                 label=f"{name} (n={block['n']})")
+        # each interval as it is: a percentile interval need not hold its estimate
+        axis.errorbar(at, (lows + highs) / 2, yerr=(highs - lows) / 2, fmt="none",
+                      ecolor="black", capsize=3, linewidth=1)
     axis.set_xticks(positions, [str(g) for g in grades],
                     rotation=30 if pass_value.get("grading") == "binned" else 0)
     axis.set_xlabel(literal(f"grade ({grading(pass_value, target)})"), fontsize=9)
