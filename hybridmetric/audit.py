@@ -517,11 +517,14 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
     where = sorted(set(where))  # (their order selects nothing)
     if where:
         frame = select_rows(frame, where)
-    if metrics is None:
-        metrics = [c for c in frame.columns if str(c).startswith(SCORE_PREFIX)]
+    if metrics is None:  # (a score column may be the target: it is no metric of itself)
+        metrics = [c for c in frame.columns if str(c).startswith(SCORE_PREFIX) and c != target]
     metrics = [_metric_column(frame, m) for m in metrics]
     if focus is not None:
         focus = _metric_column(frame, focus)
+    if target in metrics or target == focus:
+        raise ValueError(f"the target '{target}' is named as a metric too: it agrees with itself "
+                         "perfectly; leave it out of --metrics and --focus")
     if not metrics:
         raise ValueError(f"no metric columns: the table has no '{SCORE_PREFIX}*' column; pass "
                          "metrics=[...] or score the table first")
@@ -711,7 +714,10 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
         "focus_rule": rule,
         "agreement": agreement,
         "comparisons": rows,
-        "ceiling": _ceiling(data, frame, counts, confidence, tie_threshold),
+        "ceiling": (_ceiling(data, frame, counts, confidence, tie_threshold)
+                    if target == "rating" else
+                    {"reason": f"the raters' grades ('ratings') grade 'rating', not the target "
+                               f"'{target}'"}),
         "counts": {"within_task_pairs": int(i.size),
                    "human_tied_pairs": int(i.size - cdt_counts[:, 0].sum()),
                    "tasks_with_pairs": int(np.count_nonzero(np.bincount(data.task_codes) >= 2))},

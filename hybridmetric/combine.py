@@ -401,16 +401,22 @@ def scorer_of(column: str, scorer_names: Sequence[str] = ()) -> str:
     return max(matches, key=len) if matches else rest.split(".", 1)[0]
 
 
-def feature_columns(frame: pd.DataFrame, features: Sequence[str] | None = None) -> list[str]:
+def feature_columns(frame: pd.DataFrame, features: Sequence[str] | None = None,
+                    target: str | None = None) -> list[str]:
     """Resolve feature names (``chrf`` or ``score.chrf``) to columns; None: every score column
-    except ``score.hybrid``."""
-    available = [c for c in frame.columns if c.startswith(SCORE_PREFIX) and c != HYBRID_COLUMN]
+    except ``score.hybrid`` and the ``target`` (a score column may be one: a hybrid that saw it
+    would predict it perfectly)."""
+    available = [c for c in frame.columns
+                 if c.startswith(SCORE_PREFIX) and c not in (HYBRID_COLUMN, target)]
     if features is None:
         if not available:
             raise ValueError("the table has no score.* columns; score it first "
                              "(hybridmetric score)")
         return available
     columns = [score_column(f) for f in features]
+    if target in columns:
+        raise ValueError(f"the target '{target}' is named as a feature too: a hybrid that sees "
+                         "its target predicts it perfectly; leave it out of --features")
     unknown = [c for c in columns if c not in available]
     if unknown:
         parts = {c: [a for a in available if a.startswith(c + ".")] for c in unknown}
@@ -538,7 +544,11 @@ def _training_rows(
     if model in RATER_MODELS and "ratings" not in frame.columns:
         raise ValueError(f"model='{model}' trains on each rater's grade, from the 'ratings' "
                          "column, which this table lacks; use --model nonneg or ridge")
-    columns = feature_columns(frame, features)
+    if model in RATER_MODELS and target != "rating":
+        raise ValueError(f"model='{model}' trains on each rater's grade of 'rating' (the "
+                         f"'ratings' column), not of the target '{target}'; use --model nonneg "
+                         "or ridge")
+    columns = feature_columns(frame, features, target)
     _check_signatures(columns, scorer_signatures)
     frame = renumbered(frame)
     gaps = _missing_rows(frame, [target, *columns] + (["ratings"] if model in RATER_MODELS
@@ -558,6 +568,10 @@ def _training_rows(
     frame = renumbered(frame[keep])
     if frame.empty:
         raise ValueError("no row has every chosen feature and the target; choose other features")
+    values = numbers(frame, target)
+    if np.unique(values).size < 2:  # (as the audit: no agreement with it to measure)
+        raise ValueError(f"'{target}' takes one value on every training row ({values[0]:g}): "
+                         "there is nothing for a hybrid to fit")
     constant = [c for c in columns if frame[c].nunique() < 2]
     if constant:
         raise ValueError(f"feature(s) {constant} are constant on the training rows; drop them")
@@ -642,9 +656,9 @@ def fit_card(
                                           missing)
     n_dropped = n_input - len(kept)
     design = _design(frame, target, columns, model)
-    if np.unique(design.y_train).size < 2:  # (as the audit: no agreement with it to measure)
-        raise ValueError(f"'{target}' takes one value on every training row "
-                         f"({design.y_train[0]:g}): there is nothing for a hybrid to fit")
+    if np.unique(design.y_train).size < 2:  # (the raters' grades: see _training_rows)
+        raise ValueError(f"the raters' grades ('ratings') take one value on every training "
+                         f"row ({design.y_train[0]:g}): there is nothing for a hybrid to fit")
     if scale is None:
         scale_source = "observed"
         scale = (float(design.y_train.min()), float(design.y_train.max()))

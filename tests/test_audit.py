@@ -559,3 +559,15 @@ def test_where_audits_the_rows_pandas_selects_and_records_them(frame):
     both = audit(frame.assign(half=np.arange(120) % 2), where=["system=beta", "half=1"],
                  **options)
     assert both["n_rows"] == int(((frame["system"] == "beta") & (np.arange(120) % 2 == 1)).sum())
+
+
+def test_a_score_column_as_the_target_is_no_metric_of_itself(frame):
+    """``target="score.good"``: the other score columns are audited against it, it is refused
+    as a metric or focus, and the raters, who graded 'rating', give it no ceiling."""
+    result = audit(frame, target="score.good", n_resamples=20, n_permutations=20)
+    assert result["metrics"] == ["score.weak", "score.hybrid"]
+    assert result["ceiling"] == {"reason": "the raters' grades ('ratings') grade 'rating', not "
+                                           "the target 'score.good'"}
+    for options in ({"metrics": ["good", "weak"]}, {"focus": "score.good"}):
+        with pytest.raises(ValueError, match="the target 'score.good' is named as a metric"):
+            audit(frame, target="score.good", n_resamples=20, n_permutations=20, **options)

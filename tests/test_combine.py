@@ -585,6 +585,23 @@ def test_a_target_with_one_value_is_refused_as_the_audit_refuses_it():
     frame["rating"] = 2.0
     with pytest.raises(ValueError, match=r"'rating' takes one value on every training row \(2\)"):
         quick_card(frame)
+    frame["score.chrf"] = frame["score.edit_sim"] = frame["score.noise"] = 0.5
+    with pytest.raises(ValueError, match="'rating' takes one value"):  # (before the features)
+        quick_card(frame)
+
+
+def test_a_score_column_as_the_target_is_no_feature_of_itself():
+    """A target that is a score column (``--target score.chrf``) is left out of the default
+    features, refused as a named one, and the rater models, which learn the raters' grades of
+    'rating', refuse it."""
+    frame = study_frame(n_tasks=20)
+    card = quick_card(frame, target="score.chrf", features=None)
+    assert card.features == ["score.edit_sim", "score.noise", "score.pass"]
+    assert card.data["cv"]["hybrid"]["pearson"]["mean"] < 0.9  # (no identity learnt)
+    with pytest.raises(ValueError, match="the target 'score.chrf' is named as a feature too"):
+        quick_card(frame, target="score.chrf", features=["chrf", "noise"])
+    with pytest.raises(ValueError, match="grade of 'rating' .* not of the target 'score.chrf'"):
+        quick_card(frame, target="score.chrf", features=["noise"], model="mixed")
 
 
 def test_where_fits_the_card_of_the_rows_cut_by_hand():
