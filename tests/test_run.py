@@ -183,6 +183,16 @@ def test_a_study_outside_its_scale_or_without_its_target_is_refused_before_scori
     assert main(["run", str(broken), "-o", str(out), *FAST]) == 2
     assert "'system' is missing in 2 of" in capsys.readouterr().err
     assert not out.exists()
+    # every metric takes one value: no hybrid to fit, said once
+    frame = read_study(small_study).generations
+    write_generations(frame.assign(candidate=frame["references"].str[0]),
+                      broken / "generations.jsonl")
+    assert main(["run", str(broken), "-o", str(out), *FAST, "--scorers", "edit_sim,exact_match",
+                 "--no-progress"]) == 2
+    error = capsys.readouterr().err
+    assert "score.edit_sim, score.exact_match take one value on this study" in error
+    assert "error: no metric varies on this study: there is no hybrid to fit" in error
+    assert "fitting the hybrid on" not in error
 
 
 @pytest.mark.parametrize("model", ["nonneg", "mixed"])

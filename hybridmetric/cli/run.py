@@ -191,6 +191,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"note: {', '.join(constant)} take one value on this study; "
                   "they cannot weigh in the hybrid and are left out of it", file=sys.stderr)
         options["features"] = [f for f in present if f not in constant]
+        if not options["features"]:
+            raise ValueError("no metric varies on this study: there is no hybrid to fit (and "
+                             "no agreement to audit); score it with other scorers (--scorers)")
     print(f"[2/3] fitting the hybrid on "
           f"{', '.join(score_column(f) for f in options['features'])}", file=sys.stderr)
     card = fit_card(table, scorer_signatures=signatures, scale=study.scale,
