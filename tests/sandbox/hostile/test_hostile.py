@@ -522,19 +522,21 @@ def test_rebound_exceptions_do_not_change_what_the_harness_catches(
     untouched(sandbox)
 
 
-#: A candidate that rebinds its harness's globals (``launcher``'s module dict, which a frame
-#: below its own leads to, as does ``gc`` once it unfreezes what the fork server froze): the
-#: function that runs the tests made a no-op, the failure report pointed at the pass token (its
-#: kind byte left alone) and the child's end made a wait, while a thread of its own ends the
-#: process with status 0 once the harness has sent it.
-REBINDS_ITS_HARNESS = """
+#: Candidates that rebind what their harness runs on, each with a wrong ``add``: the globals of
+#: ``launcher`` (which a frame below the program's leads to, as does ``gc`` once it unfreezes
+#: what the fork server froze) and, from Python 3.13 on (PEP 667: ``frame.f_locals`` writes
+#: through; before, a snapshot), the locals of the harness's frame. Each makes what runs the
+#: tests, reports a failure or marks its kind a no-op, points addresses at the pass token and
+#: makes the child's end a wait, while a thread of its own ends the process with status 0 once
+#: the harness has sent what it sends.
+REBINDS_PRELUDE = """
 import gc, os, sys, threading, time
 def add(a, b):
     return a - b
-def rebind(names):
-    names["run_code"] = names["_c_memset"] = lambda *args: None
-    names["_REPORT_AT"] = names["_TOKEN_AT"]
-    names["_exit"] = lambda *args: time.sleep(3)
+class Other(Exception):
+    pass
+def wait(*args):
+    time.sleep(3)
 def end():
     time.sleep(1)
     os._exit(0)
@@ -542,28 +544,58 @@ threading.Thread(target=end, daemon=True).start()
 try:
     raise ValueError
 except ValueError as error:  # (a frame of the harness's, with no sys._getframe)
-    rebind(error.__traceback__.tb_frame.f_back.f_globals)
+    harness = error.__traceback__.tb_frame.f_back
+"""
+REBINDS = {
+    "globals": """
+def rebind(names):
+    names["run_code"] = names["_c_memset"] = names["_report"] = lambda *args: None
+    names["_REPORT_AT"] = names["_TOKEN_AT"]
+    names["_exit"] = wait
+rebind(harness.f_globals)
 gc.unfreeze()
 for found in gc.get_objects():
     if type(found) is type(add) and found.__name__ == "_python_main":
         rebind(found.__globals__)
-"""
+""",
+    "locals": """
+for name, value in list(harness.f_locals.items()):
+    if callable(value) and ("end" in name or "exit" in name):
+        harness.f_locals[name] = wait
+    elif callable(value) and (value is exec or type(value) is type(add) or name == "mark"):
+        harness.f_locals[name] = lambda *args: None  # (not what writes: it is to send)
+    elif isinstance(value, (bytes, tuple)):
+        harness.f_locals[name] = type(value)()
+    elif isinstance(value, int) and value > 1 << 20:  # an address: the pass token's
+        harness.f_locals[name] = harness.f_globals["_TOKEN_AT"]
+""",
+    # the exception classes it catches: the failure escapes into the fork server's code
+    "exceptions": """
+for names in (harness.f_globals, harness.f_locals):
+    for name, value in list(names.items()):
+        if isinstance(value, type) and issubclass(value, BaseException):
+            names[name] = Other
+""",
+}
 REBINDS_TESTS = "def check(candidate):\n    assert candidate(2, 3) == 5\n\ncheck(add)\n"
 
 
-def test_a_candidate_that_rebinds_its_harness_still_fails(sandbox: Sandbox,
-                                                          untouched: Check) -> None:
-    """What runs the tests, reports their failure and ends the child is bound in the harness's
-    frame before the program runs, and the token follows only tests that returned: rebinding
-    the harness's globals turns a failure into no pass, whether the tests run as a tail
-    compiled apart or with the rest."""
-    source = REBINDS_ITS_HARNESS + REBINDS_TESTS
+@pytest.mark.parametrize("what", list(REBINDS))
+def test_a_candidate_that_rebinds_its_harness_still_fails(sandbox: Sandbox, untouched: Check,
+                                                          what: str) -> None:
+    """The token follows only tests that returned, from code loaded before the program ran,
+    and a failure is reported with no address the program can reach: rebinding the harness's
+    globals, or its frame's locals, turns a failure into no pass, whether the tests run as a
+    tail compiled apart or with the rest; and the same candidate with a right ``add`` passes."""
+    head = REBINDS_PRELUDE + REBINDS[what]
+    source = head + REBINDS_TESTS
     limits = Limits(timeout_s=5.0)
-    results = sandbox.run([Program("python", source, limits, tail_at=len(REBINDS_ITS_HARNESS)),
+    results = sandbox.run([Program("python", source, limits, tail_at=len(head)),
                            Program("python", source, limits),
                            Program("python", source.replace("a - b", "a + b"), limits)])
     assert [r.outcome for r in results] == [FAILED, FAILED, PASSED], results
-    assert "assert candidate(2, 3) == 5" in results[0].error, results[0]
+    if what != "locals" or sys.version_info < (3, 13):  # (there, it made its error text go)
+        assert "assert candidate(2, 3) == 5" in results[0].error, results[0]
     untouched(sandbox)
 
 
