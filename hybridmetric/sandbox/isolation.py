@@ -257,9 +257,15 @@ def _hide_host_dirs(needed: list[str]) -> list[str]:
     hidden, files = [], []
     for name in sorted(os.listdir("/")):
         top = os.path.join("/", name)
-        if name in SYSTEM_DIRS or os.path.islink(top) or top in paths:
+        if name in SYSTEM_DIRS or top in paths:
             continue
-        if not os.path.isdir(top):
+        try:
+            mode = os.lstat(top).st_mode
+        except OSError:  # gone, or a mount that no longer answers (stale NFS, dead FUSE)
+            continue
+        if stat.S_ISLNK(mode):
+            continue
+        if not stat.S_ISDIR(mode):
             files.append(top)
             continue
         _cover(top, b"mode=0755,size=1m", _paths_below(top, paths + COVERED))
@@ -272,18 +278,23 @@ def _hide_host_dirs(needed: list[str]) -> list[str]:
 
 def _empty_files(paths: list[str]) -> None:
     """Bind an empty read-only file over each of ``paths`` (after :func:`_private_dirs`: the
-    file is made in the private ``/run``, the source of a bind mount having to be in this
+    file is made in a private directory, the source of a bind mount having to be in this
     namespace, and unlinked once bound: a program that shares the worker's uid cannot write it
     there). An empty file already bound there and unlinked, as here (a sandbox started within
     another's mounts), on which nothing can be mounted, stays as it is."""
-    empty = "/run/hybridmetric-empty"
+    if not COVERED:
+        raise OSError(errno.ENOENT, "no private directory to make an empty file in, to cover "
+                                    f"the host's {', '.join(paths)}")
+    empty = os.path.join(COVERED[0], "hybridmetric-empty")
     os.close(os.open(empty, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o444))
     try:
         for path in paths:
-            if _libc.mount(empty.encode(), path.encode(), None, MS_BIND, None) != 0:
-                number, found = ctypes.get_errno(), os.stat(path)
-                if number == errno.ENOENT and found.st_nlink == 0 and found.st_size == 0:
-                    continue
+            if _libc.mount(os.fsencode(empty), os.fsencode(path), None, MS_BIND, None) != 0:
+                number = ctypes.get_errno()
+                with contextlib.suppress(OSError):
+                    found = os.lstat(path)
+                    if number == errno.ENOENT and found.st_nlink == 0 and found.st_size == 0:
+                        continue
                 raise OSError(number, f"bind-mount an empty file on {path}: "
                                       f"{os.strerror(number)}")
             _read_only(path, recursive=False)
