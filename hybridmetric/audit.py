@@ -50,7 +50,8 @@ resamples gave a defined value; ``None`` stands for an undefined statistic)::
           "p_permutation": float|None,   # PERM-BOTH, one-sided, (c+1)/(n+1); None: constant
           "p_holm": float|None,          # Holm over the family (same level and statistic)
           "p_williams_holm": float|None}, ...],
-      "ceiling": {                       # or {"reason": str} without per-rater ratings
+      "ceiling": {                       # or {"reason": str}: no per-rater ratings, or a
+                                         # target other than "rating", which they grade
           "n_raters": int, "n_ratings": int, "n_rows_multi_rated": int,
           "krippendorff_alpha": {"interval": float, "ordinal": float},
           "leave_one_rater_out": {       # each rating against the mean of the other raters'
@@ -94,7 +95,6 @@ of the audit (a resample without failing rows leaves that resample undefined, co
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -115,6 +115,8 @@ from hybridmetric.schema import (
     rows_label,
     score_column,
     select_rows,
+    where_conditions,
+    where_signature,
 )
 from hybridmetric.signature import environment, signature
 
@@ -491,7 +493,8 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
           comparisons: Sequence[tuple[str, str]] = DEFAULT_COMPARISONS,
           confidence: float = 0.95, alpha: float = 0.05, tie_threshold: float = 0.0,
           missing: str = "refuse", useful_threshold: float | None = None,
-          scale: tuple[float, float] | None = None, where: Sequence[str] = ()) -> dict[str, Any]:
+          scale: tuple[float, float] | None = None, where: str | Sequence[str] = ()
+          ) -> dict[str, Any]:
     """Audit metric-human agreement on a scored table; see the module docstring for the result.
 
     ``where``: audit only the rows that meet these ``FIELD=VALUE`` conditions
@@ -514,7 +517,7 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
     10 bins of equal width; see :func:`_grades`; default: the ratings' observed range).
     """
     n_table_rows = len(frame)
-    where = sorted(set(where))  # (their order selects nothing)
+    where = where_conditions(where)
     if where:
         frame = select_rows(frame, where)
     if metrics is None:  # (a score column may be the target: it is no metric of itself)
@@ -691,8 +694,7 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
               # (with missing=drop-rows the metrics decide the rows; the focus, the comparisons)
               "metrics": ",".join(metrics), "focus": chosen,
               "scale": "observed" if scale is None else f"{scale[0]:g}-{scale[1]:g}",
-              # (JSON, its "|" escaped: the signature's own separator)
-              **({"where": json.dumps(where).replace("|", "\\u007c")} if where else {}),
+              **({"where": where_signature(where)} if where else {}),
               **environment(["numpy", "scipy", "krippendorff"])}
     extra: dict[str, Any] = {}
     if data.systems is not None:

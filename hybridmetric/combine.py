@@ -68,9 +68,10 @@ per-generation ``target`` (by default the mean rating).
                  hybrid_folds, best_feature_folds: where each alone is}
                  dibia_combined also names its {pass, edit_sim} columns; it is
                  {"skipped": reason} when a PASS or EDIT-SIM column is absent or incomplete
-    training     {sha256, n_rows, n_tasks, n_dropped_rows, n_rater_rows}; the hash is
-                 hybridmetric.io.frame_hash of the columns task_id, the target, the features (and
-                 ratings for rater-trained models), on the rows used
+    training     {sha256, n_rows, n_tasks, n_dropped_rows, n_rater_rows, where, n_table_rows};
+                 the hash is hybridmetric.io.frame_hash of the columns task_id, the target, the
+                 features (and ratings for rater-trained models), on the rows used; where: the
+                 FIELD=VALUE conditions that chose the rows ([]: all of the table's n_table_rows)
     bootstrap    {n, level, skipped}
     seed, versions {package: version}, signature (key:value|... string)
 
@@ -112,6 +113,8 @@ from hybridmetric.schema import (
     rows_label,
     rows_meeting,
     score_column,
+    where_conditions,
+    where_signature,
     where_text,
 )
 from hybridmetric.signature import changed, environment, signature
@@ -629,7 +632,7 @@ def fit_card(
     n_boot: int = 200,
     missing: str = "refuse",
     progress: bool | None = None,
-    where: Sequence[str] = (),
+    where: str | Sequence[str] = (),
 ) -> MetricCard:
     """Fit a hybrid on ``frame``, validate it on held-out tasks, and return its metric card.
 
@@ -647,10 +650,10 @@ def fit_card(
         raise ValueError(f"missing must be 'refuse' or 'drop-rows', got {missing!r}")
     if n_boot < 0:
         raise ValueError(f"the bootstrap resamples (--bootstrap) must be >= 0, got {n_boot}")
-    n_input = len(frame)
-    where = sorted(set(where))  # (their order selects nothing)
-    chosen = rows_meeting(frame, where) if where else np.ones(n_input, dtype=bool)
-    n_table_rows, frame = n_input, renumbered(frame[chosen])
+    n_table_rows = len(frame)
+    where = where_conditions(where)
+    chosen = rows_meeting(frame, where) if where else np.ones(n_table_rows, dtype=bool)
+    frame = renumbered(frame[chosen])
     n_input = len(frame)
     frame, columns, kept = _training_rows(frame, target, features, model, scorer_signatures,
                                           missing)
@@ -748,8 +751,7 @@ def fit_card(
         "target": target, "features": ",".join(columns), "scale": f"{scale[0]!r}-{scale[1]!r}",
         "folds": folds, "repeats": repeats, "boot": n_boot, "seed": seed,
         "data": training["sha256"][:16], "missing": missing,
-        # (JSON, its "|" escaped: the signature's own separator)
-        **({"where": json.dumps(where).replace("|", "\\u007c")} if where else {}), **versions})
+        **({"where": where_signature(where)} if where else {}), **versions})
     held_out = np.full(n_table_rows, np.nan)
     held_out[np.flatnonzero(chosen)[kept]] = out_of_fold
     return MetricCard(card, out_of_fold=held_out)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -202,14 +203,22 @@ def select_rows(frame: pd.DataFrame, conditions: Sequence[str]) -> pd.DataFrame:
     return renumbered(frame[rows_meeting(frame, conditions)])
 
 
-def rows_meeting(frame: pd.DataFrame, conditions: Sequence[str]) -> np.ndarray:
-    """Which rows of ``frame`` meet ``conditions``, each ``FIELD=VALUE`` (``language=java``), as
-    a boolean mask. A row is kept where, for every
-    field named, its value is one of those given for that field: ``language=java`` and
-    ``language=cpp`` keep both languages, ``language=java`` and ``system=codex`` codex's Java.
-    Text matches as it is written; a number matches the same number (``2`` matches ``2.0``); a
-    CSV cell, which holds text, either way. ValueError: a condition without ``=``, a field the
-    table lacks or whose values are lists or objects, or no row left."""
+def where_conditions(where: str | Sequence[str]) -> list[str]:
+    """``where`` (one ``FIELD=VALUE`` condition, or several) in the order a signature records
+    them (sorted, each once: their order selects nothing); ValueError for one without
+    ``FIELD=``."""
+    conditions = [where] if isinstance(where, str) else list(where)
+    _by_field(conditions)
+    return sorted(set(conditions))
+
+
+def where_signature(conditions: Sequence[str]) -> str:
+    """``conditions`` as a signature's value: JSON, its ``|`` (the signature's separator)
+    escaped."""
+    return json.dumps(list(conditions)).replace("|", "\\u007c")
+
+
+def _by_field(conditions: Sequence[str]) -> dict[str, list[str]]:
     wanted: dict[str, list[str]] = {}
     for condition in conditions:
         field, equals, value = condition.partition("=")
@@ -217,10 +226,22 @@ def rows_meeting(frame: pd.DataFrame, conditions: Sequence[str]) -> np.ndarray:
             raise ValueError(f"--where expects FIELD=VALUE (e.g. language=java), got "
                              f"{condition!r}")
         wanted.setdefault(field, []).append(value)
+    return wanted
+
+
+def rows_meeting(frame: pd.DataFrame, conditions: Sequence[str]) -> np.ndarray:
+    """Which rows of ``frame`` meet ``conditions``, each ``FIELD=VALUE`` (``language=java``), as
+    a boolean mask. A row is kept where, for every field named, its value is one of those given
+    for that field: ``language=java`` and ``language=cpp`` keep both languages,
+    ``language=java`` and ``system=codex`` codex's Java. Text matches as it is written; a
+    number matches the same number (``2`` matches ``2.0``; integers exactly); a boolean
+    ``true`` or ``false`` in any case; a CSV cell, which holds text, any of these ways (an
+    empty one is missing: it matches nothing). ValueError: a condition without ``=``, a field
+    the table lacks or whose values are lists or objects, or no row left."""
     keep = np.ones(len(frame), dtype=bool)
     where = frame.attrs.get("location")
     from_csv = isinstance(where, Location) and where.source.lower().endswith(".csv")
-    for field, values in wanted.items():
+    for field, values in _by_field(conditions).items():
         if field not in frame.columns:
             raise ValueError(f"--where {field}=...: the table has no field '{field}'; its fields: "
                              f"{', '.join(map(str, frame.columns))}")
@@ -235,34 +256,44 @@ def rows_meeting(frame: pd.DataFrame, conditions: Sequence[str]) -> np.ndarray:
             seen = sorted({str(cell) for cell in cells if not _missing(cell)})
             shown = ", ".join(repr(v) for v in seen[:10]) + (
                 f" and {len(seen) - 10} more" if len(seen) > 10 else "")
-            raise ValueError(f"--where {' '.join(conditions)}: no row is left (from "
+            raise ValueError(f"no row is left where {where_text(conditions)} (none from "
                              f"'{field}' on); '{field}' holds {shown or 'no value'}")
     return keep
 
 
 def where_text(conditions: Sequence[str]) -> str:
-    """``conditions`` (see :func:`select_rows`) in words: ``language is cpp or java, and system
-    is codex``."""
-    wanted: dict[str, list[str]] = {}
-    for condition in conditions:
-        field, _, value = condition.partition("=")
-        wanted.setdefault(field, []).append(repr(value))
-    return ", and ".join(f"{field} is {' or '.join(values)}" for field, values in wanted.items())
+    """``conditions`` (see :func:`rows_meeting`) in words: ``language is 'cpp' or 'java', and
+    system is 'codex'``."""
+    return ", and ".join(f"{field} is {' or '.join(map(repr, values))}"
+                         for field, values in _by_field(conditions).items())
 
 
 def _same(cell: Any, value: str, from_csv: bool) -> bool:
-    """Whether a table's ``cell`` is the ``value`` a condition gives (see :func:`select_rows`)."""
+    """Whether a table's ``cell`` is the ``value`` a condition gives (see :func:`rows_meeting`)."""
     if _missing(cell):
         return False
-    if isinstance(cell, str) and not from_csv:
-        return cell == value
-    if isinstance(cell, str) and cell == value:
-        return True
+    if isinstance(cell, str):
+        if cell == value:
+            return True
+        if not from_csv:
+            return False
+        if cell in ("True", "False"):  # (a boolean, as a CSV file holds it)
+            return cell.lower() == value.strip().lower()
+        cell = int(cell) if _INTEGER.fullmatch(cell) else _csv_number(cell)
     if isinstance(cell, bool | np.bool_):
         return str(bool(cell)).lower() == value.strip().lower()
-    number = _csv_number(cell) if isinstance(cell, str) else cell
+    if not _is_number(cell):
+        return False
+    if isinstance(cell, int | np.integer):  # (exactly: beyond 2**53 floats round)
+        cell = int(cell)
+        if _INTEGER.fullmatch(value):
+            return cell == int(value)
     given = _csv_number(value)
-    return _is_number(number) and _is_number(given) and float(number) == float(given)
+    return _is_number(given) and cell == given  # (an int and a float compare exactly)
+
+
+#: An integer as written (``-12``): one that a condition and a cell compare exactly.
+_INTEGER = re.compile(r"[+-]?[0-9]+")
 
 
 def _csv_number(text: str) -> float | str:

@@ -328,7 +328,7 @@ def test_a_value_that_would_be_lost_or_a_broken_table_is_named(tmp_path, name, t
 def test_select_rows_by_text_number_and_csv_cell(tmp_path):
     """--where: text as written, a number as a number, a CSV cell (text) either way; missing
     values never match; the rows kept still name their lines."""
-    from hybridmetric.schema import row_label, select_rows, where_text
+    from hybridmetric.schema import row_label, select_rows, where_conditions, where_text
 
     rows = [{"task_id": f"t{k}", "candidate": "x", "system": system, "year": year,
              "flag": flag}
@@ -347,8 +347,8 @@ def test_select_rows_by_text_number_and_csv_cell(tmp_path):
             assert select_rows(table, ["system=2.0"])["task_id"].tolist() == ["t3"]
     table = read_generations(tmp_path / "g.jsonl")  # JSON text is text: "2.0" is not "2"
     assert select_rows(table, ["flag=true"])["task_id"].tolist() == ["t0", "t2"]
-    with pytest.raises(ValueError, match=r"no row is left \(from 'system' on\); 'system' "
-                                         r"holds '2', 'a', 'b', 'c'"):
+    with pytest.raises(ValueError, match=r"no row is left where system is '2.0' \(none from "
+                                         r"'system' on\); 'system' holds '2', 'a', 'b', 'c'"):
         select_rows(table, ["system=2.0"])
     with pytest.raises(ValueError, match="the table has no field 'model'; its fields: task_id"):
         select_rows(table, ["model=a"])
@@ -358,3 +358,19 @@ def test_select_rows_by_text_number_and_csv_cell(tmp_path):
         select_rows(table.assign(references=[["x"]] * 4), ["references=x"])
     assert where_text(["system=a", "year=1", "system=b"]) == (
         "system is 'a' or 'b', and year is '1'")
+    assert where_conditions("system=b") == ["system=b"]  # (one condition, as text)
+    assert where_conditions(["year=1", "system=b", "year=1"]) == ["system=b", "year=1"]
+
+
+def test_select_rows_compares_booleans_and_large_integers_alike_in_csv_and_json(tmp_path):
+    from hybridmetric.schema import select_rows
+
+    rows = [{"task_id": f"t{k}", "candidate": "x", "flag": k == 1, "big": 2**53 + k}
+            for k in range(3)]
+    for name, writer in (("g.jsonl", lambda p: write_jsonl(p, rows)),
+                         ("g.csv", lambda p: write_generations(pd.DataFrame(rows), p))):
+        table = read_generations(writer(tmp_path / name))
+        for value in ("true", "True", "TRUE"):
+            assert select_rows(table, [f"flag={value}"])["task_id"].tolist() == ["t1"], name
+        assert select_rows(table, [f"big={2**53 + 1}"])["task_id"].tolist() == ["t1"], name
+        assert select_rows(table, [f"big={float(2**53)}"])["task_id"].tolist() == ["t0"], name

@@ -12,7 +12,7 @@ import pandas as pd
 
 from hybridmetric.audit import audit, finite_values
 from hybridmetric.cli.fit import parse_scale
-from hybridmetric.cli.options import seed
+from hybridmetric.cli.options import add_where_option, seed
 from hybridmetric.combine import HYBRID_COLUMN, MetricCard
 from hybridmetric.report import write_report
 from hybridmetric.schema import repeated_rows, rows_label, select_rows, with_rater_mean
@@ -48,10 +48,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--missing", choices=("refuse", "drop-rows"),
                         help="what to do with rows missing a metric or the rating "
                              "(default: refuse)")
-    parser.add_argument("--where", action="append", default=[], metavar="FIELD=VALUE",
-                        help="audit only the rows whose FIELD is VALUE (e.g. language=java); "
-                             "repeat it: rows with any of the values given for a field, and "
-                             "every field named (language=java --where system=codex)")
+    add_where_option(parser, "audit")
     add_audit_options(parser)
     parser.set_defaults(func=run, resamples=None, permutations=None)
 

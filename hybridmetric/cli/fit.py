@@ -6,7 +6,7 @@ import argparse
 import math
 import sys
 
-from hybridmetric.cli.options import seed
+from hybridmetric.cli.options import add_where_option, seed
 from hybridmetric.combine import MODELS, HybridMetric, fit_card
 from hybridmetric.schema import repeated_rows, with_rater_mean
 from hybridmetric.scoring import read_scores
@@ -70,10 +70,7 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("-o", "--output", required=True, help="metric card (.json)")
     parser.add_argument("--scale", help="the rating scale MIN,MAX (default: observed range)")
     add_fit_options(parser)
-    parser.add_argument("--where", action="append", default=[], metavar="FIELD=VALUE",
-                        help="fit on the rows whose FIELD is VALUE alone (e.g. language=java); "
-                             "repeat it: rows with any of the values given for a field, and "
-                             "every field named (language=java --where system=codex)")
+    add_where_option(parser, "fit on")
     parser.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     parser.set_defaults(func=run)
 

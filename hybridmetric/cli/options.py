@@ -27,6 +27,15 @@ def seed(text: str) -> int:
     return value
 
 
+def add_where_option(parser: argparse.ArgumentParser, what: str) -> None:
+    """``--where FIELD=VALUE`` (repeatable), for commands that ``what`` (``audit``) part of a
+    table."""
+    parser.add_argument("--where", action="append", default=[], metavar="FIELD=VALUE",
+                        help=f"{what} only the rows whose FIELD is VALUE (e.g. language=java); "
+                             "repeat it: rows with any of the values given for a field, and "
+                             "every field named (language=java --where system=codex)")
+
+
 def add_scorer_options(parser: argparse.ArgumentParser, default: str) -> None:
     parser.add_argument("--scorers", default=None,
                         help=f"comma-separated scorer names, or ALIAS=SCORER (default: {default});"
