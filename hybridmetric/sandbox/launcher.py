@@ -163,16 +163,18 @@ _malloc.restype = ctypes.c_void_p
 #: authenticates no pass.
 TOKEN_BYTES = 16
 #: Where the two are, in memory that no Python object owns or shows (``malloc``\ ed once here):
-#: ``T`` and the pass token, then a kind byte and the report key, each pair written to fd 4 in
-#: one ``write``. The forking process draws both into it before each fork and sends them on the
-#: token pipe from there, so a Python child holds them where its harness writes them from, and a
-#: program that walks the frames below its own (``sys._getframe(1).f_locals``) or searches what
-#: the collector tracks finds neither: only reading its process's memory would.
+#: ``T`` and the pass token, then a byte that nothing reads and the report key. The forking
+#: process draws both into it before each fork and sends them on the token pipe from there; a
+#: Python child writes ``T`` and its token to fd 4 in one ``write`` from the copy the fork gave
+#: it, so a program that walks the frames below its own (``sys._getframe(1).f_locals``) or
+#: searches what the collector tracks does not find the token: only reading its process's
+#: memory would. (The report key, which authenticates no pass, a Python child is given as
+#: bytes.)
 _TOKEN_AT: int = _malloc(2 * (1 + TOKEN_BYTES)) or 0
 if not _TOKEN_AT:
     raise MemoryError("no memory for the programs' token")
 _c_memset(_TOKEN_AT, ord("T"), 1)
-#: The kind byte before the report key.
+#: The byte before the report key.
 _REPORT_AT = _TOKEN_AT + 1 + TOKEN_BYTES
 
 #: (memory bytes, CPU seconds, file bytes, open files, processes, address space bytes): a
@@ -667,7 +669,7 @@ def _say_why(kind: bytes, exc: BaseException, source: str, path: str) -> None:
         pass
 
 
-def _python_main(source: str, path: str, folder: str, compiled: bytes | None,
+def _python_main(source: str, path: str, folder: str, compiled: bytes | None, key: bytes,
                  below: int) -> NoReturn:
     """Run ``source`` (``compiled``: its code from ``compiling.precompile``, or None) as
     ``__main__`` at ``path`` in ``folder`` in this (child) process; emit the token after it
@@ -675,7 +677,8 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None,
     memory; ``X``: it exited; ``E``: another exception) on fd 4 with the report key right after
     it in the same write (the worker believes a report only where the key follows it; see
     :data:`TOKEN_BYTES`); a process that the program forked (not this one) sends neither.
-    ``below``: the frames under this function's (the harness's). (Every object this touches is
+    ``key``: the report key, as bytes. ``below``: the frames under this function's (the
+    harness's). (Every object this touches is
     a page the child copies, so it does little, with no helper such as
     ``contextlib.suppress``.)
 
@@ -683,14 +686,13 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None,
     it unfreezes what the fork server froze), and, from Python 3.13 on (PEP 667), the locals
     of this frame too, from any thread, at any time. So the token goes out only where the
     program's code returned: its parts are on the stack before the first runs, which no name
-    reaches; and a failure is reported with the report key as bytes read before the program
+    reaches; and a failure is reported with the report key as bytes made before the program
     runs (it authenticates no pass: a program that finds it can only fail), never from the
     memory that holds the token. What it can rebind changes the error text, or keeps a pass
     from going out, not what a failure sends. (Calling the harness's own C functions, or
     reading its memory, is another matter: see docs/SANDBOX.md.)"""
     run, end, pid_now, say, report = run_code, _exit, getpid, _say_why, write
     caught, exited, starved = BaseException, SystemExit, MemoryError
-    key = ctypes.string_at(_REPORT_AT + 1, TOKEN_BYTES)
     own_pid = pid_now()
     # The secrets are at _TOKEN_AT already (the fork copied them): fd 3 closed, the program
     # cannot read them there, nor find them in a Python object.
@@ -871,9 +873,12 @@ class Forker:
             limits = (*limits[:5], limits[5] + self.mapped)
         opened: list[int] = []
         try:
-            # both secrets at once (the kind byte between them is set when a report is sent)
+            # both secrets at once (and the byte between them, which nothing reads)
             if _getrandom(_TOKEN_AT + 1, 2 * TOKEN_BYTES + 1, 0) != 2 * TOKEN_BYTES + 1:
                 raise OSError(_plain_errno(), "getrandom gave no token")
+            # the report key as bytes: what a Python child reports a failure with (see
+            # _python_main), made here, where the child need not make it
+            key = ctypes.string_at(_REPORT_AT + 1, TOKEN_BYTES)
             token_r, token_w = os.pipe()
             opened.append(token_r)
             try:  # (a fresh pipe: room for them)
@@ -899,7 +904,7 @@ class Forker:
                 os.close(fd)
             raise LaunchFailed(exc.errno, f"no child could be made: {exc}") from exc
         if pid == 0:
-            self._child(argv, source, compiled, limits,
+            self._child(argv, source, compiled, key, limits,
                         [self.devnull, out, err, token_r, report_w, failure_w])
         for fd in (token_r, report_w, failure_w):
             os.close(fd)
@@ -925,15 +930,14 @@ class Forker:
             except BlockingIOError:
                 failure = b""
             # (the child is gone) the pass token and the report key
-            token = (ctypes.string_at(_TOKEN_AT + 1, TOKEN_BYTES)
-                     + ctypes.string_at(_REPORT_AT + 1, TOKEN_BYTES))
+            token = ctypes.string_at(_TOKEN_AT + 1, TOKEN_BYTES) + key
             return status, timed_out, report, token, _tail(out), _tail(err), escaped, failure
         finally:
             for fd in (report_r, failure_r, out, err):
                 os.close(fd)
 
     def _child(self, argv: list[str] | None, source: str | None, compiled: bytes | None,
-               limits: Rlimits, fds: list[int]) -> NoReturn:
+               key: bytes, limits: Rlimits, fds: list[int]) -> NoReturn:
         channel = fds[FAILURE_FD]
         try:
             if self.cgroup_procs is not None:  # first: its descriptor is closed below
@@ -954,7 +958,7 @@ class Forker:
                 assert source is not None
                 if not self.dedicated:
                     _enter_python(self.path, self.streams)
-                _python_main(source, self.path, self.work, compiled,
+                _python_main(source, self.path, self.work, compiled, key,
                              self.frames_below + 2)  # (launch's, _child's)
             os.execve(argv[0], argv, self.env)
         except BaseException as exc:  # the sandbox failed before the program started
