@@ -653,7 +653,8 @@ def fit_card(
     n_table_rows = len(frame)
     where = where_conditions(where)
     chosen = rows_meeting(frame, where) if where else np.ones(n_table_rows, dtype=bool)
-    frame = renumbered(frame[chosen])
+    if where:  # (_training_rows renumbers the table either way)
+        frame = renumbered(frame[chosen])
     n_input = len(frame)
     frame, columns, kept = _training_rows(frame, target, features, model, scorer_signatures,
                                           missing)

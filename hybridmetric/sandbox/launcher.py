@@ -659,14 +659,11 @@ def _enter_python(path: str, streams: tuple[TextIO, TextIO, TextIO]) -> None:
 
 def _say_why(kind: bytes, exc: BaseException, source: str, path: str) -> None:
     """A failing Python program's error text, on stderr (for an ``X``, the exit's). The program
-    may have rebound what this calls (see :func:`_python_main`): its verdict does not depend on
-    it."""
-    try:  # noqa: SIM105 - see _python_main
-        if kind == b"X":
-            exc = RuntimeError(_exit_text(exc))
-        write(2, _error_text(exc, source, path).encode("utf-8", "replace"))
-    except BaseException:  # noqa: BLE001 - the verdict still goes out
-        pass
+    may have rebound what this calls (see :func:`_python_main`, whose call of it catches what
+    it raises): its verdict does not depend on it."""
+    if kind == b"X":
+        exc = RuntimeError(_exit_text(exc))
+    write(2, _error_text(exc, source, path).encode("utf-8", "replace"))
 
 
 def _python_main(source: str, path: str, folder: str, compiled: bytes | None, key: bytes,
@@ -678,9 +675,8 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None, ke
     it in the same write (the worker believes a report only where the key follows it; see
     :data:`TOKEN_BYTES`); a process that the program forked (not this one) sends neither.
     ``key``: the report key, as bytes. ``below``: the frames under this function's (the
-    harness's). (Every object this touches is
-    a page the child copies, so it does little, with no helper such as
-    ``contextlib.suppress``.)
+    harness's). (Every object this touches is a page the child copies, so it does little, with
+    no helper such as ``contextlib.suppress``.)
 
     The program can rebind this module's globals (its frames lead there, as does ``gc`` once
     it unfreezes what the fork server froze), and, from Python 3.13 on (PEP 667), the locals
@@ -781,7 +777,7 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None, ke
         pass
     try:  # noqa: SIM105 - see the docstring
         say(kind, error, source, path)
-    except caught:  # (what the program made of it)
+    except caught:  # (what the program made of it: the verdict has gone out)
         pass
     end(1)
 
