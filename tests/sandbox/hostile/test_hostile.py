@@ -48,7 +48,9 @@ os.waitpid(child, 0)
 assert True
 """
 
-SLOW = Limits(timeout_s=20.0, memory_mb=512)  # for bombs that take seconds to go off
+#: For bombs that take seconds to go off, as those that fill their memory page by page do on a
+#: loaded machine.
+SLOW = Limits(timeout_s=20.0, memory_mb=512)
 
 #: A child of the program traces it (PTRACE_SEIZE): once the program ends, only the tracer can
 #: reap it, so a harness that waits for it blocks until the tracer ends.
@@ -415,7 +417,7 @@ HOSTILE: list[tuple[Any, ...]] = [
      "#include <unistd.h>\nint main() { while (true) fork(); }\n", {TIMEOUT, CRASH, FAILED}),
     ("cpp_memory_bomb", "cpp",
      "#include <vector>\nint main() { std::vector<char*> v; while (true) v.push_back(new "
-     "char[1 << 24]{1}); }\n", {MEMORY}),
+     "char[1 << 24]{1}); }\n", {MEMORY}, SLOW),
     ("js_infinite_loop", "javascript", "while (true) {}\n", {TIMEOUT}),
     ("js_heap_bomb", "javascript", "const a = []; while (true) a.push(new Array(1e6).fill(1));\n",
      {MEMORY}, SLOW),
