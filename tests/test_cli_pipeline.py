@@ -282,3 +282,30 @@ def test_audit_where_audits_part_of_a_scores_file(slice_file, tmp_path, capsys):
     training = json.loads(card.read_text())["training"]
     assert (training["where"], training["n_rows"], training["n_dropped_rows"]) == (
         ["system=codex"], 39, 1)
+
+
+def test_the_repeated_rows_note_names_only_the_rows_chosen(slice_file, tmp_path, capsys):
+    """fit and audit name the rows that repeat an earlier one among those --where chose: a
+    repeat among the others counts in no statistic of theirs."""
+    table = read_generations(slice_file)
+    codex, other = (table.index[table["system"] == name] for name in ("codex", "tranx-annot"))
+    for rows in (codex, other):  # the second row of each system repeats its first
+        table.loc[rows[1], ["task_id", "candidate"]] = table.loc[rows[0], ["task_id", "candidate"]]
+    generations, scores = tmp_path / "g.jsonl", tmp_path / "s.jsonl"
+    write_generations(table, generations)
+    assert main(["score", str(generations), "-o", str(scores), "--scorers", "edit_sim,chrf",
+                 "--no-progress"]) == 0
+    fit = ["fit", str(scores), "-o", str(tmp_path / "c.json"), "--repeats", "1", "--bootstrap",
+           "0", "--no-progress"]
+    audit = ["audit", str(scores), "-o", str(tmp_path / "r"), "--resamples", "20",
+             "--permutations", "20"]
+    for command in (fit, audit):
+        for system, rows in (("codex", codex), ("tranx-annot", other)):
+            capsys.readouterr()
+            assert main([*command, "--where", f"system={system}"]) == 0
+            notes = [line for line in capsys.readouterr().err.splitlines()
+                     if "repeat an earlier row" in line]
+            assert len(notes) == 1 and f"{scores}, line {rows[1] + 1})" in notes[0], notes
+        capsys.readouterr()
+        assert main([*command, "--where", "system=baseline"]) == 0
+        assert "repeat an earlier row" not in capsys.readouterr().err

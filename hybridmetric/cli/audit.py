@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
     frame, note = with_rater_mean(frame, chosen["target"])
     if note:
         print(note, file=sys.stderr)
-    for repeated in repeated_rows(frame):
+    for repeated in repeated_rows(select_rows(frame, args.where) if args.where else frame):
         print(f"hybridmetric: note: {repeated}", file=sys.stderr)
     card, hybrid = None, None
     if args.card:

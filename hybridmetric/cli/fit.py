@@ -8,7 +8,7 @@ import sys
 
 from hybridmetric.cli.options import add_where_option, seed
 from hybridmetric.combine import MODELS, HybridMetric, fit_card
-from hybridmetric.schema import repeated_rows, with_rater_mean
+from hybridmetric.schema import repeated_rows, select_rows, with_rater_mean
 from hybridmetric.scoring import read_scores
 
 
@@ -80,7 +80,7 @@ def run(args: argparse.Namespace) -> int:
     frame, note = with_rater_mean(frame, args.target)
     if note:
         print(note, file=sys.stderr)
-    for repeated in repeated_rows(frame):
+    for repeated in repeated_rows(select_rows(frame, args.where) if args.where else frame):
         print(f"hybridmetric: note: {repeated}", file=sys.stderr)
     card = fit_card(frame, scorer_signatures=signatures, scale=parse_scale(args.scale),
                     progress=False if args.no_progress else None, where=args.where,
