@@ -96,14 +96,14 @@ PROGRAMS = {
 }
 CASES = [(lang, outcome) for lang, table in PROGRAMS.items() for outcome in table]
 LIMITS = Limits(timeout_s=3.0, memory_mb=512)
-#: For programs that fill their memory page by page, which takes seconds on a loaded machine:
-#: no verdict of theirs is a timeout, so its room costs nothing while the memory limit holds.
+#: For programs whose verdict is no timeout: they end of themselves, but may take seconds to
+#: (one that fills its memory page by page, on a loaded machine).
 ROOMY = Limits(timeout_s=20.0, memory_mb=512)
 
 
 def test_every_outcome_in_every_language(sandbox: Sandbox) -> None:
     """One batch across both workers: every (language, outcome) program gets that outcome."""
-    programs = [Program(lang, PROGRAMS[lang][outcome], ROOMY if outcome == MEMORY else LIMITS)
+    programs = [Program(lang, PROGRAMS[lang][outcome], LIMITS if outcome == TIMEOUT else ROOMY)
                 for lang, outcome in CASES]
     results = sandbox.run(programs)
     got = {case: result.outcome for case, result in zip(CASES, results, strict=True)}
