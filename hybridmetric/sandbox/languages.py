@@ -67,7 +67,11 @@ _C_HEADERS = frozenset(f"{name}.h" for name in (
 #: ``uncaughtExceptionMonitor`` first, and no token goes out; a rejection nothing handled is
 #: such an error too (``--unhandled-rejections=strict``), whatever ``unhandledRejection`` handler
 #: the program has. (A promise that never settles is no work to node: it ends the program as it
-#: would anyway, token and all.) An ArrayBuffer node could not allocate, a WebAssembly memory V8
+#: would anyway, token and all; but for an ES module's top-level ``await`` of one, after which
+#: the module's code never ran: node's module runner, which then ends node with status 13 where
+#: the program set no ``process.exitCode``, watches an ES module from before its code runs,
+#: which tells the preload to send the token only once the module's import settles.) An
+#: ArrayBuffer node could not allocate, a WebAssembly memory V8
 #: could not make or grow, or a worker thread whose heap ran out, nothing caught, is the
 #: program's memory: the monitor reports ``M`` with the report key (a program that prints node's
 #: words for it itself fails; one that throws a RangeError with them, or makes its error pass
@@ -119,6 +123,23 @@ if (programsOwn) {
   };
   let looped = false;  // the event loop has run (a promise settled before it cannot send it)
   setImmediate(() => { looped = true; });
+  // node's module runner adds an 'exit' listener for an ES module before its code runs (to
+  // end node with status 13 if the module never finishes): then the token waits for the
+  // module's import, which settles only once its code ran to the end (whatever a top-level
+  // await of it waits for)
+  const main = require("url").pathToFileURL(process.argv[1]).href;
+  const load = (url) => import(url);
+  const then = Function.prototype.call.bind(Promise.prototype.then);
+  const startsWith = Function.prototype.call.bind(String.prototype.startsWith);
+  let esModule = false;
+  process.on("newListener", (event) => {
+    if (event !== "exit" || esModule) return;
+    const frames = callers();
+    for (let i = 0; isArray(frames) && i < frames.length; i++) {
+      const name = fileName(frames[i]);
+      esModule ||= typeof name === "string" && startsWith(name, "node:internal/modules/");
+    }
+  });
   let thrown = false;  // an error nothing caught, whatever handler kept node going after it
   const listeners = Function.prototype.call.bind(require("events").prototype.listeners);
   const RangeErrors = RangeError;
@@ -153,8 +174,14 @@ if (programsOwn) {
     if (looped && !thrown && includes(listeners(process, "uncaughtExceptionMonitor"), monitor)
         && isArray(frames) && frames.length === 2 && emitter(frames[0])
         && emitter(frames[1])) {
-      write(4, "T");
-      write(4, token);
+      const report = () => {
+        if (!thrown) {
+          write(4, "T");
+          write(4, token);
+        }
+      };
+      if (esModule) then(load(main), report);
+      else report();
     }
   });
 }
@@ -367,9 +394,10 @@ def _java_types(code: str) -> list[tuple[str, str, int, int]]:
 
 
 def java_main_class(source: str) -> str:
-    """The type whose ``public static void main`` runs (dotted when nested): the public
-    class's, when it has one; else the last one in the file (the tests come after the code they
-    test). A method belongs to the innermost type whose body holds it."""
+    """The type whose ``public static void main`` runs (dotted when nested): the last one in the
+    file, as the tests come after the code they test (not the public class's: a candidate could
+    declare a public class whose ``main`` would run in place of the tests'). A method belongs to
+    the innermost type whose body holds it."""
     code = java_code(source)
     types = _java_types(code)
     owners = []
@@ -383,8 +411,7 @@ def java_main_class(source: str) -> str:
             owners.append(name)
     if not owners:
         raise ValueError("no 'public static void main(' in the Java program")
-    public = java_public_type(source)
-    return public if public in owners else owners[-1]
+    return owners[-1]
 
 
 def java_binary_name(source: str) -> str:

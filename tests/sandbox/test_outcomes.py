@@ -756,10 +756,12 @@ def test_java_main_class_is_found() -> None:
               "  /* class Block */ static String s = \"class Str {\";\n"
               "  static char c = '\\'';\n  public static void main(String[] a) {}\n}\n")
     assert java_main_class(tricky) == "Problem"
-    # the public class's main, else the last one; modifiers in any order; instance mains skipped
+    # the last main, a public class's too (the tests' comes last); modifiers in any order;
+    # instance mains skipped
     two = "class Tests { public static void main(String[] a) {} }\n"
     public = "public class A { public static void main(String[] a) {} }\n"
-    assert java_main_class(public + two) == "A"
+    assert java_main_class(public + two) == "Tests"
+    assert java_main_class(two + public) == "A"
     assert java_main_class("class A { public static void main(String[] a) {} }\n" + two) == "Tests"
     assert java_main_class("class A { static public void main(String[] a) {} }") == "A"
     with pytest.raises(ValueError, match="main"):

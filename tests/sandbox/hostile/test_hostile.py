@@ -498,6 +498,18 @@ HOSTILE: list[tuple[Any, ...]] = [
     ("java_exit_before_asserts", "java",
      "class Problem { public static void main(String[] a) { System.exit(0); assert false; } }\n",
      {FAILED}),
+    # a candidate that declares a public class with a main of its own: the tests' main runs
+    ("java_public_main_before_the_tests", "java",
+     "public class Main { public static void main(String[] a) {} }\n"
+     "class Problem { public static void main(String[] a) { assert false; } }\n", {FAILED}),
+    # an ES module's await that never settles, before the tests, with the status node would
+    # give it (13) taken away: the tests never ran
+    ("js_awaits_forever_before_the_tests", "javascript",
+     "process.exitCode = 0;\nawait new Promise(() => {});\n"
+     "const assert = require('node:assert');\nassert.strictEqual(1, 2);\n", {FAILED}),
+    ("js_module_awaits_its_tests", "javascript",
+     "import assert from 'node:assert';\nawait new Promise((done) => setTimeout(done, 50));\n"
+     "assert.strictEqual(1 + 1, 2);\n", {PASSED}),
 ]
 
 
