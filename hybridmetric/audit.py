@@ -640,8 +640,8 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
         for k, other in enumerate(others):
             constant = [m for m in (chosen, other) if _constant(units[m])]
             if constant:  # (said once, not at every level and statistic)
-                where = "" if _constant(data.scores[constant[0]]) else " at the system level"
-                reason = f"permutation tests {chosen} vs {other}: {constant[0]} is constant{where}"
+                scope = "" if _constant(data.scores[constant[0]]) else " at the system level"
+                reason = f"permutation tests {chosen} vs {other}: {constant[0]} is constant{scope}"
                 if reason not in skipped:
                     skipped.append(reason)
                 p_perm = None

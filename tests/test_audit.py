@@ -559,6 +559,12 @@ def test_where_audits_the_rows_pandas_selects_and_records_them(frame):
     both = audit(frame.assign(half=np.arange(120) % 2), where=["system=beta", "half=1"],
                  **options)
     assert both["n_rows"] == int(((frame["system"] == "beta") & (np.arange(120) % 2 == 1)).sum())
+    # a metric constant on the rows chosen (its permutation tests skipped) changes no record
+    constant = frame.assign(**{"score.weak": np.where(frame["system"] == "beta", 0.5,
+                                                      frame["score.weak"])})
+    one = audit(constant, where="system=beta", **options)
+    assert any("score.weak is constant" in reason for reason in one["skipped"]), one["skipped"]
+    assert one["where"] == ["system=beta"] and '|where:["system=beta"]|' in one["signature"]
 
 
 def test_a_score_column_as_the_target_is_no_metric_of_itself(frame):
