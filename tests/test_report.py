@@ -235,11 +235,23 @@ def test_no_card_and_no_ratings_say_so(tmp_path: Path) -> None:
     for body in (page, text):
         assert "No metric card was given" in body
         assert "The human ceiling could not be computed: the table has no per" in body
-        assert "Human ceiling: not computed (no per-rater ratings)" in body
+        assert "Human ceiling: not computed (the table has no per-rater" in body
         assert "Weights" not in body and "Calibration" not in body
     assert "card" not in json.loads(paths["json"].read_text())
     assert page.count("data:image/png") == 2  # forest and strips only
     assert "Dashed lines" not in page
+
+
+def test_the_headline_gives_the_ceiling_s_own_reason(tmp_path: Path) -> None:
+    """Raters who graded another column than the target: the summary says so, as the ceiling's
+    section does (not that the table has no per-rater ratings)."""
+    frame = make_frame()
+    frame["value"] = frame["rating"]
+    results = audit(frame, target="value", seed=1, n_resamples=50, n_permutations=50)
+    text = write_report(results, frame, tmp_path)["markdown"].read_text()
+    assert ("Human ceiling: not computed (the raters' grades ('ratings') grade 'rating', not the "
+            "target 'value')." in text)
+    assert "no per-rater ratings" not in text
 
 
 def test_ceiling_none_is_explained(tmp_path: Path) -> None:

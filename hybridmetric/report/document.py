@@ -311,7 +311,9 @@ def headline(results: Mapping[str, Any]) -> str:
             text += f"; human ceiling {fmt_estimate(reference[level][stat])}"
         sentences.append(text + ".")
     if not reference:
-        sentences.append("Human ceiling: not computed (no per-rater ratings).")
+        ceiling = results.get("ceiling")
+        reason = ceiling.get("reason") if isinstance(ceiling, Mapping) else None
+        sentences.append(f"Human ceiling: not computed ({reason or 'no per-rater ratings'}).")
     return " ".join(sentences)
 
 
