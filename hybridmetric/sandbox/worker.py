@@ -65,7 +65,8 @@ _OUT_OF_MEMORY = {
     "cpp": re.compile(r"terminate called after throwing an instance of 'std::bad_alloc'$",
                       re.MULTILINE),
     "javascript": re.compile(r"FATAL ERROR: .*JavaScript heap out of memory$"
-                             r"|Fatal process out of memory: .*$", re.MULTILINE),
+                             r"|Fatal process out of memory: .*$"
+                             r"|^# Fatal javascript OOM in .*$", re.MULTILINE),
     "java": re.compile(r"^Could not reserve enough space for .*heap"
                        r"|^# There is insufficient memory for the Java Runtime Environment",
                        re.MULTILINE),
@@ -603,7 +604,8 @@ class Worker:
             return result(SYNTAX_ERROR, stderr)
         report = _OUT_OF_MEMORY.get(language)
         said = (report is not None and report.search(stderr) is not None
-                and (process.signal == signal.SIGABRT
+                and (process.signal == signal.SIGABRT  # (V8's "Fatal javascript OOM": a trap)
+                     or (language == "javascript" and process.signal == signal.SIGTRAP)
                      or (language == "java" and not process.report)))
         if kind == b"M" or process.oom or said:
             return result(MEMORY, stderr)

@@ -206,6 +206,13 @@ def test_a_runtime_s_words_in_a_failure_make_no_other_verdict(
     assert result.outcome == outcome, result
 
 
+def test_a_heap_too_small_for_node_to_start_is_memory(sandbox: Sandbox, run: Run) -> None:
+    """node whose heap limit cannot hold its own start-up aborts with V8's "Fatal javascript
+    OOM" (not the words of a heap the program filled): the program's memory."""
+    result = run(sandbox, "javascript", "console.log(1);\n", Limits(timeout_s=20.0, memory_mb=1))
+    assert result.outcome == MEMORY, result
+
+
 def test_error_text_is_the_same_in_any_worker(sandbox: Sandbox) -> None:
     """Each worker's folders have random names; the error text names none of them, so the same
     program gets the same text from any worker, run or machine."""
