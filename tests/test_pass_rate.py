@@ -52,9 +52,12 @@ def test_settings_parse_from_command_line_strings() -> None:
     with pytest.raises(ValueError, match=r"cpp_standard must name .* got 'c\+\+2020'"):
         PassRate(cpp_standard="c++2020")
     # refused at once, even where every row would give its own timeout
-    for setting in ({"timeout_s": "-3"}, {"timeout_s": "nan"}, {"memory_mb": "0"}):
+    for setting in ({"timeout_s": "-3"}, {"timeout_s": "nan"}):
         with pytest.raises(ValueError, match="must be a (positive|finite) number"):
             PassRate(**setting)
+    for memory in ("0", "2"):  # (below 32 MiB an interpreter's own start-up may not fit)
+        with pytest.raises(ValueError, match="'pass_rate.memory_mb' must be at least 32, got"):
+            PassRate(memory_mb=memory)
 
 
 def test_verdicts_are_cached_by_default(own_cache_dir) -> None:

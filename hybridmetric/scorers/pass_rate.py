@@ -52,7 +52,9 @@ class PassRate(Scorer):
                    "JavaScript, C++, Java)")
     settings_spec: ClassVar[dict[str, Setting]] = {
         "timeout_s": Setting(10.0, "wall-clock seconds per case (a row's tests.timeout_s wins)"),
-        "memory_mb": Setting(1024, "memory (RLIMIT_DATA) per program, in MiB"),
+        "memory_mb": Setting(1024, "memory (RLIMIT_DATA) per program, in MiB (at least 32: "
+                                   "below, an interpreter's own start-up may not fit)",
+                             at_least=32),
         "workers": Setting(0, "sandbox worker processes; 0 = one per core"),
         "pin_cpus": Setting(True, "keep each sandbox worker and its programs on one core (off "
                                   "where other work keeps the cores busy)"),
