@@ -483,7 +483,9 @@ def _choose_focus(metrics: Sequence[str], focus: str | None, item: Mapping[str, 
     scored = [(item[m]["pearson"]["value"], m) for m in metrics
               if item[m]["pearson"]["value"] is not None]
     if not scored:
-        raise ValueError("no metric has a defined item-level Pearson correlation; name a focus")
+        raise ValueError("no metric has a defined item-level Pearson correlation (one constant "
+                         "on the rows audited has none), by which the focus of the comparisons "
+                         "is chosen: name one (--focus METRIC)")
     return max(scored)[1], "best item pearson"
 
 

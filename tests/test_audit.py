@@ -536,6 +536,18 @@ def test_a_tie_threshold_counts_human_ties_and_leaves_tau_darr_untested(frame):
                for reason in result["skipped"])
 
 
+def test_with_every_metric_constant_the_focus_is_named_or_refused():
+    """No metric varies on the rows (so none has a correlation to choose the focus by): the
+    audit says to name one, and audits with the one named."""
+    frame = _pass_frame().assign(**{"score.x": 0.5, "score.y": 1.0})
+    options = {"metrics": ["score.x", "score.y"], "n_resamples": 20, "n_permutations": 20}
+    with pytest.raises(ValueError, match=r"one constant on the rows audited has none.*--focus"):
+        audit(frame, **options)
+    result = audit(frame, focus="score.y", **options)
+    assert result["agreement"]["item"]["score.y"]["pearson"]["value"] is None
+    assert any("is constant" in reason for reason in result["skipped"]), result["skipped"]
+
+
 def test_a_constant_rating_is_refused_with_its_reason():
     frame = _pass_frame().assign(rating=3.0)
     with pytest.raises(ValueError, match="'rating' takes one value on every row"):
