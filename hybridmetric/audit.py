@@ -575,7 +575,7 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
         low, high = scale if scale is not None else (float(observed.min()), float(observed.max()))
         if not (math.isfinite(useful_threshold) and low <= useful_threshold <= high):
             raise ValueError(f"the lowest useful rating (--useful) {useful_threshold:g} lies "
-                             f"outside the rating scale {low:g}-{high:g}"
+                             f"outside the rating scale {low:g} to {high:g}"
                              + ("" if scale is not None else " (the ratings observed)"))
     if useful_threshold is None:  # the middle of the scale (given, else observed)
         if scale is not None:
@@ -695,7 +695,7 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
               "tie": tie_threshold, "missing": missing, "useful": useful_threshold,
               # (with missing=drop-rows the metrics decide the rows; the focus, the comparisons)
               "metrics": ",".join(metrics), "focus": chosen,
-              "scale": "observed" if scale is None else f"{scale[0]:g}-{scale[1]:g}",
+              "scale": "observed" if scale is None else f"{scale[0]:g},{scale[1]:g}",
               **({"where": where_signature(where)} if where else {}),
               **environment(["numpy", "scipy", "krippendorff"])}
     extra: dict[str, Any] = {}

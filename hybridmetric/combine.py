@@ -445,17 +445,23 @@ def _missing_rows(frame: pd.DataFrame, columns: Sequence[str]) -> dict[str, np.n
         values = frame[column]
         if column == "ratings":
             bad = np.array([not isinstance(v, Mapping) or not v for v in values])
-        else:
-            bad = np.isnan(numbers(frame, column))
+        else:  # (an infinite value is no number to fit or apply a weight to either)
+            bad = ~np.isfinite(numbers(frame, column))
         if bad.any():
             found[column] = np.flatnonzero(bad)
     return found
 
 
 def _missing_message(frame: pd.DataFrame, missing: dict[str, np.ndarray], fix: str) -> str:
-    lines = [f"  {column}: {len(rows)} missing, {_where(frame, rows)}"
-             for column, rows in missing.items()]
-    header = "missing values (never filled in):"
+    lines, infinite_seen = [], False
+    for column, rows in missing.items():
+        infinite = 0 if column == "ratings" else int(np.isinf(numbers(frame, column)[rows]).sum())
+        infinite_seen |= infinite > 0
+        kind = ("missing" if not infinite else "infinite" if infinite == len(rows)
+                else "missing or infinite")
+        lines.append(f"  {column}: {len(rows)} {kind}, {_where(frame, rows)}")
+    header = ("missing or infinite values:" if infinite_seen
+              else "missing values (never filled in):")
     return "\n".join([header, *lines, fix])
 
 
@@ -748,8 +754,10 @@ def fit_card(
     if model == "mixed":
         card["rater_sd"] = full.rater_sd_
     card["signature"] = signature({
-        "card": CARD_FORMAT, "model": model, "alpha": float(alpha), "calibration": calibration,
-        "target": target, "features": ",".join(columns), "scale": f"{scale[0]!r}-{scale[1]!r}",
+        "card": CARD_FORMAT, "model": model,
+        **({"alpha": float(alpha)} if model == "ridge" else {}),  # (the others have no penalty)
+        "calibration": calibration,
+        "target": target, "features": ",".join(columns), "scale": f"{scale[0]!r},{scale[1]!r}",
         "folds": folds, "repeats": repeats, "boot": n_boot, "seed": seed,
         "data": training["sha256"][:16], "missing": missing,
         **({"where": where_signature(where)} if where else {}), **versions})
@@ -913,7 +921,7 @@ class MetricCard:
             raise ValueError(_missing_message(
                 frame, gaps, "score those rows, or pass missing='nan' to give them NaN"))
         X = frame[self.features].to_numpy(dtype=float)
-        ok = ~np.isnan(X).any(axis=1)
+        ok = np.isfinite(X).all(axis=1)
         result = np.full(len(frame), np.nan)
         if ok.any():
             result[ok] = self.estimator().predict(X[ok])
@@ -925,7 +933,7 @@ class MetricCard:
         t = d["training"]
         lines = [
             f"hybrid metric: model {d['model']}, target {d['target']}, scale "
-            f"{d['scale'][0]:g}-{d['scale'][1]:g}, {t['n_rows']} rows, {t['n_tasks']} tasks"
+            f"{d['scale'][0]:g} to {d['scale'][1]:g}, {t['n_rows']} rows, {t['n_tasks']} tasks"
             + (f" ({t['n_dropped_rows']} rows with missing values dropped)"
                if t["n_dropped_rows"] else "")
             + (f"; the rows where {where_text(t['where'])}, of the table's {t['n_table_rows']}"

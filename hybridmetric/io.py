@@ -396,4 +396,4 @@ def _check_rating(meta: dict[str, Any], path: Path) -> None:
     useful = rating.get("useful")
     if useful is not None and "min" in rating and not rating["min"] <= useful <= rating["max"]:
         raise ValueError(f"{path}: [rating] useful ({useful}) lies outside the scale "
-                         f"{rating['min']}-{rating['max']}")
+                         f"{rating['min']} to {rating['max']}")

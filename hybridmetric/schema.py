@@ -150,7 +150,7 @@ def check_on_scale(ratings: Sequence[float], tasks: Sequence[Any], scale: tuple[
     outside = [k for k, value in enumerate(ratings) if not scale[0] <= value <= scale[1]]
     if outside:
         raise ValueError(
-            f"{len(outside)} rating(s) of '{target}' lie outside the scale {scale[0]:g}-"
+            f"{len(outside)} rating(s) of '{target}' lie outside the scale {scale[0]:g} to "
             f"{scale[1]:g}, e.g. {ratings[outside[0]]:g} (task {tasks[outside[0]]!r}); fix the "
             "ratings or the scale (--scale, or [rating] min and max in study.toml)")
 
@@ -169,7 +169,7 @@ def check_grades_on_scale(frame: pd.DataFrame, scale: tuple[float, float], targe
             if _is_number(grade) and not scale[0] <= grade <= scale[1]:
                 raise ValueError(
                     f"{row_label(frame, row)}, field 'ratings': rater {rater!r} gave {grade!r}, "
-                    f"outside the scale {scale[0]:g}-{scale[1]:g} (task "
+                    f"outside the scale {scale[0]:g} to {scale[1]:g} (task "
                     f"{frame['task_id'].iloc[row]!r}); fix the grade or the scale (--scale, or "
                     "[rating] min and max in study.toml)")
 

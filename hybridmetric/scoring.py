@@ -135,9 +135,28 @@ def _scored(scorer: Scorer, part: pd.DataFrame) -> pd.DataFrame:
     return scored[wanted]
 
 
+#: The sidecar's hash of what a scores file's rows hold that the signatures vouch for.
+SCORES_HASH = "scores_sha256"
+
+
+def scores_hash(frame: pd.DataFrame) -> str:
+    """The hash of each row's task, candidate and scores (``score.*``), in order: a scores file
+    whose scores were changed (or rows swapped) after scoring no longer matches its sidecar."""
+    columns = [c for c in ("task_id", "candidate") if c in frame.columns]
+    return frame_hash(frame[columns + [c for c in frame.columns if c.startswith(SCORE_PREFIX)]])
+
+
+def write_scores(table: pd.DataFrame, path: str | os.PathLike, meta: dict[str, Any]) -> None:
+    """Write a scores file and its sidecar, ``meta`` with the hash of the scores as the file
+    gives them back (:func:`scores_hash`)."""
+    write_generations(table, path)
+    write_sidecar(path, {**meta, SCORES_HASH: scores_hash(read_generations(path))})
+
+
 def check_sidecar(frame: pd.DataFrame, meta: dict[str, Any], path: str | os.PathLike) -> None:
-    """Refuse a sidecar that is not the scores file's: one that counts other rows, or signs
-    none of the scorers that made a score column (``score.hybrid`` is the card's)."""
+    """Refuse a sidecar that is not the scores file's: one that counts other rows, signs
+    other scores (a score changed by hand), or signs none of the scorers that made a score
+    column (``score.hybrid`` is the card's)."""
     sidecar = signature_path(path)
     rows = meta.get("n_rows")
     if isinstance(rows, int) and rows != len(frame):
@@ -153,6 +172,11 @@ def check_sidecar(frame: pd.DataFrame, meta: dict[str, Any], path: str | os.Path
                          f"{sorted(signed)}): every score needs the signature of the scorer "
                          "that made it; score them with hybridmetric (a metric of your own: "
                          "as a scorer of the entry-point group hybridmetric.scorers)")
+    if SCORES_HASH in meta and meta[SCORES_HASH] != scores_hash(frame):
+        raise ValueError(f"{path}: its tasks, candidates or scores are not those its sidecar "
+                         f"{sidecar.name} signs (changed after scoring): score the table again "
+                         "(hybridmetric score, without its score columns; pass_rate's verdicts "
+                         "come from its cache) to sign what it holds")
 
 
 def _scorer_of(column: str) -> str:
@@ -333,7 +357,6 @@ def score(
     for column in columns:
         table[column] = [results[i][column] for i in range(len(frame))]
     if output is not None:
-        write_generations(table, output)
-        write_sidecar(output, {**expected, **_carried(source, frame, expected)})
+        write_scores(table, output, {**expected, **_carried(source, frame, expected)})
         journal.unlink()
     return table

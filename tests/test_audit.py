@@ -167,7 +167,7 @@ def test_metrics_are_named_as_fit_names_its_features(frame):
     with pytest.raises(ValueError, match=r"no metric column 'nope' in the table; its score "
                                          r"columns are score\.good, score\.weak"):
         audit(small, metrics=["nope"], n_resamples=50, n_permutations=50)
-    with pytest.raises(ValueError, match=r"\(--useful\) 9 lies outside the rating scale 0-4"):
+    with pytest.raises(ValueError, match=r"\(--useful\) 9 lies outside the rating scale 0 to 4"):
         audit(small, useful_threshold=9, scale=(0, 4), n_resamples=50, n_permutations=50)
 
 
@@ -240,7 +240,7 @@ def test_a_rater_s_grade_outside_the_scale_is_refused(frame):
     audit(graded, n_resamples=10, n_permutations=10, scale=(0, 4))
     graded.at[3, "ratings"] = {"a": 9.0, "b": float(graded.loc[3, "rating"])}
     with pytest.raises(ValueError, match=r"row 3, field 'ratings': rater 'a' gave 9.0, outside "
-                                         r"the scale 0-4"):
+                                         r"the scale 0 to 4"):
         audit(graded, n_resamples=10, n_permutations=10, scale=(0, 4))
 
 
@@ -429,7 +429,7 @@ def test_pass_value_by_hand():
         lo, hi = estimate["ci"]
         assert lo <= estimate["value"] <= hi
     assert result["settings"]["useful_threshold"] == 2.0 and result["settings"]["scale"] == [0, 4]
-    assert "useful:2.0" in result["signature"] and "scale:0-4" in result["signature"]
+    assert "useful:2.0" in result["signature"] and "scale:0,4" in result["signature"]
     stricter = _pass_audit(frame, useful_threshold=3.0)["pass_value"]
     assert stricter["fail"]["useful_share"]["value"] == pytest.approx(1 / 6)
     assert _pass_audit(frame) == result
@@ -500,7 +500,7 @@ def test_ratings_outside_the_given_scale_are_refused_as_fit_refuses_them(frame):
     above = int((frame["rating"] > 2).sum())
     assert above > int((np.floor(frame["rating"] + 0.5) > 2).sum())  # some round to 2
     with pytest.raises(ValueError, match=rf"{above} rating\(s\) of 'rating' lie outside the "
-                                         r"scale 0-2, e\.g\. .* \(task 't"):
+                                         r"scale 0 to 2, e\.g\. .* \(task 't"):
         audit(frame, scale=(0, 2), n_resamples=10, n_permutations=10)
 
 

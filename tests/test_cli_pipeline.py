@@ -61,8 +61,8 @@ def test_fit_then_apply_card_then_audit(slice_file, tmp_path, capsys):
         assert main(["score", str(folder), "-o", str(tmp_path / f"{name}.jsonl"), "--card",
                      str(card), "--no-progress"]) == 0
         err = capsys.readouterr().err
-        assert ("note: the card was fitted on ratings of 0-4 (given); this study rates on 1-7: "
-                "score.hybrid stays on the card's scale" in err) == noted, err
+        assert ("note: the card was fitted on ratings of 0 to 4 (given); this study rates on "
+                "1 to 7: score.hybrid stays on the card's scale" in err) == noted, err
     report = tmp_path / "report"
     assert main(["audit", str(applied), "-o", str(report), "--resamples", "200",
                  "--permutations", "200", "--scale", "0,4"]) == 0
@@ -213,6 +213,10 @@ def test_ridge_penalty_is_an_option_of_fit(slice_file, tmp_path, capsys):
     capsys.readouterr()
     assert main(["fit", str(scores), "-o", str(tmp_path / "c.json"), "--alpha", "2"]) == 2
     assert "--alpha is ridge's penalty; --model nonneg has none" in capsys.readouterr().err
+    # nor does a card of another model's signature name one
+    assert main(["fit", str(scores), "-o", str(tmp_path / "c.json"), "--repeats", "1",
+                 "--bootstrap", "0"]) == 0
+    assert "|alpha:" not in json.loads((tmp_path / "c.json").read_text())["signature"]
     assert main(["fit", str(scores), "-o", str(tmp_path / "c.json"), "--model", "ridge",
                  "--alpha", "inf"]) == 2
     assert "alpha must be a finite number >= 0, got inf" in capsys.readouterr().err
@@ -253,12 +257,12 @@ def test_no_progress_bar_where_none_is_asked_for_nor_off_a_terminal(slice_file, 
 def test_audit_where_audits_part_of_a_scores_file(slice_file, tmp_path, capsys):
     """--where audits some rows of a scores file, against its own sidecar, with no scoring
     again: the results and the report say which, and a dropped row keeps its line."""
-    scores = tmp_path / "s.jsonl"
-    assert main(["score", str(slice_file), "-o", str(scores), "--scorers", "edit_sim,chrf",
+    generations, scores = tmp_path / "g.jsonl", tmp_path / "s.jsonl"
+    table = read_generations(slice_file)
+    table.loc[table.index[table["system"] == "codex"][1], "references"] = None  # (no scores)
+    write_generations(table, generations)
+    assert main(["score", str(generations), "-o", str(scores), "--scorers", "edit_sim,chrf",
                  "--no-progress"]) == 0
-    table = read_generations(scores)
-    table.loc[table.index[table["system"] == "codex"][1], "score.chrf"] = None
-    write_generations(table, scores)  # (the sidecar still signs it: the same rows)
     capsys.readouterr()
     options = ["--resamples", "20", "--permutations", "20", "--missing", "drop-rows"]
     assert main(["audit", str(scores), "-o", str(tmp_path / "r"), "--where", "system=codex",

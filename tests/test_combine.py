@@ -404,6 +404,24 @@ def test_the_progress_bar_counts_every_fit(capsys):
     assert "fitting" not in capsys.readouterr().err
 
 
+def test_infinite_values_are_refused_or_dropped_as_missing_ones(tmp_path):
+    """An infinite target or score is no number to fit on: named by its line, or dropped with
+    missing='drop-rows'; a card gives a row with one no value."""
+    frame = study_frame(n_tasks=20).assign(value=lambda f: f["rating"])
+    frame.loc[4, "value"], frame.loc[9, "score.chrf"] = np.inf, -np.inf
+    path = tmp_path / "scores.jsonl"
+    write_generations(frame, path)
+    table = read_generations(path)
+    with pytest.raises(ValueError, match=rf"missing or infinite values:\n  value: 1 infinite, "
+                                         rf"{path}, line 5 .*\n  score\.chrf: 1 infinite, "
+                                         rf"{path}, line 10 "):
+        quick_card(table, target="value", n_boot=0)
+    card = quick_card(table, target="value", missing="drop-rows", n_boot=0)
+    assert card.data["training"]["n_dropped_rows"] == 2
+    hybrid = card.apply(table, SIGNATURES, missing="nan")
+    assert np.isnan(hybrid[9]) and np.isfinite(np.delete(hybrid, 9)).all()
+
+
 def test_missing_values_are_refused_or_dropped_explicitly(tmp_path):
     frame = study_frame(n_tasks=20)
     frame.loc[[3, 7], "score.pass"] = np.nan
@@ -541,7 +559,7 @@ def test_a_card_saves_when_no_fold_has_a_tau(tmp_path):
 def test_ratings_outside_the_given_scale_are_refused():
     frame = study_frame()
     frame.loc[5, "rating"] = 4.5
-    with pytest.raises(ValueError, match=r"1 rating\(s\) of 'rating' lie outside the scale 0-4, "
+    with pytest.raises(ValueError, match=r"1 rating\(s\) of 'rating' lie outside the scale 0 to 4, "
                                          r"e.g. 4.5 \(task 't1'\)"):
         quick_card(frame)
 
@@ -554,7 +572,7 @@ def test_a_rater_s_grade_outside_the_given_scale_is_refused_whatever_the_model()
     frame.at[5, "ratings"] = {**frame.loc[5, "ratings"], rater: 5.0}
     for model in ("nonneg", "ordinal"):
         with pytest.raises(ValueError, match=rf"row 5, field 'ratings': rater '{rater}' gave "
-                                             r"5.0, outside the scale 0-4 \(task 't1'\)"):
+                                             r"5.0, outside the scale 0 to 4 \(task 't1'\)"):
             quick_card(frame, model=model, n_boot=0)
     quick_card(frame, scale=(0, 5), n_boot=0)  # within a wider scale
 

@@ -130,10 +130,18 @@ def test_command_line_scores_then_counts(tmp_path, capsys) -> None:
     captured = capsys.readouterr()
     assert "note: pass@10, pass@100 left out: a task has only 3 sample(s)" in captured.err
     assert "|k:1|" in captured.out
-    # a row without tests has no verdict: refused with its file line, or left out when asked
+    # a verdict changed by hand: the sidecar no longer signs the file
     table = read_generations(scores)
     table.loc[0, "score.pass"] = float("nan")
     write_generations(table, scores)
+    assert main(["passk", str(scores), "--k", "1"]) == 2
+    assert "not those its sidecar s.jsonl.signature.json signs" in capsys.readouterr().err
+    # a row without tests has no verdict: refused with its file line, or left out when asked
+    records[0]["tests"] = None
+    write_generations(pd.DataFrame(records), source)
+    assert main(["score", str(source), "-o", str(scores), "--scorers", "pass_rate",
+                 "--set", "pass_rate.cache=none", "--no-progress"]) == 0
+    capsys.readouterr()
     assert main(["passk", str(scores), "--k", "1"]) == 2
     error = capsys.readouterr().err
     assert f"{scores}, line 1 (task" in error and "--missing drop-rows" in error

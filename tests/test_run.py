@@ -144,7 +144,7 @@ def test_a_study_outside_its_scale_or_without_its_target_is_refused_before_scori
     out = tmp_path / "out"
     assert main(["run", str(broken), "-o", str(out), *FAST]) == 2
     error = capsys.readouterr().err
-    assert "1 value(s) of 'rating' lie outside the study's scale 0-4" in error
+    assert "1 value(s) of 'rating' lie outside the study's scale 0 to 4" in error
     assert f"generations.jsonl, line 4 (task {frame.loc[3, 'task_id']!r}): 9.0" in error
     assert not out.exists()  # nothing was scored
     write_generations(frame.drop(columns=["rating", "ratings"]), broken / "generations.jsonl")
@@ -155,9 +155,9 @@ def test_a_study_outside_its_scale_or_without_its_target_is_refused_before_scori
     rater, task = sorted(frame.loc[5, "ratings"])[0], frame.loc[5, "task_id"]
     for model, grade, expected in (
             ("nonneg", 4.0000001, f"generations.jsonl, line 6, field 'ratings': rater {rater!r} "
-                                  f"gave 4.0000001, outside the scale 0-4 (task {task!r})"),
+                                  f"gave 4.0000001, outside the scale 0 to 4 (task {task!r})"),
             ("mixed", 4.5, f"generations.jsonl, line 6, field 'ratings': rater {rater!r} gave "
-                           f"4.5, outside the scale 0-4 (task {task!r})"),
+                           f"4.5, outside the scale 0 to 4 (task {task!r})"),
             ("ordinal", 2.9999999999999996, f"line 6 (task {task!r}), rater {rater!r} is "
                                             "2.9999999999999996: --model ordinal needs integer "
                                             "grades")):

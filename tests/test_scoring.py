@@ -13,11 +13,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hybridmetric import read_generations, score
+from hybridmetric import read_generations, score, write_generations
 from hybridmetric.sandbox import pool
 from hybridmetric.scorers import build
 from hybridmetric.scorers.edit_sim import EditSim
-from hybridmetric.scoring import journal_path, signature_path
+from hybridmetric.scoring import journal_path, read_scored, signature_path
 
 N_ROWS = 60
 
@@ -321,3 +321,19 @@ def _sandbox_programs() -> list[int]:
         except FileNotFoundError:
             continue
     return found
+
+
+def test_a_score_changed_after_scoring_is_refused(tmp_path):
+    """The sidecar signs each row's task, candidate and scores: a score changed by hand, or rows
+    swapped, is refused where the file is read; a column added beside them is not."""
+    out = tmp_path / "s.jsonl"
+    score(make_input(tmp_path / "g.jsonl"), build(["edit_sim"]), out, progress=False)
+    table = read_generations(out)
+    write_generations(table.assign(note="added later"), out)
+    assert read_scored(out)[0]["note"].eq("added later").all()
+    changed = table.copy()
+    changed.loc[3, "score.edit_sim"] = 1.0 - changed.loc[3, "score.edit_sim"]
+    for edited in (changed, table.iloc[[1, 0, *range(2, N_ROWS)]]):
+        write_generations(edited, out)
+        with pytest.raises(ValueError, match="not those its sidecar s.jsonl.signature.json signs"):
+            read_scored(out)

@@ -35,7 +35,7 @@ from hybridmetric.combine import (
     dibia_combined,
     fit_card,
 )
-from hybridmetric.io import read_study, write_generations
+from hybridmetric.io import read_study
 from hybridmetric.report import write_report
 from hybridmetric.schema import (
     check_grades_on_scale,
@@ -45,7 +45,7 @@ from hybridmetric.schema import (
     with_rater_mean,
 )
 from hybridmetric.scorers import Scorer
-from hybridmetric.scoring import journal_path, read_sidecar, score, write_sidecar
+from hybridmetric.scoring import journal_path, read_sidecar, score, write_scores
 
 #: CodeBERTScore twice: on the code alone (``score.codebertscore.*``: not the scorer's default,
 #: which encodes the intent), and with the intent encoded as context
@@ -116,7 +116,7 @@ def _check_target(frame: pd.DataFrame, target: str, scale: tuple[float, float] |
     if outside.any():
         row = int(np.flatnonzero(outside.to_numpy())[0])
         raise ValueError(f"{int(outside.sum())} value(s) of '{target}' lie outside the study's "
-                         f"scale {scale[0]:g}-{scale[1]:g} (study.toml [rating] min and max), "
+                         f"scale {scale[0]:g} to {scale[1]:g} (study.toml [rating] min and max), "
                          f"e.g. {row_label(frame, row)} (task {frame['task_id'].iloc[row]!r}): "
                          f"{float(values.iloc[row])!r}")
     return values
@@ -227,6 +227,5 @@ def write_audited(table: pd.DataFrame, out: Path, card_signature: str,
     meta = read_sidecar(out / "scores.jsonl")
     meta.update(scorers=signatures, hybrid=card_signature, hybrid_source=OUT_OF_FOLD,
                 audit=settings, n_rows=len(table))
-    write_generations(table, path)
-    write_sidecar(path, meta)
+    write_scores(table, path, meta)
     return path

@@ -10,14 +10,14 @@ from hybridmetric import scorers as registry
 from hybridmetric.cli.options import add_scorer_options, build_scorers, progress_of
 from hybridmetric.cli.signals import interrupted
 from hybridmetric.combine import HYBRID_COLUMN, MetricCard
-from hybridmetric.io import read_study_meta, write_generations
+from hybridmetric.io import read_study_meta
 from hybridmetric.scoring import (
     DEFAULT_CHUNK,
     journal_path,
     read_sidecar,
     score,
     signature_path,
-    write_sidecar,
+    write_scores,
 )
 from hybridmetric.signature import parse as parse_signature
 
@@ -68,9 +68,9 @@ def _note_scales(card: MetricCard, source: str) -> None:
     study = read_study_meta(source).scale
     fitted = tuple(card.data["scale"])
     if study is not None and study != fitted:
-        print(f"note: the card was fitted on ratings of {fitted[0]:g}-{fitted[1]:g} "
+        print(f"note: the card was fitted on ratings of {fitted[0]:g} to {fitted[1]:g} "
               f"({card.data.get('scale_source', 'given')}); this study rates on "
-              f"{study[0]:g}-{study[1]:g}: score.hybrid stays on the card's scale",
+              f"{study[0]:g} to {study[1]:g}: score.hybrid stays on the card's scale",
               file=sys.stderr)
 
 
@@ -105,10 +105,8 @@ def run(args: argparse.Namespace) -> int:
                   + ", ".join(f"{name}: {n} rows" for name, n in lacking[lacking > 0].items())
                   + "), so their score.hybrid is NaN (the hybrid needs each of its features, "
                   "whatever its weight)", file=sys.stderr)
-        write_generations(table, args.output)
-        meta = read_sidecar(args.output)
-        meta["hybrid"] = card.data["signature"]
-        write_sidecar(args.output, meta)
+        write_scores(table, args.output, {**read_sidecar(args.output),
+                                          "hybrid": card.data["signature"]})
     print(f"scored {len(table)} rows -> {args.output} (signature: {signature_path(args.output)})",
           file=sys.stderr)
     return 0
