@@ -50,7 +50,11 @@ per-generation ``target`` (by default the mean rating).
                  the feature; per_unit: the same per 1.0 of the raw score. CIs: 95% percentile
                  bootstrap over tasks (bootstrap.n resamples, less bootstrap.skipped on which
                  the model cannot be fitted: mixed, a feature constant in the resample)
-    intercept    the output at the training mean of every feature (null for ordinal)
+    intercept    the output at the training mean of every feature (null for ordinal), to add
+                 to sum_j weight_j * z_j, z_j the feature in training SDs from its mean
+    intercept_per_unit  the output at raw scores of 0, to add to sum_j per_unit_j * score_j
+                 (null for ordinal); either sum, clipped to the scale (or calibrated), is the
+                 hybrid
     ordinal      {levels, cutpoints} (ordinal only): P(grade <= levels[k]) = logistic(cutpoints[k]
                  - sum_j weight_j * z_j); output = expected grade
     rater_sd     SD of the rater intercepts (mixed only)
@@ -745,6 +749,8 @@ def fit_card(
             + " per training SD of the feature (value, ci); per 1.0 of the raw score "
             f"(per_unit, per_unit_ci); {int(CI_LEVEL * 100)}% percentile bootstrap over tasks"),
         "intercept": None if model == "ordinal" else float(full.intercept_),
+        "intercept_per_unit": (None if model == "ordinal" else
+                               float(full.intercept_ - np.dot(per_unit, full.mean_))),
         "calibration": calibration_block, "cv": cv, "training": training,
         "bootstrap": {"n": n_boot, "level": CI_LEVEL, "skipped": boot_skipped}, "seed": seed,
         "versions": versions,

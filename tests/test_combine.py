@@ -328,6 +328,23 @@ def test_card_weights_cis_and_calibration():
     assert card.data["features"][0]["signature"] == SIGNATURES["chrf"]
 
 
+@pytest.mark.parametrize("model", ["nonneg", "ridge", "mixed"])
+def test_the_card_s_constants_give_the_hybrid_by_hand(model):
+    """intercept + sum weight * z, and intercept_per_unit + sum per_unit * score, clipped to
+    the scale, are the hybrid the card applies."""
+    frame = study_frame()
+    card = quick_card(frame, model=model, n_boot=0)
+    d = card.data
+    names = [f["name"] for f in d["features"]]
+    raw = frame[names].to_numpy(dtype=float)
+    z = (raw - [f["mean"] for f in d["features"]]) / [f["std"] for f in d["features"]]
+    by_sd = d["intercept"] + z @ [d["weights"][n]["value"] for n in names]
+    by_unit = d["intercept_per_unit"] + raw @ [d["weights"][n]["per_unit"] for n in names]
+    np.testing.assert_allclose(by_sd, by_unit)
+    np.testing.assert_allclose(card.apply(frame, SIGNATURES), np.clip(by_unit, *d["scale"]))
+    assert quick_card(frame, model="ordinal", n_boot=0).data["intercept_per_unit"] is None
+
+
 def test_card_round_trips_and_is_deterministic(tmp_path):
     frame = study_frame()
     card = quick_card(frame, calibration="isotonic")

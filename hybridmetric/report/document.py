@@ -237,7 +237,8 @@ def _hybrid(card: Mapping[str, Any] | None) -> Section:
     details = {key: card[key] for key in ("model", "alpha", "target", "scale", "scale_source",
                                           "bootstrap", "seed") if key in card}
     section.blocks.append(key_value_table("Model", details, exact=True))
-    fitted = {key: card[key] for key in ("intercept", "rater_sd", "ordinal") if key in card}
+    fitted = {key: card[key] for key in ("intercept", "intercept_per_unit", "rater_sd",
+                                         "ordinal") if key in card}
     if fitted:
         section.blocks.append(key_value_table("Fitted constants", fitted))
     level = (card.get("bootstrap") or {}).get("level")
