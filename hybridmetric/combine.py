@@ -194,6 +194,9 @@ def check_folds(n_groups: int, n_splits: int, n_repeats: int = 1) -> None:
         raise ValueError(f"cross-validation needs at least 2 folds (--folds), got {n_splits}")
     if n_repeats < 1:
         raise ValueError(f"cross-validation needs at least 1 repeat (--repeats), got {n_repeats}")
+    if n_groups < 2:
+        raise ValueError(f"cross-validation over tasks needs at least 2 distinct tasks (here "
+                         f"{n_groups}): fit on more rows")
     if n_groups < n_splits:
         raise ValueError(
             f"{n_groups} distinct tasks cannot fill {n_splits} folds; use fewer folds (--folds)"
@@ -587,7 +590,8 @@ def _training_rows(
                          "there is nothing for a hybrid to fit")
     constant = [c for c in columns if frame[c].nunique() < 2]
     if constant:
-        raise ValueError(f"feature(s) {constant} are constant on the training rows; drop them")
+        raise ValueError(f"feature(s) {constant} are constant on the training rows; leave them "
+                         "out (--features, naming the others)")
     return frame, columns, np.flatnonzero(keep)
 
 

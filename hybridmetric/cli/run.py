@@ -188,8 +188,10 @@ def run(args: argparse.Namespace) -> int:
         present = default_features(scorers)
         constant = [f for f in present if table[f].nunique() < 2]
         if constant:
-            print(f"note: {', '.join(constant)} take one value on this study; "
-                  "they cannot weigh in the hybrid and are left out of it", file=sys.stderr)
+            one = len(constant) == 1
+            print(f"note: {', '.join(constant)} {'takes' if one else 'take'} one value on this "
+                  f"study; {'it' if one else 'they'} cannot weigh in the hybrid and "
+                  f"{'is' if one else 'are'} left out of it", file=sys.stderr)
         options["features"] = [f for f in present if f not in constant]
         if not options["features"]:
             raise ValueError("no metric varies on this study: there is no hybrid to fit (and "

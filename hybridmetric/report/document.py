@@ -216,7 +216,7 @@ def _strips(results: Mapping[str, Any], frame: pd.DataFrame) -> Section:
         plots.strip_plots(frame, target, metrics),
         f"Strip plots of each metric against {target}",
         f"Each dot is a row, jittered horizontally; the red line joins the metric's mean per "
-        f"{target} value (per equal-width {target} bin when {target} takes more than "
+        f"value of {target} (per equal-width {target} bin when {target} takes more than "
         f"{plots.MAX_LEVELS} values). Rows where a metric does not apply are left out and "
         "counted.",
     ))
