@@ -561,7 +561,7 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
         frame = renumbered(frame[complete])
     data = _Data(frame, metrics, target)
     if scale is not None:
-        check_on_scale(data.human, data.tasks, scale, target)
+        check_on_scale(frame, target, scale)
         check_grades_on_scale(frame, scale, target)
     if data.task_labels.size < 2:
         raise ValueError(f"the audit needs rows of at least 2 tasks (its intervals resample "

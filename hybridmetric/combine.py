@@ -683,7 +683,7 @@ def fit_card(
     else:
         scale_source, scale = "given", (float(scale[0]), float(scale[1]))
         check_grades_on_scale(frame, scale, target)  # (first: it names the row and the rater)
-        check_on_scale(design.y_train, design.tasks_train, scale, target)
+        check_on_scale(frame, target, scale)
 
     def estimator() -> HybridMetric:
         return HybridMetric(model=model, alpha=alpha, calibration=calibration, bounds=scale)

@@ -143,16 +143,19 @@ def repeated_rows(frame: pd.DataFrame) -> list[str]:
             "statistic: drop them from the generations, and score those, if they are one"]
 
 
-def check_on_scale(ratings: Sequence[float], tasks: Sequence[Any], scale: tuple[float, float],
-                   target: str) -> None:
-    """ValueError where a rating of ``target`` lies outside ``scale``: how many, and one of
-    them with its task (as ``fit`` and ``audit`` both refuse them)."""
-    outside = [k for k, value in enumerate(ratings) if not scale[0] <= value <= scale[1]]
-    if outside:
+def check_on_scale(frame: pd.DataFrame, target: str, scale: tuple[float, float]) -> None:
+    """ValueError where a rating of ``target`` lies outside ``scale``: how many, and the first
+    with its row and task (as ``fit`` and ``audit`` both refuse them; a missing one is no
+    rating)."""
+    ratings = numbers(frame, target)
+    outside = np.flatnonzero((ratings < scale[0]) | (ratings > scale[1]))
+    if outside.size:
+        first = int(outside[0])
         raise ValueError(
-            f"{len(outside)} rating(s) of '{target}' lie outside the scale {scale[0]:g} to "
-            f"{scale[1]:g}, e.g. {ratings[outside[0]]:g} (task {tasks[outside[0]]!r}); fix the "
-            "ratings or the scale (--scale, or [rating] min and max in study.toml)")
+            f"{outside.size} rating(s) of '{target}' lie outside the scale {scale[0]:g} to "
+            f"{scale[1]:g}, e.g. {ratings[first]:g} ({row_label(frame, first)}, task "
+            f"{frame['task_id'].iloc[first]!r}); fix the ratings or the scale (--scale, or "
+            "[rating] min and max in study.toml)")
 
 
 def check_grades_on_scale(frame: pd.DataFrame, scale: tuple[float, float], target: str) -> None:

@@ -500,7 +500,7 @@ def test_ratings_outside_the_given_scale_are_refused_as_fit_refuses_them(frame):
     above = int((frame["rating"] > 2).sum())
     assert above > int((np.floor(frame["rating"] + 0.5) > 2).sum())  # some round to 2
     with pytest.raises(ValueError, match=rf"{above} rating\(s\) of 'rating' lie outside the "
-                                         r"scale 0 to 2, e\.g\. .* \(task 't"):
+                                         r"scale 0 to 2, e\.g\. .* \(row \d+, task 't"):
         audit(frame, scale=(0, 2), n_resamples=10, n_permutations=10)
 
 

@@ -578,8 +578,8 @@ def test_a_card_saves_when_no_fold_has_a_tau(tmp_path):
 def test_ratings_outside_the_given_scale_are_refused():
     frame = study_frame()
     frame.loc[5, "rating"] = 4.5
-    with pytest.raises(ValueError, match=r"1 rating\(s\) of 'rating' lie outside the scale 0 to 4, "
-                                         r"e.g. 4.5 \(task 't1'\)"):
+    with pytest.raises(ValueError, match=r"1 rating\(s\) of 'rating' lie outside the scale 0 "
+                                         r"to 4, e.g. 4.5 \(row 5, task 't1'\)"):
         quick_card(frame)
 
 
