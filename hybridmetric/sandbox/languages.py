@@ -291,8 +291,9 @@ public final class HybridmetricMain implements Thread.UncaughtExceptionHandler {
 }
 """
 
-#: A Java identifier (letters of any script, digits, ``_`` and ``$``).
-_JAVA_NAME = r"(?:[^\W\d]|\$)[\w$]*"
+#: A Java identifier: letters of any script, currency symbols, combining marks, digits but
+#: first, ``_`` (what is no white space, separator or operator: javac refuses the rest).
+_JAVA_NAME = r"[^\s\d{}()\[\];,.<>=+\-*/%&|^!~?:@\"'\\][^\s{}()\[\];,.<>=+\-*/%&|^!~?:@\"'\\]*"
 #: A type declaration: its kind and name, then what may follow a name (a variable named
 #: ``record`` is no declaration).
 _JAVA_CLASS = re.compile(r"\b(class|interface|enum|record)\s+(" + _JAVA_NAME + ")"
@@ -312,9 +313,9 @@ _JAVA_UNICODE_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u+([0-9a-fA-F]{4})")
 #: left open runs to the end of the file (a comment, a text block) or of its line (a literal), as
 #: far as javac, which refuses it, reads; else each of a file's thousands of ``/*`` would be
 #: read to its end, in time that grows with the square of the file.
-_JAVA_NOT_CODE = re.compile(r'//[^\n]*|/\*.*?(?:\*/|\Z)|"""(?:\\.|[^\\])*?(?:"""|\Z)'
-                            r'|"(?:\\.|[^"\\\n])*(?:"|(?=\n)|\Z)'
-                            r"|'(?:\\.|[^'\\\n])*(?:'|(?=\n)|\Z)", re.DOTALL)
+_JAVA_NOT_CODE = re.compile(r'//[^\n\r]*|/\*.*?(?:\*/|\Z)|"""(?:\\.|[^\\])*?(?:"""|\Z)'
+                            r'|"(?:\\.|[^"\\\n\r])*(?:"|(?=[\n\r])|\Z)'
+                            r"|'(?:\\.|[^'\\\n\r])*(?:'|(?=[\n\r])|\Z)", re.DOTALL)
 #: What javac leaves out of identifiers (``Character.isIdentifierIgnorable``): the ISO control
 #: characters that are not white space (and, see :func:`java_code`, the format characters).
 _JAVA_IGNORABLE = re.compile(r"[\x00-\x08\x0e-\x1b\x7f-\x9f]")
@@ -354,14 +355,16 @@ class Build:
 
 
 def java_code(source: str) -> str:
-    """``source`` as javac reads it (Unicode escapes translated first, the characters it leaves
-    out of identifiers left out: ``package hybridmetric_\\u200bharness`` is the harness's
-    package), with comments and literals blanked out (newlines kept)."""
+    """``source`` as javac reads it: Unicode escapes translated first; comments and literals
+    blanked out (line ends kept: a CR ends a ``//`` comment too); then the characters javac
+    leaves out of identifiers left out of the code (``package hybridmetric_\\u200bharness`` is
+    the harness's package), not out of comments, where ``*\\u200b/`` ends none."""
     source = _JAVA_UNICODE_ESCAPE.sub(lambda m: m.group(1) + chr(int(m.group(2), 16)), source)
-    source = _JAVA_IGNORABLE.sub("", source)
-    if not source.isascii():
-        source = "".join(c for c in source if c.isascii() or unicodedata.category(c) != "Cf")
-    return _JAVA_NOT_CODE.sub(lambda m: re.sub(r"[^\n]", " ", m.group()), source)
+    code = _JAVA_NOT_CODE.sub(lambda m: re.sub(r"[^\n\r]", " ", m.group()), source)
+    code = _JAVA_IGNORABLE.sub("", code)
+    if not code.isascii():
+        code = "".join(c for c in code if c.isascii() or unicodedata.category(c) != "Cf")
+    return code
 
 
 def java_public_type(source: str) -> str | None:

@@ -778,6 +778,9 @@ def test_java_main_class_is_found() -> None:
     assert java_binary_name(nested) == "A$B"
     assert java_binary_name("/* package x; */ package  org . tests ;\n" + nested) == "org.tests.A$B"
     assert java_main_class("class Задача { public static void main(String[] a) {} }") == "Задача"
+    for name in ("परीक्षा", "Price€", "_$x1"):  # (combining marks, currency symbols: javac's too)
+        main = f"class {name} {{ public static void main(String[] a) {{}} }}"
+        assert java_main_class(main) == name
     helper = "class A { static class Pair { } public static void main(String[] a) {} }"
     assert java_main_class(helper) == "A"
     assert java_main_class("class A { boolean f(Object record) { return record instanceof A; }"

@@ -502,6 +502,17 @@ HOSTILE: list[tuple[Any, ...]] = [
     ("java_public_main_before_the_tests", "java",
      "public class Main { public static void main(String[] a) {} }\n"
      "class Problem { public static void main(String[] a) { assert false; } }\n", {FAILED}),
+    # ... or hides the tests' class from the harness's reading of the file, where javac sees it:
+    # a carriage return ends a line comment; a character javac drops from identifiers makes
+    # no comment end inside one
+    *((f"java_main_hidden_{name}", "java",
+       "class Problem {\n  static int add(int a, int b) { return a - b; }\n"
+       f"  public static void main(String[] x) {{ }}\n{hiding}}} class Hidden {{\n"
+       "  static int add(int a, int b) { return a - b; }\n"
+       "  public static void main(String[] args) { assert add(2, 3) == 5; }\n}\n", {FAILED})
+      for name, hiding in (("by_a_carriage_return", "// \r"),
+                           ("by_an_escaped_carriage_return", "// \\u000d"),
+                           ("by_an_ignorable_character", "/* *\u200b/ // */"))),
     # an ES module's await that never settles, before the tests, with the status node would
     # give it (13) taken away: the tests never ran
     ("js_awaits_forever_before_the_tests", "javascript",
