@@ -70,7 +70,9 @@ _C_HEADERS = frozenset(f"{name}.h" for name in (
 #: would anyway, token and all; but for an ES module's top-level ``await`` of one, after which
 #: the module's code never ran: node's module runner, which then ends node with status 13 where
 #: the program set no ``process.exitCode``, watches an ES module from before its code runs,
-#: which tells the preload to send the token only once the module's import settles.) An
+#: which tells the preload to send the token only once the module's import settles, unless the
+#: program registered loader hooks; and for a CommonJS module's top-level ``return``, which
+#: ends it before the tests: a source that a script cannot hold sends none.) An
 #: ArrayBuffer node could not allocate, a WebAssembly memory V8
 #: could not make or grow, or a worker thread whose heap ran out, nothing caught, is the
 #: program's memory: the monitor reports ``M`` with the report key (a program that prints node's
@@ -131,6 +133,29 @@ if (programsOwn) {
   const load = (url) => import(url);
   const then = Function.prototype.call.bind(Promise.prototype.then);
   const startsWith = Function.prototype.call.bind(String.prototype.startsWith);
+  // ... unless the program registers loader hooks (module.register), which could resolve that
+  // import to another module
+  const Module = require("module"), registerHooks = Module.register, apply = Reflect.apply;
+  let hooked = false;
+  if (typeof registerHooks === "function") {
+    Module.register = function register(...args) {
+      hooked = true;
+      return apply(registerHooks, this, args);
+    };
+  }
+  // A CommonJS module is a function's body, from whose top level a `return` ends it before
+  // the code after it (the tests) ran: such a program, its source read before it runs, which a
+  // script cannot hold (nor anything else but `new.target`), sends no token
+  const source = fs.readFileSync(process.argv[1], "utf8");
+  const Script = require("vm").Script;
+  const returnsEarly = () => {
+    try {
+      new Script(source[0] === "\\ufeff" ? source.slice(1) : source);
+      return false;
+    } catch (_) {
+      return true;
+    }
+  };
   let esModule = false;
   process.on("newListener", (event) => {
     if (event !== "exit" || esModule) return;
@@ -180,8 +205,17 @@ if (programsOwn) {
           write(4, token);
         }
       };
-      if (esModule) then(load(main), report);
-      else report();
+      if (esModule && hooked) {
+        write(2, "hybridmetric: the program registered module loader hooks (module.register), "
+              + "through which the harness cannot tell that it ran to its end: no pass\\n");
+      } else if (esModule) {
+        then(load(main), report);
+      } else if (returnsEarly()) {
+        write(2, "hybridmetric: the program returns from its top level (a CommonJS module), "
+              + "which may end it before its tests: no pass\\n");
+      } else {
+        report();
+      }
     }
   });
 }

@@ -518,6 +518,16 @@ HOSTILE: list[tuple[Any, ...]] = [
     ("js_awaits_forever_before_the_tests", "javascript",
      "process.exitCode = 0;\nawait new Promise(() => {});\n"
      "const assert = require('node:assert');\nassert.strictEqual(1, 2);\n", {FAILED}),
+    # ... or that has its own loader hooks resolve the harness's import of it to another module
+    ("js_redirects_the_harness_s_import", "javascript",
+     "const { register } = await import('node:module');\n"
+     "register('data:text/javascript,' + encodeURIComponent(`export async function resolve(s, c, "
+     "n) { if (s.endsWith('program.js')) return { url: 'data:text/javascript,', shortCircuit: "
+     "true }; return n(s, c); }`));\nprocess.exitCode = 0;\nawait new Promise(() => {});\n"
+     "import assert from 'node:assert';\nassert.strictEqual(1, 2);\n", {FAILED}),
+    # a CommonJS module's top-level return, before the tests
+    ("js_returns_before_the_tests", "javascript",
+     "return;\nconst assert = require('node:assert');\nassert.strictEqual(1, 2);\n", {FAILED}),
     ("js_module_awaits_its_tests", "javascript",
      "import assert from 'node:assert';\nawait new Promise((done) => setTimeout(done, 50));\n"
      "assert.strictEqual(1 + 1, 2);\n", {PASSED}),
