@@ -43,8 +43,8 @@ def test_fit_then_apply_card_then_audit(slice_file, tmp_path, capsys):
     capsys.readouterr()
     assert main(["score", str(tmp_path / "partial.jsonl"), "-o", str(tmp_path / "p.jsonl"),
                  "--card", str(card), "--no-progress"]) == 0
-    assert "note: 3 of 200 rows lack a feature of the card (score.edit_sim: 3 rows" in (
-        capsys.readouterr().err)
+    assert ("note: 3 of 200 rows lack a feature of the card, missing or infinite "
+            "(score.edit_sim: 3 rows") in capsys.readouterr().err
     assert read_generations(tmp_path / "p.jsonl")["score.hybrid"].isna().sum() == 3
     # the audit leaves them out when asked, and says which they are
     assert main(["audit", str(tmp_path / "p.jsonl"), "-o", str(tmp_path / "pr"), "--missing",

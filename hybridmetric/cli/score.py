@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+import numpy as np
+
 from hybridmetric import scorers as registry
 from hybridmetric.cli.options import add_scorer_options, build_scorers, progress_of
 from hybridmetric.cli.signals import interrupted
@@ -100,9 +102,10 @@ def run(args: argparse.Namespace) -> int:
         table[HYBRID_COLUMN] = card.apply(table, signatures, missing="nan")
         unscored = int(table[HYBRID_COLUMN].isna().sum())
         if unscored:
-            lacking = table[card.features].isna().sum()
-            print(f"note: {unscored} of {len(table)} rows lack a feature of the card ("
-                  + ", ".join(f"{name}: {n} rows" for name, n in lacking[lacking > 0].items())
+            lacking = (~np.isfinite(table[card.features].to_numpy(dtype=float))).sum(axis=0)
+            print(f"note: {unscored} of {len(table)} rows lack a feature of the card, missing or "
+                  "infinite (" + ", ".join(f"{name}: {n} rows" for name, n
+                                           in zip(card.features, lacking, strict=True) if n)
                   + "), so their score.hybrid is NaN (the hybrid needs each of its features, "
                   "whatever its weight)", file=sys.stderr)
         write_scores(table, args.output, {**read_sidecar(args.output),

@@ -133,37 +133,45 @@ if (programsOwn) {
   const load = (url) => import(url);
   const then = Function.prototype.call.bind(Promise.prototype.then);
   const startsWith = Function.prototype.call.bind(String.prototype.startsWith);
-  // ... unless the program registers loader hooks (module.register), which could resolve that
-  // import to another module
-  const Module = require("module"), registerHooks = Module.register, apply = Reflect.apply;
+  // ... unless the program registers loader hooks (module.register, module.registerHooks),
+  // which could resolve that import to another module
+  const Module = require("module"), apply = Reflect.apply;
   let hooked = false;
-  if (typeof registerHooks === "function") {
-    Module.register = function register(...args) {
-      hooked = true;
-      return apply(registerHooks, this, args);
-    };
+  for (const name of ["register", "registerHooks"]) {
+    const original = Module[name];
+    if (typeof original === "function") {
+      Module[name] = function (...args) {
+        hooked = true;
+        return apply(original, this, args);
+      };
+    }
   }
   // A CommonJS module is a function's body, from whose top level a `return` ends it before
   // the code after it (the tests) ran: such a program, its source read before it runs, which a
   // script cannot hold (nor anything else but `new.target`), sends no token
   const source = fs.readFileSync(process.argv[1], "utf8");
   const Script = require("vm").Script;
-  const returnsEarly = () => {
+  const compiles = (code) => {
     try {
-      new Script(source[0] === "\\ufeff" ? source.slice(1) : source);
-      return false;
-    } catch (_) {
+      new Script(code);
       return true;
+    } catch (_) {
+      return false;
     }
   };
+  const body = source[0] === "\\ufeff" ? source.slice(1) : source;
+  // (a class's static block holds `new.target`, which a script cannot, but no `return`)
+  const returnsEarly = () => !compiles(body) && !compiles(`class C { static {\\n${body}\\n} }`);
   let esModule = false;
-  process.on("newListener", (event) => {
+  process.on("newListener", function watch(event) {
     if (event !== "exit" || esModule) return;
-    const frames = callers();
-    for (let i = 0; isArray(frames) && i < frames.length; i++) {
-      const name = fileName(frames[i]);
-      esModule ||= typeof name === "string" && startsWith(name, "node:internal/modules/");
-    }
+    // the first frame below node's event emitter is the runner's (a CommonJS program's code
+    // runs under node's module loader too, but is the frame that adds its listener)
+    const frames = callers(watch);
+    let i = 0;
+    while (isArray(frames) && i < frames.length && emitter(frames[i])) i++;
+    const name = isArray(frames) && i < frames.length ? fileName(frames[i]) : null;
+    esModule = typeof name === "string" && startsWith(name, "node:internal/modules/run_main");
   });
   let thrown = false;  // an error nothing caught, whatever handler kept node going after it
   const listeners = Function.prototype.call.bind(require("events").prototype.listeners);

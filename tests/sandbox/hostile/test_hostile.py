@@ -528,6 +528,14 @@ HOSTILE: list[tuple[Any, ...]] = [
     # a CommonJS module's top-level return, before the tests
     ("js_returns_before_the_tests", "javascript",
      "return;\nconst assert = require('node:assert');\nassert.strictEqual(1, 2);\n", {FAILED}),
+    # ... with an 'exit' listener of its own first (as node's module runner adds for a module)
+    ("js_listens_for_exit_and_returns", "javascript",
+     "process.on('exit', () => {});\nreturn;\nrequire('node:assert').strictEqual(1, 2);\n",
+     {FAILED}),
+    # new.target at a CommonJS module's top level, which a script cannot hold, is no return
+    ("js_new_target_at_the_top_level", "javascript",
+     "const assert = require('node:assert');\nassert.strictEqual(new.target, undefined);\n",
+     {PASSED}),
     ("js_module_awaits_its_tests", "javascript",
      "import assert from 'node:assert';\nawait new Promise((done) => setTimeout(done, 50));\n"
      "assert.strictEqual(1 + 1, 2);\n", {PASSED}),
