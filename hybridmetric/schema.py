@@ -236,7 +236,8 @@ def rows_meeting(frame: pd.DataFrame, conditions: Sequence[str]) -> np.ndarray:
     """Which rows of ``frame`` meet ``conditions``, each ``FIELD=VALUE`` (``language=java``), as
     a boolean mask. A row is kept where, for every field named, its value is one of those given
     for that field: ``language=java`` and ``language=cpp`` keep both languages,
-    ``language=java`` and ``system=codex`` codex's Java. Text matches as it is written; a
+    ``language=java`` and ``system=codex`` codex's Java. Text matches as it is written, but a
+    language as the sandbox reads it (``language=js`` matches ``JavaScript``); a
     number matches the same number (``2`` matches ``2.0``; integers exactly); a boolean
     ``true`` or ``false`` in any case; a CSV cell, which holds text, any of these ways (an
     empty one is missing: it matches nothing). ValueError: a condition without ``=``, a field
@@ -253,6 +254,9 @@ def rows_meeting(frame: pd.DataFrame, conditions: Sequence[str]) -> np.ndarray:
         if held is not None:
             raise ValueError(f"--where {field}=...: '{field}' holds lists or objects (such as "
                              f"{json.dumps(held)[:60]}); --where compares text and numbers")
+        if field == "language":
+            cells = [_language(c) if isinstance(c, str) else c for c in cells]
+            values = [_language(v) for v in values]
         keep &= np.array([any(_same(cell, value, from_csv) for value in values)
                           for cell in cells], dtype=bool)
         if not keep.any():
@@ -262,6 +266,13 @@ def rows_meeting(frame: pd.DataFrame, conditions: Sequence[str]) -> np.ndarray:
             raise ValueError(f"no row is left where {where_text(conditions)} (none from "
                              f"'{field}' on); '{field}' holds {shown or 'no value'}")
     return keep
+
+
+def _language(name: str) -> str:
+    """A language's name as the sandbox reads it: ``JS`` and ``javascript`` are one."""
+    from hybridmetric.sandbox.languages import ALIASES  # (here: the sandbox imports this module)
+
+    return ALIASES.get(name.lower(), name.lower())
 
 
 def where_text(conditions: Sequence[str]) -> str:

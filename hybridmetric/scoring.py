@@ -2,7 +2,8 @@
 
 With an output path, each finished chunk of rows is appended to a journal
 (``<output>.partial.jsonl``) and flushed to disk before the next chunk starts. A run killed at any
-point (Ctrl-C, SIGKILL, a crash) loses at most the chunk in flight; ``resume=True`` reads the
+point (Ctrl-C, SIGKILL, a crash) loses at most the chunk in flight (chunks start small and grow
+to the chunk size); ``resume=True`` reads the
 journal, checks that the input and the scorers' signatures are unchanged, and scores only the rows
 that are missing. The final table is written atomically and the journal removed.
 """
@@ -13,7 +14,7 @@ import json
 import math
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -43,6 +44,9 @@ from hybridmetric.signature import parse as parse_signature
 JOURNAL_SUFFIX = ".partial.jsonl"
 SIGNATURE_SUFFIX = ".signature.json"
 DEFAULT_CHUNK = 256
+#: The first chunk's rows: chunks double from here to the chunk size, so that a run stopped
+#: early keeps what it finished (and the bar moves) even where the chunk size is large.
+FIRST_CHUNK = 16
 
 
 def journal_path(output: str | os.PathLike) -> Path:
@@ -236,6 +240,15 @@ def _scorers_diff(was: Any, now: dict[str, str]) -> str:
     return "; ".join(out)
 
 
+def _chunks(rows: list[int], largest: int) -> Iterator[list[int]]:
+    """``rows`` in chunks of :data:`FIRST_CHUNK` rows, then twice as many each time, up to
+    ``largest``."""
+    size, start = min(FIRST_CHUNK, largest), 0
+    while start < len(rows):
+        yield rows[start:start + size]
+        start, size = start + size, min(2 * size, largest)
+
+
 def _read_journal(path: Path, expected: dict[str, Any]) -> tuple[dict[int, dict[str, float]], int]:
     """Rows already scored in an earlier run, keyed by row position, and the size of the
     journal's complete lines. Only the last line can be torn by a kill mid-write: it is left out
@@ -340,8 +353,7 @@ def score(
     bar = tqdm(total=len(frame), initial=len(done), unit="row", disable=progress is False
                if progress is not None else None, desc="scoring")
     try:
-        for start in range(0, len(todo), chunk_size):
-            rows = todo[start:start + chunk_size]
+        for rows in _chunks(todo, chunk_size):
             part = frame.iloc[rows]
             scored = pd.concat([_scored(s, part) for s in scorers], axis=1)
             if handle is not None:

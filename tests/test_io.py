@@ -362,6 +362,25 @@ def test_select_rows_by_text_number_and_csv_cell(tmp_path):
     assert where_conditions(["year=1", "system=b", "year=1"]) == ["system=b", "year=1"]
 
 
+def test_select_rows_reads_a_language_as_the_sandbox_does(tmp_path):
+    """``language=js`` keeps the rows written ``javascript`` or ``JS``, as the sandbox runs them
+    all as JavaScript; a row without a language is Python; other fields stay as written."""
+    from hybridmetric.schema import select_rows
+
+    rows = [{"task_id": f"t{k}", "candidate": "x", "system": system, "language": language}
+            for k, (system, language) in enumerate([("JS", "javascript"), ("js", "JS"),
+                                                    ("c", "C++"), ("d", None), ("e", "cpp")])]
+    table = read_generations(write_jsonl(tmp_path / "g.jsonl", rows))
+    assert select_rows(table, ["language=js"])["task_id"].tolist() == ["t0", "t1"]
+    assert select_rows(table, ["language=JavaScript"])["task_id"].tolist() == ["t0", "t1"]
+    assert select_rows(table, ["language=cxx"])["task_id"].tolist() == ["t2", "t4"]
+    assert select_rows(table, ["language=py", "language=c++"])["task_id"].tolist() == [
+        "t2", "t3", "t4"]
+    assert select_rows(table, ["system=js"])["task_id"].tolist() == ["t1"]
+    with pytest.raises(ValueError, match="no row is left where language is 'java'"):
+        select_rows(table, ["language=java"])
+
+
 def test_select_rows_compares_booleans_and_large_integers_alike_in_csv_and_json(tmp_path):
     from hybridmetric.schema import select_rows
 

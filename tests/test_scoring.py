@@ -188,6 +188,38 @@ class _InterruptedAfter(EditSim):
         return super().score(frame)
 
 
+class _Sizes(EditSim):
+    """edit_sim, noting the rows of each chunk it is given."""
+
+    def __init__(self):
+        super().__init__()
+        self.sizes: list[int] = []
+
+    def score(self, frame: pd.DataFrame) -> pd.DataFrame:
+        self.sizes.append(len(frame))
+        return super().score(frame)
+
+
+def test_chunks_start_small_and_double_to_the_chunk_size(tmp_path):
+    """A run stopped in its second chunk has kept its first 16 rows, however large the chunk
+    size; the chunks double up to it, and the scores are those of one chunk."""
+    data = make_input(tmp_path / "g.jsonl")
+    out = tmp_path / "s.jsonl"
+    whole = score(data, build(["edit_sim"]), chunk_size=N_ROWS, progress=False)
+    for chunk_size, sizes in ((256, [16, 32, 12]), (20, [16, 20, 20, 4]), (5, [5] * 12)):
+        scorer = _Sizes()
+        pd.testing.assert_frame_equal(score(data, [scorer], chunk_size=chunk_size,
+                                            progress=False), whole)
+        assert scorer.sizes == sizes
+    with pytest.raises(KeyboardInterrupt):
+        score(data, [_InterruptedAfter(chunks=1)], out, progress=False)
+    kept = [json.loads(line) for line in journal_path(out).read_text().splitlines()[1:]]
+    assert [row for entry in kept for row in entry["rows"]] == list(range(16))
+    scorer = _Sizes()
+    pd.testing.assert_frame_equal(score(data, [scorer], out, resume=True, progress=False), whole)
+    assert scorer.sizes == [16, 28]  # (the rows left, in chunks that start small again)
+
+
 def test_resume_refuses_changed_settings(tmp_path):
     data = make_input(tmp_path / "g.jsonl")
     out = tmp_path / "s.jsonl"

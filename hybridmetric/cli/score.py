@@ -15,6 +15,7 @@ from hybridmetric.combine import HYBRID_COLUMN, MetricCard
 from hybridmetric.io import read_study_meta
 from hybridmetric.scoring import (
     DEFAULT_CHUNK,
+    FIRST_CHUNK,
     journal_path,
     read_sidecar,
     score,
@@ -38,7 +39,8 @@ def register(commands: argparse._SubParsersAction) -> None:
     parser.add_argument("--resume", action="store_true",
                         help="continue an interrupted run from its journal")
     parser.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK,
-                        help=f"rows per journaled chunk (default: {DEFAULT_CHUNK})")
+                        help=f"the most rows a journaled chunk holds (default: {DEFAULT_CHUNK}; "
+                             f"chunks start at {FIRST_CHUNK} rows and double)")
     parser.set_defaults(func=run)
 
 
