@@ -13,6 +13,7 @@ import __future__
 import functools
 import marshal
 import opcode
+import re
 import warnings
 from collections.abc import Iterator
 from types import CodeType
@@ -37,6 +38,13 @@ PRECOMPILE_MAX_PLUS = 100
 #: KiB of one ``try`` with 1,200 ``return`` 236 MB, which in the worker no limit would stop. (Few
 #: programs do: 19 of the 1,970 HumanEval programs ``bench_sandbox.py`` races, most in words.)
 WORDS_COMPILED_IN_THE_CHILD = ("finally",)
+#: Python sources with a line that starts with the word ``case`` (a ``match`` statement's
+#: clause: ``case`` opens a logical line) are compiled in the child too: for each alternative
+#: of an or-pattern that binds its names in another order, the compiler writes code that
+#: reorders them, in time that grows with the cube of the names (10 alternatives of 400 names,
+#: 19 KiB: 28 s; 2 of 400, 671 MB), which in the worker no limit would stop. (15 of the 1,981
+#: HumanEval programs ``bench_sandbox.py`` runs have such a line, all in their docstrings.)
+CASE_CLAUSE = re.compile(r"(?:\A|[\n\r])[ \t\f]*case\b")
 #: The compiler flags of the ``__future__`` features a program's first part turns on for its
 #: shared tail too (see :func:`precompile`); but ``barry_as_FLUFL``, which changes how a file
 #: parses only when given to ``compile``, not when the file imports it (and then only the code
@@ -73,6 +81,8 @@ def precompile(source: str, path: str, tail_at: int | None = None) -> bytes | st
     turn in one namespace); the error text of a syntax error (no child needed); None when the
     child must compile it: larger than :data:`PRECOMPILE_MAX`, more ``+`` than
     :data:`PRECOMPILE_MAX_PLUS`, naming one of :data:`WORDS_COMPILED_IN_THE_CHILD`, a
+    ``match`` statement's clause (:data:`CASE_CLAUSE`), a coding declaration (whose codec
+    could spell those words otherwise: ``+AGY-`` is ``f`` in UTF-7), a
     compiler warning (which must reach the program's stderr), nested too deep to compile (how
     deep may depend on the stack), no memory, or code too deeply nested to marshal.
 
@@ -88,7 +98,8 @@ def precompile(source: str, path: str, tail_at: int | None = None) -> bytes | st
     removes ``__builtins__`` changes the tail's builtins: what it could do anyway to the
     builtins themselves, ``builtins.abs = ...``)."""
     if (len(source) > PRECOMPILE_MAX or source.count("+") > PRECOMPILE_MAX_PLUS
-            or any(word in source for word in WORDS_COMPILED_IN_THE_CHILD)):
+            or any(word in source for word in WORDS_COMPILED_IN_THE_CHILD)
+            or CASE_CLAUSE.search(source) or _declares_coding(source)):
         return None
     if tail_at is not None:
         parts = _precompile_parts(source, path, tail_at)

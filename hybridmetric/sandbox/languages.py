@@ -24,6 +24,7 @@ not a property of ordinary generated code.
 
 from __future__ import annotations
 
+import bisect
 import re
 import shutil
 import struct
@@ -344,10 +345,14 @@ _JAVA_PUBLIC = re.compile(r"\bpublic\s+(?:(?:final|abstract|sealed|non-sealed|st
                           r"(?:class|interface|enum|record)\s+(" + _JAVA_NAME + ")")
 #: The program's package (``package`` is a keyword: its first use in code declares it).
 _JAVA_PACKAGE = re.compile(rf"\bpackage\s+({_JAVA_NAME}(?:\s*\.\s*{_JAVA_NAME})*)\s*;")
-#: A method ``main`` with its modifiers (in any order; ``public`` and ``static`` are checked:
-#: an interface's methods are public without saying so).
-_JAVA_MAIN = re.compile(r"\b((?:(?:public|static|final|synchronized|strictfp)\s+)+)"
-                        r"(?:<[^<>]*>\s*)?void\s+main\s*\(")
+#: A method ``main`` (its type parameters, if any): its modifiers are read back from there
+#: (:func:`_java_modifiers_before`), not matched forwards, which would read a long run of
+#: them again from each of its words.
+_JAVA_MAIN = re.compile(r"(?:<[^<>]*>\s*)?\bvoid\s+main\s*\(")
+#: A modifier a ``main`` may have (in any order; ``public`` and ``static`` are checked: an
+#: interface's methods are public without saying so), spelled backwards, with the space after
+#: it: matched on the code read backwards.
+_JAVA_MODIFIER_BACKWARDS = re.compile(r"\s+(cilbup|citats|lanif|dezinorhcnys|pftcirts)(?!\w)")
 #: A Unicode escape (JLS 3.3): ``\u`` (or ``\uu...``) and four hex digits, after an even number
 #: of backslashes (an escaped backslash does not start one).
 _JAVA_UNICODE_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u+([0-9a-fA-F]{4})")
@@ -412,30 +417,71 @@ def java_code(source: str) -> str:
 def java_public_type(source: str) -> str | None:
     """The top-level public class (interface, enum, record), which names the file."""
     code = java_code(source)
+    depth, counted = 0, 0
     for match in _JAVA_PUBLIC.finditer(code):
-        if code.count("{", 0, match.start()) == code.count("}", 0, match.start()):
+        depth += code.count("{", counted, match.start()) - code.count("}", counted,
+                                                                      match.start())
+        counted = match.start()
+        if depth == 0:
             return match.group(1)  # (at depth 0: a top-level type)
     return None
 
 
 def _java_types(code: str) -> list[tuple[str, str, int, int]]:
     """(kind, dotted name, body start, body end) of each type declared in ``code`` (comments and
-    literals blanked), nested ones named through their enclosing types."""
+    literals blanked), nested ones named through their enclosing types, in the order of their
+    declarations (in time linear in the code: the braces are paired once)."""
+    closing, open_, opening = {}, [], []
+    for brace in re.finditer(r"[{}]", code):
+        if brace.group() == "{":
+            open_.append(brace.start())
+            opening.append(brace.start())
+        elif open_:
+            closing[open_.pop()] = brace.start()
     found: list[tuple[str, str, int, int]] = []
+    enclosing: list[tuple[str, int]] = []  # (name, body end) of the types around this one
     for match in _JAVA_CLASS.finditer(code):
-        start = code.find("{", match.end())
-        if start < 0:
+        following = bisect.bisect_left(opening, match.end())
+        if following == len(opening):
             continue
-        depth, end = 0, len(code)
-        for position in range(start, len(code)):
-            depth += {"{": 1, "}": -1}.get(code[position], 0)
-            if depth == 0:
-                end = position
-                break
-        outer = [name for _, name, s, e in found if s < match.start() < e]
-        name = f"{outer[-1]}.{match.group(2)}" if outer else match.group(2)
+        start = opening[following]
+        end = closing.get(start, len(code))
+        while enclosing and enclosing[-1][1] < match.start():
+            enclosing.pop()
+        name = f"{enclosing[-1][0]}.{match.group(2)}" if enclosing else match.group(2)
         found.append((match.group(1), name, start, end))
+        enclosing.append((name, end))
     return found
+
+
+def _java_modifiers_before(backwards: str, at: int) -> set[str]:
+    """The modifiers right before position ``at`` of the code, read on the code spelled
+    ``backwards``."""
+    modifiers, position = set(), len(backwards) - at
+    while (word := _JAVA_MODIFIER_BACKWARDS.match(backwards, position)) is not None:
+        modifiers.add(word.group(1)[::-1])
+        position = word.end()
+    return modifiers
+
+
+def _innermost(types: list[tuple[str, str, int, int]],
+               positions: list[int]) -> list[tuple[str, str] | None]:
+    """The (kind, name) of the innermost type whose body holds each of ``positions`` (in
+    order), None for one outside every type."""
+    events = sorted([(s, 0, i) for i, (_, _, s, _) in enumerate(types)]
+                    + [(p, 1, i) for i, p in enumerate(positions)])
+    held: list[tuple[str, str] | None] = [None] * len(positions)
+    open_: list[int] = []
+    for position, is_query, index in events:
+        while open_ and types[open_[-1]][3] < position:
+            open_.pop()
+        if is_query:
+            if open_:
+                kind, name, _, _ = types[open_[-1]]
+                held[index] = (kind, name)
+        else:
+            open_.append(index)
+    return held
 
 
 def java_main_class(source: str) -> str:
@@ -444,14 +490,16 @@ def java_main_class(source: str) -> str:
     declare a public class whose ``main`` would run in place of the tests'). A method belongs to
     the innermost type whose body holds it."""
     code = java_code(source)
-    types = _java_types(code)
+    backwards = code[::-1]
+    mains = [(m.start(), _java_modifiers_before(backwards, m.start()))
+             for m in _JAVA_MAIN.finditer(code)]
+    mains = [(at, modifiers) for at, modifiers in mains if modifiers]
     owners = []
-    for main in _JAVA_MAIN.finditer(code):
-        modifiers = set(main.group(1).split())
-        holders = [(kind, name) for kind, name, s, e in types if s < main.start() < e]
-        if not holders:
+    for (_, modifiers), holder in zip(mains, _innermost(_java_types(code),
+                                                        [at for at, _ in mains]), strict=True):
+        if holder is None:
             raise ValueError("no class declares the Java main method")
-        kind, name = holders[-1]
+        kind, name = holder
         if "static" in modifiers and ("public" in modifiers or kind == "interface"):
             owners.append(name)
     if not owners:

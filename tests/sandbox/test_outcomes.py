@@ -785,6 +785,14 @@ def test_java_main_class_is_found() -> None:
     assert java_main_class(helper) == "A"
     assert java_main_class("class A { boolean f(Object record) { return record instanceof A; }"
                            " public static void main(String[] a) {} }") == "A"
+    # modifiers read back from main: type parameters, an interface's, a long run before a field
+    assert java_main_class("class A { final public static <T> void main(String[] a) {} }") == "A"
+    assert java_main_class("class A {} interface I { static void main(String[] a) {} }") == "I"
+    assert java_main_class("class A { public void main(String[] a) {} }\nclass B {"
+                           + " static" * 5000 + " int x; public\tstatic\nvoid main(String[] a)"
+                           " {} class C { } }") == "B"
+    with pytest.raises(ValueError, match="main"):  # (publicstatic is no modifier)
+        java_main_class("class A { publicstatic void main(String[] a) {} }")
 
 
 def test_unknown_language_is_an_error(sandbox: Sandbox) -> None:

@@ -311,6 +311,22 @@ class Problem {
 }
 """
 
+
+def _or_pattern_bomb(names: int = 400, alternatives: int = 10) -> str:
+    """A ``match`` whose or-pattern binds ``names`` names in ``alternatives`` orders: code that
+    takes the compiler time that grows with the cube of the names (28 s here, from 19 KiB)."""
+    order = [f"a{i}" for i in range(names)]
+    patterns = ["[" + ",".join(order[i::alternatives] + order[:i] + [
+        n for j, n in enumerate(order[i:]) if j % alternatives]) + "]"
+        for i in range(alternatives)]
+    return "match 1:\n case " + "|".join(patterns) + ":\n  pass\nassert 1 == 2\n"
+
+
+#: The bomb with each word ``case`` in UTF-7 (``+AGMAYQBzAGU-``), which the file's coding
+#: declaration makes the compiler read as ``case``.
+UTF7_OR_PATTERN_BOMB = "# coding: utf-7\n" + _or_pattern_bomb().replace(
+    "case", "+AGMAYQBzAGU-")
+
 # (id, language, source, allowed outcomes[, limits])
 HOSTILE: list[tuple[Any, ...]] = [
     # a set-user-ID root program (mount, su) runs as its caller: the worker sets no_new_privs
@@ -486,6 +502,11 @@ HOSTILE: list[tuple[Any, ...]] = [
     # constants the compiler folds in time quadratic in the chain: compiled under the limits
     ("constant_folding_bomb", "python", "x = " + " + ".join(["'a' * 4096"] * 1500) + "\n",
      {TIMEOUT, MEMORY}, Limits(timeout_s=1.0)),
+    # code the compiler takes time or memory to compile that grows with the cube of its size
+    ("or_pattern_compile_bomb", "python", _or_pattern_bomb(), {TIMEOUT, MEMORY},
+     Limits(timeout_s=1.0)),
+    ("or_pattern_compile_bomb_in_utf7", "python", UTF7_OR_PATTERN_BOMB, {TIMEOUT, MEMORY},
+     Limits(timeout_s=1.0)),
     ("forges_a_sandbox_error", "python",
      "import os\nos.write(4, b'B' + os.read(3, 64) + b' no')\nos._exit(70)\n", {FAILED}),
     ("raises_in_the_harness", "python", RAISES_IN_THE_HARNESS, {FAILED}),
