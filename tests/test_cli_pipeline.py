@@ -162,6 +162,13 @@ def test_command_line_mistakes_are_named(slice_file, tmp_path, capsys):
     for command, said in (
             (["passk", str(tmp_path / "absent.jsonl")], "absent.jsonl: no such scores file"),
             (["passk", str(scores), "-o", str(tmp_path)], "is a folder; give a file name"),
+            # a folder where a file goes, or the other way round, before any work
+            (["fit", str(scores), "-o", str(tmp_path)], f"-o {tmp_path} is a folder; give a "
+                                                        f"file name, e.g. {tmp_path}/card.json"),
+            (["audit", str(scores), "-o", str(scores)], f"-o {scores} is a file; give a "
+                                                        "folder"),
+            (["run", str(tmp_path / "absent"), "-o", str(scores / "out")],
+             f"-o {scores}/out: {scores} is a file, not a folder"),
             (["passk", str(scores)], "has no column 'score.pass'; score the table with "
                                      "pass_rate first"),
             (["score", str(slice_file), "-o", str(tmp_path / "x.jsonl"), "--scorers",

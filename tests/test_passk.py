@@ -81,10 +81,16 @@ def test_no_grouping_is_one_group() -> None:
 def test_errors_name_the_row_or_task() -> None:
     frame = table()
     frame.loc[4, "score.pass"] = np.nan
-    with pytest.raises(ValueError, match=r"row 4 \(task t2: nan\)"):
+    with pytest.raises(ValueError, match=r"row 4 \(task t2: nan\) \(rows without tests have "
+                                         "no verdict: leave them out, with --missing drop-rows"):
         pass_at_k_table(frame, [1])
-    frame.loc[4, "score.pass"] = 0.5
-    with pytest.raises(ValueError, match="0 or 1"):
+    frame.loc[4, "score.pass"] = 0.5  # (a fraction of cases: not what to leave out)
+    with pytest.raises(ValueError, match=r"0 or 1.*\(a sample passes or not: name a column of "
+                                         r"0 and 1, such as pass_rate's score.pass, not a "
+                                         r"fraction of cases passed\)"):
+        pass_at_k_table(frame, [1])
+    frame.loc[3, "score.pass"] = np.nan
+    with pytest.raises(ValueError, match=r"fraction of cases passed; rows without tests"):
         pass_at_k_table(frame, [1])
     short = {**PASSES, ("B", "t2"): [1]}
     with pytest.raises(ValueError, match=r"pass@2 needs at least 2 samples of each task; "

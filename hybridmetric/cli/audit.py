@@ -12,7 +12,7 @@ import pandas as pd
 
 from hybridmetric.audit import audit, finite_values
 from hybridmetric.cli.fit import parse_scale
-from hybridmetric.cli.options import add_where_option, seed
+from hybridmetric.cli.options import add_where_option, check_output, seed
 from hybridmetric.combine import HYBRID_COLUMN, MetricCard
 from hybridmetric.report import write_report
 from hybridmetric.schema import repeated_rows, rows_label, select_rows, with_rater_mean
@@ -118,6 +118,7 @@ def note_dropped(frame: pd.DataFrame, results: dict[str, Any]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_output(args.output, folder=True, example="report.md, results.json and the plots")
     frame, meta = read_scored(args.scores)
     signatures = dict(meta["scorers"])
     chosen = settings(args, meta.get("audit"), str(signature_path(args.scores)))

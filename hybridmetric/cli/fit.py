@@ -6,7 +6,7 @@ import argparse
 import math
 import sys
 
-from hybridmetric.cli.options import add_where_option, seed
+from hybridmetric.cli.options import add_where_option, check_output, seed
 from hybridmetric.combine import MODELS, HybridMetric, fit_card
 from hybridmetric.schema import repeated_rows, select_rows, with_rater_mean
 from hybridmetric.scoring import read_scores
@@ -76,6 +76,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_output(args.output, folder=False, example="card.json")
     frame, signatures, _ = read_scores(args.scores)
     frame, note = with_rater_mean(frame, args.target)
     if note:

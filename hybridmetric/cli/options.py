@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from hybridmetric import scorers as registry
 from hybridmetric.scorers import Scorer
@@ -25,6 +26,21 @@ def seed(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"a seed is a whole number of 0 or more, got {text!r}")
     return value
+
+
+def check_output(path: str, folder: bool, example: str) -> None:
+    """Refuse, before any work, an ``-o`` that cannot be written: a file where a ``folder`` is
+    wanted (one that holds ``example``), a folder where a file is, or a file on its way."""
+    target = Path(path)
+    if folder and target.exists() and not target.is_dir():
+        raise ValueError(f"-o {path} is a file; give a folder (it will hold {example})")
+    if not folder and target.is_dir():
+        raise ValueError(f"-o {path} is a folder; give a file name, e.g. {target / example}")
+    for parent in target.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise ValueError(f"-o {path}: {parent} is a file, not a folder")
+            return
 
 
 def add_where_option(parser: argparse.ArgumentParser, what: str) -> None:

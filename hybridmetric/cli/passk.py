@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from hybridmetric.cli.options import seed
+from hybridmetric.cli.options import check_output, seed
 from hybridmetric.sandbox import pass_at_k_table
 from hybridmetric.scorers.pass_rate import PassRate
 from hybridmetric.scoring import read_scores
@@ -63,9 +63,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    if args.output and Path(args.output).is_dir():
-        raise ValueError(f"-o {args.output} is a folder; give a file name, e.g. "
-                         f"{Path(args.output) / 'passk.json'}")
+    if args.output:
+        check_output(args.output, folder=False, example="passk.json")
     frame, scorer_signatures, _ = read_scores(args.scores)
     if args.resamples < 0:
         raise ValueError(f"--resamples must be 0 or more, got {args.resamples}")

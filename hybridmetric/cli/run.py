@@ -24,7 +24,12 @@ import pandas as pd
 from hybridmetric.audit import audit, systems_of
 from hybridmetric.cli.audit import add_audit_options, note_dropped
 from hybridmetric.cli.fit import add_fit_options, fit_options
-from hybridmetric.cli.options import add_scorer_options, build_scorers, progress_of
+from hybridmetric.cli.options import (
+    add_scorer_options,
+    build_scorers,
+    check_output,
+    progress_of,
+)
 from hybridmetric.cli.score import DEFAULT_SCORERS
 from hybridmetric.cli.signals import interrupted
 from hybridmetric.combine import (
@@ -143,6 +148,7 @@ def _check_grades(frame: pd.DataFrame, model: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_output(args.output, folder=True, example="the scores, the card and the report")
     study = read_study(args.study)
     frame = study.generations
     if args.scorers is None:
