@@ -441,9 +441,11 @@ def feature_columns(frame: pd.DataFrame, features: Sequence[str] | None = None,
 
 
 def _where(frame: pd.DataFrame, rows: np.ndarray, limit: int = 5) -> str:
-    """``g.jsonl, lines 4, 9 (tasks t0, t3)``: where the rows came from, and their tasks."""
-    tasks = ", ".join(str(frame["task_id"].iloc[r]) for r in rows[:limit])
-    return f"{rows_label(frame, rows, limit)} (tasks {tasks}{', ...' if len(rows) > limit else ''})"
+    """``g.jsonl, lines 4, 9 (tasks t0, t3)``: where the rows came from, and their tasks (each
+    once)."""
+    named = list(dict.fromkeys(str(frame["task_id"].iloc[r]) for r in rows))
+    more = ", ..." if len(named) > limit else ""
+    return f"{rows_label(frame, rows, limit)} (tasks {', '.join(named[:limit])}{more})"
 
 
 def _missing_rows(frame: pd.DataFrame, columns: Sequence[str]) -> dict[str, np.ndarray]:
@@ -869,7 +871,7 @@ class MetricCard:
             data = json.loads(Path(path).read_text(encoding="utf-8"))
         except json.JSONDecodeError as error:
             raise ValueError(
-                f"{path}: not valid JSON ({error.msg} at line {error.lineno})") from None
+                f"{path}: not valid JSON ({error})") from None
         if not isinstance(data, dict):
             raise ValueError(f"{path}: a metric card is a JSON object")
         return cls(data)

@@ -447,6 +447,11 @@ def test_missing_values_are_refused_or_dropped_explicitly(tmp_path):
     with pytest.raises(ValueError, match=r"score\.pass: 2 missing, row 3, row 7 \(tasks t0, ") as e:
         quick_card(frame, features=["chrf", "pass"])
     assert "--features score.chrf" in str(e.value)
+    frame.loc[[0, 1, 2], "score.pass"] = np.nan  # (rows of one task name it once)
+    with pytest.raises(ValueError, match=r"score\.pass: 5 missing, row 0, row 1, row 2, row 3, "
+                                         r"row 7 \(tasks t0, t1\)"):
+        quick_card(frame, features=["chrf", "pass"])
+    frame.loc[[0, 1, 2], "score.pass"] = 1.0
     path = tmp_path / "scores.jsonl"  # read from a file: named by the file's lines
     write_generations(frame, path)
     with pytest.raises(ValueError, match=rf"score\.pass: 2 missing, {path}, lines 4, 8 \(tasks"):
