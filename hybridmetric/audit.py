@@ -81,6 +81,7 @@ resamples gave a defined value; ``None`` stands for an undefined statistic)::
                                          # over the same task resamples
       "counts": {"within_task_pairs": int, "human_tied_pairs": int, "tasks_with_pairs": int},
       "skipped": [str, ...],             # levels or comparisons left out, and why
+      "notes": [str, ...],               # what limits numbers computed (few systems)
       "settings": {"seed", "n_resamples", "n_permutations", "confidence", "alpha",
                    "bootstrap_unit", "ci_method", "permutation", "williams", "holm_family",
                    "tie_threshold", "missing", "comparisons", "useful_threshold", "scale"}
@@ -539,6 +540,7 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
     if missing not in ("refuse", "drop-rows"):
         raise ValueError(f"missing must be 'refuse' or 'drop-rows', got {missing!r}")
     skipped: list[str] = []
+    notes: list[str] = []  # what to know to read the numbers computed
     # a metric with no value on any row (pass_rate on a study without tests) has nothing to say
     empty = [m for m in metrics if frame[m].isna().all()]
     if empty:
@@ -637,8 +639,9 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
             assert data.systems is not None
             units = {m: stats.system_means(v, data.systems) for m, v in units.items()}
             if len(units[chosen]) <= 4 and n_permutations:
-                skipped.append(f"system-level permutation tests: with {len(units[chosen])} "
-                               f"systems no p-value is below 1/{2 ** len(units[chosen])}")
+                notes.append(f"system-level permutation tests: with {len(units[chosen])} "
+                             f"systems no p-value is below 1/{2 ** len(units[chosen])} "
+                             f"(the {2 ** len(units[chosen])} ways to swap them)")
         for k, other in enumerate(others):
             constant = [m for m in (chosen, other) if _constant(units[m])]
             if constant:  # (said once, not at every level and statistic)
@@ -727,5 +730,6 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
                    "tasks_with_pairs": int(np.count_nonzero(np.bincount(data.task_codes) >= 2))},
         **extra,
         "skipped": skipped,
+        "notes": notes,
         "settings": settings,
     }

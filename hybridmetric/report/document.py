@@ -104,6 +104,8 @@ def _overview(results: Mapping[str, Any]) -> Section:
     section = Section("overview", "Overview", [key_value_table("Data", facts)])
     for reason in results.get("skipped") or []:
         section.blocks.append(f"Left out: {str(reason).rstrip('.')}.")
+    for note in results.get("notes") or []:
+        section.blocks.append(f"Note: {str(note).rstrip('.')}.")
     if "pass_value" not in results:
         section.blocks.append("No comparison of passing and failing code: the table has no "
                               "`score.pass` column (unit-test results).")
