@@ -3,9 +3,9 @@
 With an output path, each finished chunk of rows is appended to a journal
 (``<output>.partial.jsonl``) and flushed to disk before the next chunk starts. A run killed at any
 point (Ctrl-C, SIGKILL, a crash) loses at most the chunk in flight (chunks start small and grow
-to the chunk size); ``resume=True`` reads the
-journal, checks that the input and the scorers' signatures are unchanged, and scores only the rows
-that are missing. The final table is written atomically and the journal removed.
+to the chunk size); ``resume=True`` reads the journal, checks that the input and the scorers'
+signatures are unchanged, and scores only the rows that are missing. The final table is
+written atomically and the journal removed.
 """
 
 from __future__ import annotations

@@ -61,14 +61,15 @@ def pass_at_k_table(frame: pd.DataFrame, ks: Sequence[int], column: str = "score
         shown = _listed(bad, lambda r: f"{row_label(frame, r)} (task "
                                        f"{frame['task_id'].iloc[r]}: {frame[column].iloc[r]})")
         missing = np.isnan(values[bad])
-        hint = ("rows without tests have no verdict: leave them out, with --missing drop-rows"
-                if missing.all() else
-                "a sample passes or not: name a column of 0 and 1, such as pass_rate's "
-                "score.pass, not a fraction of cases passed" + (
-                    "; rows without tests have no verdict: leave them out, with --missing "
-                    "drop-rows" if missing.any() else ""))
+        hints = []
+        if not missing.all():
+            hints.append("a sample passes or not: name a column of 0 and 1, such as "
+                         "pass_rate's score.pass, not a fraction of cases passed")
+        if missing.any():
+            hints.append("rows without tests have no verdict: leave them out, with --missing "
+                         "drop-rows")
         raise ValueError(f"pass@k needs {column} to be 0 or 1 in every row; not so in {shown} "
-                         f"({hint})")
+                         f"({'; '.join(hints)})")
     if by is None:
         keys = pd.Series("all", frame.index)
     elif by not in frame.columns:
