@@ -169,6 +169,10 @@ def test_command_line_mistakes_are_named(slice_file, tmp_path, capsys):
                                                         "folder"),
             (["run", str(tmp_path / "absent"), "-o", str(scores / "out")],
              f"-o {scores}/out: {scores} is a file, not a folder"),
+            (["score", str(slice_file), "-o", str(tmp_path), "--scorers", "exact_match"],
+             f"-o {tmp_path} is a folder; give a file name, e.g. {tmp_path}/scores.jsonl"),
+            (["score", str(slice_file), "-o", str(scores / "again.jsonl"), "--scorers",
+              "exact_match"], f"-o {scores}/again.jsonl: {scores} is a file, not a folder"),
             (["passk", str(scores)], "has no column 'score.pass'; score the table with "
                                      "pass_rate first"),
             (["score", str(slice_file), "-o", str(tmp_path / "x.jsonl"), "--scorers",

@@ -9,7 +9,12 @@ from pathlib import Path
 import numpy as np
 
 from hybridmetric import scorers as registry
-from hybridmetric.cli.options import add_scorer_options, build_scorers, progress_of
+from hybridmetric.cli.options import (
+    add_scorer_options,
+    build_scorers,
+    check_output,
+    progress_of,
+)
 from hybridmetric.cli.signals import interrupted
 from hybridmetric.combine import HYBRID_COLUMN, MetricCard
 from hybridmetric.io import read_study_meta
@@ -79,6 +84,7 @@ def _note_scales(card: MetricCard, source: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    check_output(args.output, folder=False, example="scores.jsonl")
     card = MetricCard.load(args.card) if args.card else None
     restored: list[str] = []
     if args.scorers is None:

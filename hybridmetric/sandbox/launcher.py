@@ -202,6 +202,11 @@ class LauncherError(OSError):
     """The fork server failed (died, stopped answering, or could not start)."""
 
 
+class NoAnswerInTime(LauncherError):
+    """The other end of a pipe sent no whole message within the time given (see
+    :func:`read_message`)."""
+
+
 class LaunchFailed(OSError):
     """No child could be made for a program (no memory or descriptors left); nothing ran."""
 
@@ -294,8 +299,8 @@ def write_message(fd: int, message: Any) -> None:
 
 def read_message(fd: int, timeout_s: float | None = None) -> Any:
     """Receive one message (the only one in flight: each protocol here is one request, one
-    reply); raise LauncherError at end of file or when the whole message has not come within
-    ``timeout_s``."""
+    reply); raise LauncherError at end of file, NoAnswerInTime when the whole message has not
+    come within ``timeout_s``."""
     deadline = time.monotonic() + timeout_s if timeout_s is not None else None
     data = b""
     while len(data) < 8:
@@ -313,7 +318,7 @@ def read_message(fd: int, timeout_s: float | None = None) -> Any:
 def _read_some(fd: int, size: int, deadline: float | None) -> bytes:
     if deadline is not None and not select.select(
             [fd], [], [], max(0.0, deadline - time.monotonic()))[0]:
-        raise LauncherError("no answer came in time")
+        raise NoAnswerInTime("no answer came in time")
     chunk = os.read(fd, size)
     if not chunk:
         raise LauncherError("the other end closed the pipe")

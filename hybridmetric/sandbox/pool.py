@@ -35,13 +35,31 @@ from hybridmetric.sandbox.languages import (
     cxx_flags,
     tool,
 )
-from hybridmetric.sandbox.launcher import INTERPRETER_OPTIONS, read_message, write_message
+from hybridmetric.sandbox.launcher import (
+    INTERPRETER_OPTIONS,
+    NoAnswerInTime,
+    read_message,
+    write_message,
+)
 from hybridmetric.sandbox.limits import SANDBOX_ERROR, Limits, RunResult
 
 UID_BASE = 61000
 UID_SLOTS = 1000
 #: Verdicts are written to the cache in batches of this size (and whatever is left at the end).
 SAVE_EVERY = 32
+#: How long the pool waits for a worker, beyond twice a program's own time limits (its run's
+#: and its compile's; see :func:`answer_deadline`), and for a new worker to start: room for
+#: what a worker does once (start its fork server with the ``preload`` modules; build the C++
+#: main wrapper and precompiled header, the Java compile server: up to 120 s each) and for the
+#: kill rounds. A safety net for work on the worker's side that no limit of the program's
+#: bounds: a worker that has not answered by then is killed and replaced, and its program gets
+#: a ``sandbox_error`` (never cached), not an endless wait.
+ANSWER_ALLOWANCE_S = 600.0
+
+
+def answer_deadline(limits: Limits) -> float:
+    """Seconds the pool waits for a worker's verdict on a program with ``limits``."""
+    return 2 * (limits.timeout_s + limits.compile_timeout_s) + ANSWER_ALLOWANCE_S
 
 
 @dataclass(frozen=True)
@@ -128,7 +146,11 @@ class _Worker:
     def handshake(self) -> None:
         assert self.process is not None and self.process.stdout is not None
         try:
-            hello = read_message(self.process.stdout.fileno())
+            hello = read_message(self.process.stdout.fileno(), ANSWER_ALLOWANCE_S)
+        except NoAnswerInTime:
+            self.process.kill()
+            raise RuntimeError(f"sandbox worker did not start within {ANSWER_ALLOWANCE_S:.0f} "
+                               f"s:\n{self.log_tail()}") from None
         except OSError:
             raise RuntimeError(f"sandbox worker failed to start:\n{self.log_tail()}") from None
         if "error" in hello:
@@ -162,10 +184,15 @@ class _Worker:
         request = {"language": program.language, "source": program.source,
                    "limits": program.limits.as_dict(), "java_classpath": list(java_classpath),
                    "tail_at": program.tail_at}
+        deadline = answer_deadline(program.limits)
+        late = False
         self.busy = True
         try:
             write_message(self.process.stdin.fileno(), request)
-            answer = read_message(self.process.stdout.fileno())
+            answer = read_message(self.process.stdout.fileno(), deadline)
+        except NoAnswerInTime:  # killed, and with it the program (see interrupt)
+            self.process.kill()
+            answer, late = None, True
         except OSError:  # a broken pipe, or the end of its stdout
             answer = None
         finally:
@@ -182,7 +209,12 @@ class _Worker:
         if self.interrupted:  # (a fresh one takes over if this sandbox runs anything again)
             self.retired = True
             return RunResult(SANDBOX_ERROR, "interrupted: the program was stopped unfinished")
-        error = f"sandbox worker died:\n{self.log_tail()}"
+        if late:
+            error = (f"sandbox failure: the sandbox worker gave no verdict within {deadline:.0f} s"
+                     " (twice the program's time limits, run and compile, and "
+                     f"{ANSWER_ALLOWANCE_S:.0f} s more); it was replaced\n{self.log_tail()}")
+        else:
+            error = f"sandbox worker died:\n{self.log_tail()}"
         self._restart()
         return RunResult(SANDBOX_ERROR, error)
 

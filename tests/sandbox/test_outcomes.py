@@ -491,6 +491,34 @@ def test_ctrl_c_stops_the_programs_still_running(tmp_path: Path) -> None:
         signal.signal(signal.SIGINT, previous)
 
 
+def test_a_worker_that_gives_no_verdict_in_time_is_replaced(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pool's safety net (``pool.answer_deadline``, here 1 s, not twice the limits and
+    600 s more): a worker that gives no verdict by then is killed with its program (which
+    would sleep for 300 s), the program gets an uncached sandbox_error that says so, and a
+    fresh worker runs the next program."""
+    if os.getuid() != 0:
+        pytest.skip("the programs' own uids need root")
+    monkeypatch.setattr(pool, "answer_deadline", lambda limits: 1.0)
+    sleeper = Program("python", "import time\ntime.sleep(300)\n", Limits(timeout_s=300))
+    with Sandbox(workers=1, cache=tmp_path / "v.sqlite") as box:
+        uids = set(box.uids)
+        started = time.monotonic()
+        [late] = box.run([sleeper])
+        waited = time.monotonic() - started
+        assert late.outcome == SANDBOX_ERROR
+        assert "gave no verdict within 1 s" in late.error and "replaced" in late.error
+        assert waited < 100  # not the program's 300 s
+        assert len(box.cache) == 0
+        for _ in range(1000):  # killed with its worker's PID namespace, as it ends
+            if not _of_uids(uids):
+                break
+            time.sleep(0.01)
+        assert _of_uids(uids) == []
+        [after] = box.run([Program("python", "assert 2 + 2 == 4\n", LIMITS)])
+        assert after.outcome == PASSED
+
+
 def test_cache_key_depends_on_program_limits_language_network() -> None:
     base = cache_key("python", "x", LIMITS, False)
     assert base == cache_key("python", "x", Limits(timeout_s=3.0, memory_mb=512), False)
