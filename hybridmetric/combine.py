@@ -54,7 +54,7 @@ per-generation ``target`` (by default the mean rating).
                  to sum_j weight_j * z_j, z_j the feature in training SDs from its mean
     intercept_per_unit  the output at raw scores of 0, to add to sum_j per_unit_j * score_j
                  (null for ordinal); either sum, clipped to the scale (or calibrated), is the
-                 hybrid
+                 hybrid (to 12 significant digits: :data:`OUTPUT_DIGITS`)
     ordinal      {levels, cutpoints} (ordinal only): P(grade <= levels[k]) = logistic(cutpoints[k]
                  - sum_j weight_j * z_j); output = expected grade
     rater_sd     SD of the rater intercepts (mixed only)
@@ -133,6 +133,11 @@ DIBIA_EDIT_COLUMN = SCORE_PREFIX + "edit_sim"
 CORRELATIONS = ("kendall", "spearman", "pearson")
 CALIBRATION_BINS = 10
 CI_LEVEL = 0.95
+#: Significant digits the hybrid's output keeps (to the decimal of its scale's largest bound:
+#: 11 decimals on 0-4): the same value reached by other arithmetic (an intercept or a block
+#: mean in another fold's fit, another order of sums) differs in its last bits, which would
+#: split ties that rank correlations count (Kendall's tau-b, Spearman's rho).
+OUTPUT_DIGITS = 12
 #: Keys every card has (see the format above); ``apply`` needs them.
 CARD_KEYS = ("model", "alpha", "target", "scale", "features", "weights", "intercept",
              "calibration", "cv", "training", "signature")
@@ -378,7 +383,7 @@ class HybridMetric(RegressorMixin, BaseEstimator):
         raw = self._raw((X - self.mean_) / self.scale_)
         if self.calibration == "isotonic":
             raw = np.interp(raw, self.iso_x_, self.iso_y_)
-        return np.clip(raw, *self.bounds_)
+        return np.clip(np.round(raw, _decimals(self.bounds_)), *self.bounds_)
 
     def class_probabilities(self, X: Any) -> np.ndarray:
         """P(grade = ``levels_[k]``) per row (``ordinal`` only)."""
@@ -387,6 +392,12 @@ class HybridMetric(RegressorMixin, BaseEstimator):
             raise ValueError(f"class_probabilities needs model='ordinal', not {self.model!r}")
         X = validate_data(self, X, reset=False, dtype=np.float64)
         return self._ordinal_probabilities(((X - self.mean_) / self.scale_) @ self.coef_)
+
+
+def _decimals(bounds: tuple[float, float]) -> int:
+    """The decimals of :data:`OUTPUT_DIGITS` significant digits on a scale with ``bounds``."""
+    largest = max(abs(float(bounds[0])), abs(float(bounds[1])), 1.0)
+    return OUTPUT_DIGITS - int(np.floor(np.log10(largest))) - 1
 
 
 # --------------------------------------------------------------------------- data preparation

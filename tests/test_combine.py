@@ -113,6 +113,26 @@ def test_ridge_equals_standard_scaler_plus_ridge_and_output_is_clipped():
     assert outside.tolist() == [y.max(), y.min()]
 
 
+def test_values_apart_by_float_noise_are_one_output_so_ties_stay_ties():
+    """A row and the same row with a feature a few units in the last place away: their
+    unrounded outputs differ in the last bits (as one value reached by two folds' arithmetic
+    does), the hybrid's are equal, and within 12 significant digits of the unrounded."""
+    rng = np.random.default_rng(5)
+    X = rng.uniform(0, 1, (200, 3))
+    y = 1 + X @ np.array([0.7, 1.3, 0.4]) + rng.normal(0, 0.1, 200)
+    model = HybridMetric(model="ridge", bounds=(0, 4)).fit(X, y)
+    row = np.array([0.3, 0.1, 0.7])
+    rows = np.vstack([row, row, row])
+    rows[1, 0], rows[2, 1] = row[0] + 2e-16, row[1] - 1e-16
+    unrounded = model.intercept_ + ((rows - model.mean_) / model.scale_) @ model.coef_
+    assert np.unique(unrounded).size > 1
+    predicted = model.predict(rows)
+    assert np.unique(predicted).size == 1
+    np.testing.assert_allclose(predicted, unrounded, rtol=0, atol=1e-11)
+    wide = HybridMetric(model="ridge", bounds=(0, 400)).fit(X, 100 * y)  # 12 digits, 9 decimals
+    assert wide.predict(rows[:1])[0] == round(wide.predict(rows[:1])[0], 9)
+
+
 def test_isotonic_calibration_is_monotone_and_on_the_scale():
     rng = np.random.default_rng(4)
     X = rng.uniform(0, 1, (400, 2))
