@@ -7,6 +7,7 @@ field.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import re
@@ -120,6 +121,29 @@ def unshared_by_task(frame: pd.DataFrame, columns: Sequence[str] = ("references"
                          f"different {column}; each row is scored against its own (a task's "
                          "rows are meant to share them)")
     return found
+
+
+def _lookalike(column: object, known: Sequence[str]) -> str | None:
+    """The record field of ``known`` whose name ``column`` is close to (``reference`` for
+    ``references``, ``Rating`` for ``rating``), if any."""
+    close = difflib.get_close_matches(str(column).lower(), known, n=1, cutoff=0.8)
+    return close[0] if close else None
+
+
+def unread_lookalikes(frame: pd.DataFrame) -> list[str]:
+    """A sentence for each column that no record field reads but whose name is close to one the
+    table lacks: carried through as it is, it would leave that field empty (none: [])."""
+    absent = [c for c in REQUIRED + OPTIONAL if c not in frame.columns]
+    notes = []
+    for column in frame.columns:
+        if str(column).startswith((SCORE_PREFIX, DETAIL_PREFIX)):
+            continue
+        field = _lookalike(column, absent) if column not in REQUIRED + OPTIONAL else None
+        if field is not None:
+            notes.append(f"the table's column '{column}' is not a record field (it is carried "
+                         f"through unread); did you mean '{field}'? Rename it, or no row has "
+                         f"a '{field}'")
+    return notes
 
 
 def score_column(name: str) -> str:
@@ -406,9 +430,11 @@ def validate(frame: pd.DataFrame, where: Location) -> pd.DataFrame:
     """
     for column in REQUIRED:
         if column not in frame.columns:
+            close = [c for c in frame.columns if _lookalike(c, [column])]
             raise RecordError(
                 where.source, "header", column,
-                f"required column is missing (columns present: {list(frame.columns)})",
+                f"required column is missing (columns present: {list(frame.columns)})"
+                + (f"; did you mean '{close[0]}'? (rename it '{column}')" if close else ""),
             )
     checked = [c for c in frame.columns if c in REQUIRED + OPTIONAL or c.startswith(SCORE_PREFIX)]
     for column in checked:

@@ -35,6 +35,7 @@ from hybridmetric.schema import (
     PASS_COLUMN,
     SCORE_PREFIX,
     repeated_rows,
+    unread_lookalikes,
     unshared_by_task,
 )
 from hybridmetric.scorers import Scorer, third_party
@@ -288,6 +289,23 @@ def _append(handle: Any, rows: Sequence[int], scores: pd.DataFrame) -> None:
     os.fsync(handle.fileno())
 
 
+def unscored(table: pd.DataFrame, scorers: Sequence[Scorer]) -> list[str]:
+    """A sentence for each scorer that gave no value on any row of ``table``, with what it
+    needs (see ``Scorer.needs``)."""
+    notes = []
+    for scorer in scorers:
+        if len(table) and not table[scorer.columns].notna().to_numpy().any():
+            why = ""
+            if scorer.needs:
+                absent = [field for field in scorer.needs if field not in table.columns]
+                why = (f": it needs each row's {' and '.join(scorer.needs)}"
+                       + (f", and the table has no {' or '.join(absent)} column" if absent
+                          else ""))
+            notes.append(f"{scorer.alias} gave no value on any row ({', '.join(scorer.columns)}"
+                         f": all missing){why}")
+    return notes
+
+
 def score(
     source: str | os.PathLike | pd.DataFrame,
     scorers: Sequence[Scorer],
@@ -326,7 +344,7 @@ def score(
         _named(scorer, "check", lambda scorer=scorer: scorer.check(frame))
     for scorer in scorers:  # (what a scorer computes over the whole table, however chunked)
         _named(scorer, "prepare", lambda scorer=scorer: scorer.prepare(frame))
-    for note in unshared_by_task(frame) + repeated_rows(frame):
+    for note in unread_lookalikes(frame) + unshared_by_task(frame) + repeated_rows(frame):
         print(f"hybridmetric: note: {note}", file=sys.stderr)
     expected = run_signature(frame, scorers)
     done: dict[int, dict[str, float]] = {}
@@ -368,6 +386,8 @@ def score(
     table = frame.copy()
     for column in columns:
         table[column] = [results[i][column] for i in range(len(frame))]
+    for note in unscored(table, scorers):
+        print(f"hybridmetric: note: {note}", file=sys.stderr)
     if output is not None:
         write_scores(table, output, {**expected, **_carried(source, frame, expected)})
         journal.unlink()

@@ -82,6 +82,30 @@ def test_rows_of_a_task_that_do_not_share_its_references_or_tests_are_noted(caps
     assert "note" not in capsys.readouterr().err
 
 
+def test_a_misnamed_field_and_a_scorer_without_any_value_are_noted(capsys):
+    """'reference' for 'references' is carried through unread: the note says so before any row
+    is scored, and, after, that each similarity scorer got no value and why; a row without a
+    references field (only) gets no such note."""
+    rows = [{"task_id": "t1", "candidate": "a", "reference": "a"},
+            {"task_id": "t2", "candidate": "b", "reference": "c"}]
+    scored = score(pd.DataFrame(rows), build(["edit_sim", "pass_rate"]))
+    assert scored["score.edit_sim"].isna().all()
+    err = capsys.readouterr().err
+    assert ("note: the table's column 'reference' is not a record field (it is carried through "
+            "unread); did you mean 'references'?") in err
+    assert ("note: edit_sim gave no value on any row (score.edit_sim: all missing): it needs "
+            "each row's references, and the table has no references column") in err
+    assert ("note: pass_rate gave no value on any row (score.pass_rate, score.pass: all "
+            "missing): it needs each row's tests, and the table has no tests column") in err
+    rows[0]["references"], rows[1]["references"] = ["a"], None
+    scored = score(pd.DataFrame(rows), build(["edit_sim"]))
+    assert scored["score.edit_sim"].tolist()[0] == 1.0
+    assert "note" not in capsys.readouterr().err  # ('reference' is then its own)
+    with pytest.raises(ValueError, match=r"required column is missing .*; did you mean "
+                                         r"'Candidate'\? \(rename it 'candidate'\)"):
+        score(pd.DataFrame([{"task_id": "t1", "Candidate": "a"}]), build(["edit_sim"]))
+
+
 def test_existing_score_columns_are_not_overwritten(tmp_path):
     scored = score(make_input(tmp_path / "g.jsonl"), build(["edit_sim"]), progress=False)
     with pytest.raises(ValueError, match="already has score column"):

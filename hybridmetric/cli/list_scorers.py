@@ -26,6 +26,8 @@ def run(args: argparse.Namespace) -> int:
         if cls.description:
             print(f"    {cls.description}")
         print(f"    columns: {', '.join(cls.column_names())}")
+        if cls.needs:
+            print(f"    needs each row's {' and '.join(cls.needs)} (a row without: NaN)")
         # each setting at its default, as the command line and the signature write values
         options = [f"--set {name}.{key}={format_value(spec.default)}"
                    for key, spec in cls.settings_spec.items()]

@@ -83,6 +83,10 @@ class Scorer(ABC):
     settings_spec: ClassVar[dict[str, Setting]] = {}
     #: Distributions whose versions enter the signature.
     packages: ClassVar[tuple[str, ...]] = ()
+    #: The optional record fields a row needs for a value (``references``, ``tests``); a row
+    #: without them gets NaN. ``hybridmetric scorers`` lists them, and ``score`` names them when
+    #: a scorer gave no value on any row.
+    needs: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, **settings: Any):
         unknown = set(settings) - set(self.settings_spec)

@@ -25,6 +25,7 @@ from hybridmetric.scorers.tokenize import tranx_tokens
 
 class Bleu(Scorer):
     name = "bleu"
+    needs = ("references",)
     version = "2"  # 2: at most 1
     description = "sentence BLEU (sacrebleu, effective order) / 100"
     settings_spec = {

@@ -15,6 +15,7 @@ from hybridmetric.scorers.base import Scorer, Setting, best_over_references, sin
 
 class Chrf(Scorer):
     name = "chrf"
+    needs = ("references",)
     description = "character n-gram F-score (sacrebleu sentence chrF / 100)"
     settings_spec = {
         "char_order": Setting(6, "largest character n-gram", at_least=1),

@@ -259,6 +259,7 @@ class CodeBertScore(Scorer):
     """
 
     name = "codebertscore"
+    needs = ("references",)
     version = "3"  # 2: rounded to DECIMALS; 3: texts padded to their own width, float64 match
     description = "CodeBERTScore: greedy cosine matching of encoder token embeddings, intent-aware"
     parts = ("precision", "recall", "f1", "f3")

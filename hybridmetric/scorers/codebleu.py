@@ -52,6 +52,7 @@ def _weights(text: str) -> tuple[float, float, float, float]:
 
 class CodeBleu(Scorer):
     name = "codebleu"
+    needs = ("references",)
     description = "CodeBLEU: n-gram, weighted n-gram, AST and data-flow match (codebleu package)"
     settings_spec = {
         "weights": Setting("0.25,0.25,0.25,0.25", "weights of the four components, 'a,b,c,d'"),

@@ -21,6 +21,7 @@ from hybridmetric.scorers.pass_rate import PassRate
 
 class DibiaCombined(Scorer):
     name = "dibia_combined"
+    needs = ("references", "tests")
     version = "1"
     description = "Dibia et al. 2022 COMBINED: min(1, PASS + EDIT-SIM)"
     settings_spec: ClassVar[dict[str, Setting]] = {

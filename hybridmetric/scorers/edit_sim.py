@@ -17,6 +17,7 @@ from hybridmetric.scorers.tokenize import code_tokens
 
 class EditSim(Scorer):
     name = "edit_sim"
+    needs = ("references",)
     description = "1 - normalized Levenshtein distance to the closest reference"
     settings_spec = {
         "level": Setting("char", "compare characters or tokens", choices=("char", "token")),

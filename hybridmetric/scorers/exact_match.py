@@ -17,6 +17,7 @@ def normalize(code: str, mode: str) -> str:
 
 class ExactMatch(Scorer):
     name = "exact_match"
+    needs = ("references",)
     description = "1 if the candidate equals a reference (after the chosen normalization)"
     settings_spec = {
         "normalize": Setting(

@@ -47,6 +47,7 @@ def _present(value: Any) -> bool:
 
 class PassRate(Scorer):
     name = "pass_rate"
+    needs = ("tests",)
     version = "1"
     description = ("fraction of unit-test cases passed, run in an isolated sandbox (Python, "
                    "JavaScript, C++, Java)")

@@ -16,6 +16,7 @@ from hybridmetric.scorers.tokenize import TOKENIZERS
 
 class RougeL(Scorer):
     name = "rouge_l"
+    needs = ("references",)
     description = "ROUGE-L F-measure over code tokens (best reference)"
     settings_spec = {
         "tokenizer": Setting("tranx", "code tokenizer", choices=tuple(TOKENIZERS)),
