@@ -110,6 +110,8 @@ from hybridmetric.schema import (
     SCORE_PREFIX,
     check_grades_on_scale,
     check_on_scale,
+    missing_message,
+    missing_rows,
     numbers,
     renumbered,
     row_label,
@@ -153,16 +155,6 @@ def finite_values(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
     return np.isfinite(np.column_stack([numbers(frame, c) for c in columns]))
 
 
-def _column(frame: pd.DataFrame, name: str) -> np.ndarray:
-    values = numbers(frame, name)
-    missing = np.flatnonzero(~np.isfinite(values))
-    if missing.size:
-        raise ValueError(f"column '{name}' has {missing.size} missing or infinite value(s), first "
-                         f"at {row_label(frame, int(missing[0]))}; filter those rows before "
-                         "the audit, or leave them out of it (--missing drop-rows)")
-    return values
-
-
 def _reliability(frame: pd.DataFrame) -> tuple[list[str], np.ndarray] | None:
     """Raters and the raters x rows matrix of the ``ratings`` column, or None when absent."""
     if "ratings" not in frame.columns:
@@ -204,8 +196,8 @@ class _Data:
     """The arrays the audit needs, coded once."""
 
     def __init__(self, frame: pd.DataFrame, metrics: Sequence[str], target: str):
-        self.human = _column(frame, target)
-        self.scores = {m: _column(frame, m) for m in metrics}
+        self.human = numbers(frame, target)  # (finite: see audit's missing values)
+        self.scores = {m: numbers(frame, m) for m in metrics}
         if "task_id" not in frame.columns:
             raise ValueError("the table has no 'task_id' column; the audit groups rows by task")
         self.tasks = frame["task_id"].astype(str).to_numpy()
@@ -561,6 +553,12 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
                              f"{gaps}")
         n_dropped = int((~complete).sum())
         frame = renumbered(frame[complete])
+    else:
+        gaps = missing_rows(frame, [target, *metrics])
+        if gaps:
+            raise ValueError(missing_message(
+                frame, gaps, "filter those rows before the audit, or leave them out of it "
+                             "(--missing drop-rows)"))
     data = _Data(frame, metrics, target)
     if scale is not None:
         check_on_scale(frame, target, scale)

@@ -111,10 +111,11 @@ from hybridmetric.schema import (
     SCORE_PREFIX,
     check_grades_on_scale,
     check_on_scale,
+    missing_message,
+    missing_rows,
     numbers,
     renumbered,
     row_label,
-    rows_label,
     rows_meeting,
     score_column,
     where_conditions,
@@ -451,40 +452,6 @@ def feature_columns(frame: pd.DataFrame, features: Sequence[str] | None = None,
     return columns
 
 
-def _where(frame: pd.DataFrame, rows: np.ndarray, limit: int = 5) -> str:
-    """``g.jsonl, lines 4, 9 (tasks t0, t3)``: where the rows came from, and their tasks (each
-    once)."""
-    named = list(dict.fromkeys(str(frame["task_id"].iloc[r]) for r in rows))
-    more = ", ..." if len(named) > limit else ""
-    return f"{rows_label(frame, rows, limit)} (tasks {', '.join(named[:limit])}{more})"
-
-
-def _missing_rows(frame: pd.DataFrame, columns: Sequence[str]) -> dict[str, np.ndarray]:
-    found = {}
-    for column in columns:
-        values = frame[column]
-        if column == "ratings":
-            bad = np.array([not isinstance(v, Mapping) or not v for v in values])
-        else:  # (an infinite value is no number to fit or apply a weight to either)
-            bad = ~np.isfinite(numbers(frame, column))
-        if bad.any():
-            found[column] = np.flatnonzero(bad)
-    return found
-
-
-def _missing_message(frame: pd.DataFrame, missing: dict[str, np.ndarray], fix: str) -> str:
-    lines, infinite_seen = [], False
-    for column, rows in missing.items():
-        infinite = 0 if column == "ratings" else int(np.isinf(numbers(frame, column)[rows]).sum())
-        infinite_seen |= infinite > 0
-        kind = ("missing" if not infinite else "infinite" if infinite == len(rows)
-                else "missing or infinite")
-        lines.append(f"  {column}: {len(rows)} {kind}, {_where(frame, rows)}")
-    header = ("missing or infinite values:" if infinite_seen
-              else "missing values (never filled in):")
-    return "\n".join([header, *lines, fix])
-
-
 def _check_signatures(columns: Sequence[str], scorer_signatures: Mapping[str, str] | None) -> None:
     if scorer_signatures is None:
         raise ValueError("scorer_signatures is required: the card stores each feature's scorer "
@@ -580,14 +547,14 @@ def _training_rows(
     columns = feature_columns(frame, features, target)
     _check_signatures(columns, scorer_signatures)
     frame = renumbered(frame)
-    gaps = _missing_rows(frame, [target, *columns] + (["ratings"] if model in RATER_MODELS
+    gaps = missing_rows(frame, [target, *columns] + (["ratings"] if model in RATER_MODELS
                                                        else []))
     if gaps and missing == "refuse":
         complete = [c for c in columns if c not in gaps]
         features_hint = (f"fit on features every row has (--features "
                          f"{','.join(complete) or '...'}), or " if set(gaps) & set(columns)
                          else "")
-        raise ValueError(_missing_message(
+        raise ValueError(missing_message(
             frame, gaps,
             f"{features_hint}pass missing='drop-rows' (--missing drop-rows) to fit on complete "
             "rows only"))
@@ -939,9 +906,9 @@ class MetricCard:
             raise ValueError(f"missing must be 'refuse' or 'nan', got {missing!r}")
         self.check(list(frame.columns), scorer_signatures)
         frame = renumbered(frame)
-        gaps = _missing_rows(frame, self.features)
+        gaps = missing_rows(frame, self.features)
         if gaps and missing == "refuse":
-            raise ValueError(_missing_message(
+            raise ValueError(missing_message(
                 frame, gaps, "score those rows, or pass missing='nan' to give them NaN"))
         X = frame[self.features].to_numpy(dtype=float)
         ok = np.isfinite(X).all(axis=1)

@@ -146,6 +146,43 @@ def unread_lookalikes(frame: pd.DataFrame) -> list[str]:
     return notes
 
 
+def rows_and_tasks(frame: pd.DataFrame, rows: np.ndarray, limit: int = 5) -> str:
+    """``g.jsonl, lines 4, 9 (tasks t0, t3)``: where the rows came from, and their tasks (each
+    once)."""
+    named = list(dict.fromkeys(str(frame["task_id"].iloc[r]) for r in rows))
+    more = ", ..." if len(named) > limit else ""
+    return f"{rows_label(frame, rows, limit)} (tasks {', '.join(named[:limit])}{more})"
+
+
+def missing_rows(frame: pd.DataFrame, columns: Sequence[str]) -> dict[str, np.ndarray]:
+    """Each of ``columns`` that lacks a value somewhere, with the positions of those rows: no
+    finite number (``ratings``: no grade)."""
+    found = {}
+    for column in columns:
+        if column == "ratings":
+            bad = np.array([not isinstance(v, Mapping) or not v for v in frame[column]])
+        else:  # (an infinite value is no number to fit or apply a weight to either)
+            bad = ~np.isfinite(numbers(frame, column))
+        if bad.any():
+            found[column] = np.flatnonzero(bad)
+    return found
+
+
+def missing_message(frame: pd.DataFrame, missing: dict[str, np.ndarray], fix: str) -> str:
+    """The error for :func:`missing_rows`'s finds: each column with how many rows and where,
+    then ``fix``."""
+    lines, infinite_seen = [], False
+    for column, rows in missing.items():
+        infinite = 0 if column == "ratings" else int(np.isinf(numbers(frame, column)[rows]).sum())
+        infinite_seen |= infinite > 0
+        kind = ("missing" if not infinite else "infinite" if infinite == len(rows)
+                else "missing or infinite")
+        lines.append(f"  {column}: {len(rows)} {kind}, {rows_and_tasks(frame, rows)}")
+    header = ("missing or infinite values:" if infinite_seen
+              else "missing values (never filled in):")
+    return "\n".join([header, *lines, fix])
+
+
 def score_column(name: str) -> str:
     """A scorer's column by its short name or in full: ``chrf`` or ``score.chrf`` ->
     ``score.chrf``."""
