@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+import numbers
+from dataclasses import dataclass, fields
 from typing import Any
 
 PASSED = "passed"
@@ -33,9 +34,16 @@ class Limits:
     compile_timeout_s: float = 60.0  # g++ / javac, per program
 
     def __post_init__(self) -> None:
-        for name, value in vars(self).items():
-            if not (isinstance(value, int | float) and math.isfinite(value) and value > 0):
-                raise ValueError(f"limit '{name}' must be a positive number, got {value!r}")
+        """Check each limit, and give it its field's type (a whole ``512.0`` MiB is ``512``), so
+        that one limit has one signature and cache key however it was written."""
+        for spec in fields(self):
+            value = getattr(self, spec.name)
+            if not (isinstance(value, numbers.Real) and not isinstance(value, bool)
+                    and math.isfinite(value) and value > 0):
+                raise ValueError(f"limit '{spec.name}' must be a positive number, got {value!r}")
+            if spec.type == "int" and value != int(value):
+                raise ValueError(f"limit '{spec.name}' must be a whole number, got {value!r}")
+            object.__setattr__(self, spec.name, int(value) if spec.type == "int" else float(value))
 
     def as_dict(self) -> dict[str, Any]:
         return dict(vars(self))  # flat fields: dataclasses.asdict's deep copy costs ~30 us

@@ -519,6 +519,25 @@ def test_a_worker_that_gives_no_verdict_in_time_is_replaced(
         assert after.outcome == PASSED
 
 
+def test_limits_take_their_fields_types_or_are_refused(sandbox: Sandbox) -> None:
+    """A whole number of MiB written as a float (or a numpy integer) is that number: the same
+    limits, cache key and verdict; a fraction of one, a bool or no positive number is refused
+    where the limits are made (not a sandbox_error in every program)."""
+    import numpy as np
+
+    written = Limits(timeout_s=3, memory_mb=512.0, open_files=np.int64(256), file_mb=64.0)
+    assert written == LIMITS and type(written.memory_mb) is int and type(written.timeout_s) is float
+    assert cache_key("python", "x", written, False) == cache_key("python", "x", LIMITS, False)
+    [result] = sandbox.run([Program("python", "assert 1 + 1 == 2\n", written)])
+    assert result.outcome == PASSED
+    for bad, said in ((dict(memory_mb=64.7), "limit 'memory_mb' must be a whole number"),
+                      (dict(processes=True), "limit 'processes' must be a positive number"),
+                      (dict(timeout_s=math.inf), "limit 'timeout_s' must be a positive number"),
+                      (dict(file_mb=0), "limit 'file_mb' must be a positive number")):
+        with pytest.raises(ValueError, match=said):
+            Limits(**bad)
+
+
 def test_cache_key_depends_on_program_limits_language_network() -> None:
     base = cache_key("python", "x", LIMITS, False)
     assert base == cache_key("python", "x", Limits(timeout_s=3.0, memory_mb=512), False)
