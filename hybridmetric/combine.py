@@ -90,6 +90,7 @@ import os
 import warnings
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from numbers import Real
 from pathlib import Path
 from typing import Any
 
@@ -277,8 +278,8 @@ class HybridMetric(RegressorMixin, BaseEstimator):
             raise ValueError(
                 f"calibration must be one of {list(CALIBRATIONS)}, got {self.calibration!r}"
             )
-        if not (isinstance(self.alpha, int | float) and math.isfinite(self.alpha)
-                and self.alpha >= 0):
+        if not (isinstance(self.alpha, Real) and not isinstance(self.alpha, bool)
+                and math.isfinite(self.alpha) and self.alpha >= 0):
             raise ValueError(f"alpha must be a finite number >= 0, got {self.alpha!r}")
         if self.bounds is not None and not (
             len(self.bounds) == 2 and float(self.bounds[0]) <= float(self.bounds[1])
@@ -304,9 +305,7 @@ class HybridMetric(RegressorMixin, BaseEstimator):
             self._fit_ordinal(Z, y)
         else:
             self._fit_mixed(Z, y, raters)
-        if self.model == "ordinal":
-            self.bounds_ = (float(self.levels_[0]), float(self.levels_[-1]))
-        elif self.bounds is None:
+        if self.bounds is None:  # (ordinal: its grades, as ``y`` holds them)
             self.bounds_ = (float(y.min()), float(y.max()))
         else:
             self.bounds_ = (float(self.bounds[0]), float(self.bounds[1]))
@@ -861,6 +860,7 @@ class MetricCard:
                            calibration="isotonic" if d["calibration"]["method"] == "isotonic"
                            else "none", bounds=tuple(d["scale"]))
         est.n_features_in_ = len(d["features"])
+        est.feature_names_in_ = np.array(self.features, dtype=object)
         est.mean_ = np.array([f["mean"] for f in d["features"]], dtype=float)
         est.scale_ = np.array([f["std"] for f in d["features"]], dtype=float)
         est.coef_ = np.array([d["weights"][f]["value"] for f in self.features], dtype=float)
@@ -869,7 +869,6 @@ class MetricCard:
         if d["model"] == "ordinal":
             est.levels_ = np.array(d["ordinal"]["levels"], dtype=float)
             est.cutpoints_ = np.array(d["ordinal"]["cutpoints"], dtype=float)
-            est.bounds_ = (float(est.levels_[0]), float(est.levels_[-1]))
         if est.calibration == "isotonic":
             est.iso_x_ = np.array(d["calibration"]["points"]["x"], dtype=float)
             est.iso_y_ = np.array(d["calibration"]["points"]["y"], dtype=float)
@@ -910,8 +909,8 @@ class MetricCard:
         if gaps and missing == "refuse":
             raise ValueError(missing_message(
                 frame, gaps, "score those rows, or pass missing='nan' to give them NaN"))
-        X = frame[self.features].to_numpy(dtype=float)
-        ok = np.isfinite(X).all(axis=1)
+        X = frame[self.features].astype(float)
+        ok = np.isfinite(X.to_numpy()).all(axis=1)
         result = np.full(len(frame), np.nan)
         if ok.any():
             result[ok] = self.estimator().predict(X[ok])

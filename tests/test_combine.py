@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -232,6 +233,24 @@ def test_hostile_parameters_are_refused():
         HybridMetric(calibration="platt").fit([[0.0], [1.0]], [0.0, 1.0])
     with pytest.raises(ValueError, match="bounds"):
         HybridMetric(bounds=(4, 0)).fit([[0.0], [1.0]], [0.0, 1.0])
+    with pytest.raises(ValueError, match="alpha must be a finite number >= 0, got True"):
+        HybridMetric(model="ridge", alpha=True).fit([[0.0], [1.0]], [0.0, 1.0])
+
+
+def test_numpy_parameters_work_in_a_grid_search_and_every_model_keeps_its_bounds():
+    """``GridSearchCV`` gives ``alpha`` as numpy integers; ``bounds`` hold for the ordinal
+    model too (its expected grade, clipped)."""
+    from sklearn.model_selection import GridSearchCV
+
+    frame = study_frame()
+    X, y = frame[["score.chrf", "score.edit_sim"]].to_numpy(), np.round(frame["rating"].to_numpy())
+    search = GridSearchCV(HybridMetric(model="ridge"), {"alpha": np.array([0, 1, 10])}, cv=3)
+    assert search.fit(X, y).best_params_["alpha"] in (0, 1, 10)
+    for model in ("nonneg", "ridge", "ordinal"):
+        fitted = HybridMetric(model=model, bounds=(1, 2)).fit(X, y)
+        predicted = fitted.predict(X)
+        assert fitted.bounds_ == (1.0, 2.0) and predicted.min() >= 1.0 and predicted.max() == 2.0
+    assert HybridMetric(model="ordinal").fit(X, y).bounds_ == (y.min(), y.max())
 
 
 # ------------------------------------------------------------------------- folds and baselines
@@ -364,6 +383,10 @@ def test_the_card_s_constants_give_the_hybrid_by_hand(model):
     by_unit = d["intercept_per_unit"] + raw @ [d["weights"][n]["per_unit"] for n in names]
     np.testing.assert_allclose(by_sd, by_unit)
     np.testing.assert_allclose(card.apply(frame, SIGNATURES), np.clip(by_unit, *d["scale"]))
+    with warnings.catch_warnings():  # (fitted, as the card says, on named features)
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(card.estimator().predict(frame[card.features]),
+                                      card.apply(frame, SIGNATURES))
     assert quick_card(frame, model="ordinal", n_boot=0).data["intercept_per_unit"] is None
 
 
