@@ -156,6 +156,13 @@ def _decode_containers(frame: pd.DataFrame, where: Location) -> pd.DataFrame:
     return frame
 
 
+def _holds_array(value: Any) -> bool:
+    """Whether a cell is, or holds, a numpy array (a Parquet list as pandas reads it)."""
+    if isinstance(value, dict):
+        return any(map(_holds_array, value.values()))
+    return isinstance(value, np.ndarray)
+
+
 def _native(value: Any) -> Any:
     """A Parquet list or struct cell as JSON would give it: arrays as lists, and a struct
     without the fields it lacks (a struct column has every row's fields, null where a row has
@@ -192,6 +199,10 @@ def read_generations(source: str | os.PathLike | pd.DataFrame) -> pd.DataFrame:
     """Read and validate a generations table from a file, a study folder, or a DataFrame."""
     if isinstance(source, pd.DataFrame):
         frame = source.reset_index(drop=True)
+        for column in filter(is_container, frame.columns):  # (pd.read_parquet's arrays)
+            if any(_holds_array(value) for value in frame[column]):
+                frame[column] = pd.Series([_native(v) if _holds_array(v) else v
+                                           for v in frame[column]], dtype=object)
         return validate(frame, Location("<DataFrame>", "row", range(len(frame))))
     path = Path(source)
     if path.is_dir():

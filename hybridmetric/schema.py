@@ -316,8 +316,8 @@ def rows_meeting(frame: pd.DataFrame, conditions: Sequence[str]) -> np.ndarray:
             raise ValueError(f"--where {field}=...: '{field}' holds lists or objects (such as "
                              f"{json.dumps(held)[:60]}); --where compares text and numbers")
         if field == "language":
-            cells = [_language(c) if isinstance(c, str) else c for c in cells]
-            values = [_language(v) for v in values]
+            cells = [language_name(c) if isinstance(c, str) else c for c in cells]
+            values = [language_name(v) for v in values]
         keep &= np.array([any(_same(cell, value, from_csv) for value in values)
                           for cell in cells], dtype=bool)
         if not keep.any():
@@ -329,7 +329,7 @@ def rows_meeting(frame: pd.DataFrame, conditions: Sequence[str]) -> np.ndarray:
     return keep
 
 
-def _language(name: str) -> str:
+def language_name(name: str) -> str:
     """A language's name as the sandbox reads it: ``JS`` and ``javascript`` are one."""
     from hybridmetric.sandbox.languages import ALIASES  # (here: the sandbox imports this module)
 

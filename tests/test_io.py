@@ -296,6 +296,10 @@ def test_parquet_with_native_lists_and_structs_reads_as_json_would(tmp_path):
     rows[1]["ratings"] = {"r1": 1.0, "r2": None}
     assert read_generations(write_jsonl(tmp_path / "g.jsonl", rows))["ratings"].tolist() == [
         {"r1": 3.0, "r2": 4.0}, {"r1": 1.0}]
+    # the DataFrame pd.read_parquet gives (lists as numpy arrays) reads as the file does
+    given = read_generations(pd.read_parquet(path))
+    for column in ("references", "tests"):
+        assert given[column].tolist() == expected[column].tolist(), column
 
 
 @pytest.mark.parametrize(("name", "text", "message"), [

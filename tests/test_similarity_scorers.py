@@ -172,6 +172,19 @@ def test_codebleu_unknown_language_is_an_error():
     CodeBleu().check(rows.iloc[[0, 2]])  # (a row without references is not scored)
 
 
+def test_a_plain_data_frame_scores_as_its_record_would():
+    """Scored directly (no validation first): references as numpy arrays (pd.read_parquet's
+    lists), no language column (python, the record's default), the sandbox's names for a
+    language (``py``): the values of the same rows read as records."""
+    rows = pd.DataFrame({"task_id": ["t0", "t1"], "candidate": ["x = 1", "y"],
+                         "references": [np.array(["x = 1"]), np.array(["z", "y"])]})
+    with CodeBleu() as codebleu:
+        expected = codebleu.score(frame([("x = 1", ["x = 1"]), ("y", ["z", "y"])]))
+        pd.testing.assert_frame_equal(codebleu.score(rows), expected)
+        pd.testing.assert_frame_equal(codebleu.score(rows.assign(language="py")), expected)
+    assert EditSim().score(rows)["score.edit_sim"].tolist() == [1.0, 1.0]
+
+
 def test_settings_are_checked():
     with pytest.raises(ValueError, match="valid settings: level"):
         EditSim(levle="token")

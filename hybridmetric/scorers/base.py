@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from hybridmetric.schema import SCORE_PREFIX
+from hybridmetric.schema import DEFAULT_LANGUAGE, SCORE_PREFIX
 from hybridmetric.signature import environment, signature
 
 _TRUE = {"true", "yes", "1", "on"}
@@ -168,10 +168,20 @@ class Scorer(ABC):
 
 
 def references_of(frame: pd.DataFrame) -> list[list[str]]:
-    """The reference lists of each row; an absent cell is an empty list."""
+    """The reference lists of each row (a list, a tuple or an array: what Parquet gives); an
+    absent cell is an empty list."""
     if "references" not in frame.columns:
         return [[] for _ in range(len(frame))]
-    return [list(refs) if isinstance(refs, list | tuple) else [] for refs in frame["references"]]
+    return [list(refs) if isinstance(refs, list | tuple | np.ndarray) else []
+            for refs in frame["references"]]
+
+
+def languages_of(frame: pd.DataFrame) -> list[str]:
+    """Each row's language; an absent column or cell is the record's default (python)."""
+    if "language" not in frame.columns:
+        return [DEFAULT_LANGUAGE] * len(frame)
+    return [language if isinstance(language, str) else DEFAULT_LANGUAGE
+            for language in frame["language"]]
 
 
 def best_over_references(

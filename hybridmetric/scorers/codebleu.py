@@ -26,16 +26,23 @@ import pandas as pd
 from codebleu import calc_codebleu
 from codebleu.utils import AVAILABLE_LANGS, get_tree_sitter_language
 
-from hybridmetric.schema import row_label
-from hybridmetric.scorers.base import Scorer, Setting, references_of, single_column
+from hybridmetric.schema import language_name, row_label
+from hybridmetric.scorers.base import (
+    Scorer,
+    Setting,
+    languages_of,
+    references_of,
+    single_column,
+)
 from hybridmetric.scorers.tokenize import TOKENIZERS
 
 #: The codebleu package's data-flow match depends on set iteration order, so on Python's string
 #: hash seed: the same pair can score differently in two processes. Scores are computed in a
 #: worker process started with this fixed seed, so that a signature fixes the numbers.
 HASH_SEED = "0"
-#: Record ``language`` names that differ from codebleu's.
-LANGUAGE_ALIASES = {"js": "javascript", "c++": "cpp", "csharp": "c_sharp", "c#": "c_sharp"}
+#: Record ``language`` names (as the sandbox reads them: ``py``, ``js``, ``c++``) that differ from
+#: codebleu's.
+LANGUAGE_ALIASES = {"csharp": "c_sharp", "c#": "c_sharp"}
 
 
 def _weights(text: str) -> tuple[float, float, float, float]:
@@ -71,7 +78,8 @@ class CodeBleu(Scorer):
         return {"refs": "best", "dataflow_empty": 0, "hashseed": HASH_SEED}
 
     def _language(self, language: str) -> str:
-        lang = LANGUAGE_ALIASES.get(language.lower(), language.lower())
+        name = language_name(language)
+        lang = LANGUAGE_ALIASES.get(name, name)
         if lang not in AVAILABLE_LANGS:
             raise ValueError(
                 f"codebleu does not support language {language!r}; supported: {AVAILABLE_LANGS}"
@@ -82,7 +90,7 @@ class CodeBleu(Scorer):
         """Every row with references names a language codebleu parses, whose grammar loads."""
         languages: dict[str, int] = {}
         for position, (refs, language) in enumerate(zip(references_of(frame),
-                                                        frame["language"], strict=True)):
+                                                        languages_of(frame), strict=True)):
             if refs:
                 try:
                     languages.setdefault(self._language(language), position)
@@ -107,7 +115,7 @@ class CodeBleu(Scorer):
     def score(self, frame: pd.DataFrame) -> pd.DataFrame:
         jobs = [([self._language(language), candidate, list(refs)] if refs else None)
                 for candidate, refs, language in zip(
-                    frame["candidate"], references_of(frame), frame["language"], strict=True)]
+                    frame["candidate"], references_of(frame), languages_of(frame), strict=True)]
         worker = self._worker()
         assert worker.stdin is not None and worker.stdout is not None
         request = {"jobs": jobs, "weights": self._weights, "tokenizer": self.settings["tokenizer"]}

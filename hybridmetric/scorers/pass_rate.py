@@ -34,7 +34,7 @@ from hybridmetric.sandbox.cache import SANDBOX_VERSION, ResultCache
 from hybridmetric.sandbox.isolation import Isolation
 from hybridmetric.sandbox.languages import CPP_STANDARD, DEFAULT_JAVA_CLASSPATH, cxx_flags
 from hybridmetric.schema import DEFAULT_LANGUAGE, SCORE_PREFIX, row_label
-from hybridmetric.scorers.base import Scorer, Setting
+from hybridmetric.scorers.base import Scorer, Setting, languages_of
 
 
 def _warn(message: str) -> None:
@@ -159,7 +159,7 @@ class PassRate(Scorer):
     def programs_of(self, frame: pd.DataFrame) -> list[list[Program]]:
         """The programs of each row (one per case); an empty list for rows without tests."""
         tests_column = frame["tests"] if "tests" in frame.columns else [None] * len(frame)
-        languages = frame["language"] if "language" in frame.columns else [None] * len(frame)
+        languages = languages_of(frame)
         rows: list[list[Program]] = []
         for position, (candidate, tests, row_language) in enumerate(
                 zip(frame["candidate"], tests_column, languages, strict=True)):
@@ -170,8 +170,7 @@ class PassRate(Scorer):
             if tests.get("network") and not self.settings["allow_network"]:
                 raise ValueError(f"{where}: its tests need the network; allow it with "
                                  "--set pass_rate.allow_network=true if you trust them")
-            language = tests.get("language") or (
-                row_language if _present(row_language) else DEFAULT_LANGUAGE)
+            language = tests.get("language") or row_language
             try:
                 language = canonical(language)
             except ValueError as exc:
