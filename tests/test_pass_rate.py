@@ -52,8 +52,13 @@ def test_settings_parse_from_command_line_strings() -> None:
     with pytest.raises(ValueError, match=r"cpp_standard must name .* got 'c\+\+2020'"):
         PassRate(cpp_standard="c++2020")
     # refused at once, even where every row would give its own timeout
-    for setting in ({"timeout_s": "-3"}, {"timeout_s": "nan"}):
-        with pytest.raises(ValueError, match="must be a (positive|finite) number"):
+    for setting, said in (({"timeout_s": "-3"}, "'pass_rate.timeout_s' must be a positive"),
+                          ({"timeout_s": 0}, "'pass_rate.timeout_s' must be a positive"),
+                          ({"timeout_s": "nan"}, "'pass_rate.timeout_s' must be a finite"),
+                          ({"workers": -1}, "'pass_rate.workers' must be at least 0"),
+                          ({"workers": 1001}, "'pass_rate.workers' must be at most 1000"),
+                          ({"workers": True}, "'pass_rate.workers' expects int, got True")):
+        with pytest.raises(ValueError, match=said):
             PassRate(**setting)
     for memory in ("0", "2"):  # (below 32 MiB an interpreter's own start-up may not fit)
         with pytest.raises(ValueError, match="'pass_rate.memory_mb' must be at least 32, got"):

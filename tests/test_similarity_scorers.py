@@ -194,6 +194,10 @@ def test_settings_are_checked():
     assert Bleu(lowercase="true").settings["lowercase"] is True
     with pytest.raises(ValueError, match="expects int"):
         Chrf(char_order="four")
+    with pytest.raises(ValueError, match="'chrf.char_order' expects int, got True"):
+        Chrf(char_order=True)  # (a bool is an int to Python, not to a setting)
+    with pytest.raises(ValueError, match="'rouge_l.beta' expects float, got False"):
+        RougeL(beta=False)
     # values that would give NaN, inf, 0 or scores above 1 without a word
     for scorer, settings, message in (
             (Chrf, {"char_order": "0"}, "'chrf.char_order' must be at least 1"),

@@ -57,6 +57,8 @@ class Setting:
                 raise ValueError(
                     f"setting '{name}' expects {wanted.__name__}, got {value!r}"
                 ) from None
+        if isinstance(value, bool) and wanted is not bool:  # (a bool is an int to Python)
+            raise ValueError(f"setting '{name}' expects {wanted.__name__}, got {value!r}")
         if value is not None and wanted is float and isinstance(value, int):
             value = float(value)
         if value is not None and not isinstance(value, wanted):

@@ -33,6 +33,7 @@ from hybridmetric.sandbox import SANDBOX_ERROR, Limits, Program, Sandbox, canoni
 from hybridmetric.sandbox.cache import SANDBOX_VERSION, ResultCache
 from hybridmetric.sandbox.isolation import Isolation
 from hybridmetric.sandbox.languages import CPP_STANDARD, DEFAULT_JAVA_CLASSPATH, cxx_flags
+from hybridmetric.sandbox.pool import UID_SLOTS
 from hybridmetric.schema import DEFAULT_LANGUAGE, SCORE_PREFIX, row_label
 from hybridmetric.scorers.base import Scorer, Setting, languages_of
 
@@ -56,7 +57,8 @@ class PassRate(Scorer):
         "memory_mb": Setting(1024, "memory (RLIMIT_DATA) per program, in MiB (at least 32: "
                                    "below, an interpreter's own start-up may not fit)",
                              at_least=32),
-        "workers": Setting(0, "sandbox worker processes; 0 = one per core"),
+        "workers": Setting(0, f"sandbox worker processes (up to {UID_SLOTS}); 0 = one per core",
+                           at_least=0),
         "pin_cpus": Setting(True, "keep each sandbox worker and its programs on one core (off "
                                   "where other work keeps the cores busy)"),
         "allow_network": Setting(False, "run with no network block (only for trusted tests "
@@ -75,7 +77,12 @@ class PassRate(Scorer):
     def __init__(self, **settings: Any):
         super().__init__(**settings)
         # (ValueError at once, not at the first row that takes them)
-        Limits(timeout_s=self.settings["timeout_s"], memory_mb=self.settings["memory_mb"])
+        if not self.settings["timeout_s"] > 0:
+            raise ValueError(f"setting '{self.name}.timeout_s' must be a positive number of "
+                             f"seconds, got {self.settings['timeout_s']!r}")
+        if self.settings["workers"] > UID_SLOTS:
+            raise ValueError(f"setting '{self.name}.workers' must be at most {UID_SLOTS} (0: one "
+                             f"per core), got {self.settings['workers']!r}")
         cxx_flags(self.settings["cpp_standard"])
         cache = self.settings["cache"]
         if cache is None or cache.strip().lower() in ("", "none", "null"):
