@@ -20,7 +20,7 @@ from PIL import Image
 from hybridmetric.audit import audit
 from hybridmetric.combine import MetricCard, fit_card
 from hybridmetric.report import write_report
-from hybridmetric.report.document import ceiling_by_level
+from hybridmetric.report.document import IN_SAMPLE_SOURCE, ceiling_by_level, headline
 from hybridmetric.report.markdown import escape as md_escape
 from hybridmetric.report.plots import MAX_LEVELS, rating_groups, strip_plots, weights_plot
 from hybridmetric.report.tables import fmt, fmt_estimate, fmt_p, significance_matrix
@@ -252,6 +252,21 @@ def test_the_headline_gives_the_ceiling_s_own_reason(tmp_path: Path) -> None:
     assert ("Human ceiling: not computed (the raters' grades ('ratings') grade 'rating', not the "
             "target 'value')." in text)
     assert "no per-rater ratings" not in text
+
+
+def test_the_headline_says_when_its_best_metric_is_an_in_sample_hybrid() -> None:
+    """A card's hybrid applied to the rows it may have been fitted on: where it is the best
+    metric, the headline says so (run's out-of-fold hybrid needs no such word)."""
+    results, _, _ = make_case()
+    for level in results["agreement"].values():  # the hybrid at the top of every level
+        for estimate in level["score.hybrid"].values():
+            if isinstance(estimate, dict) and estimate.get("value") is not None:
+                estimate["value"] = 0.999
+    applied = f"the card c.json applied to these rows ({IN_SAMPLE_SOURCE}); its signature: x"
+    said = headline({**results, "hybrid_source": applied})
+    assert said.count(f"best metric score.hybrid (a metric card's, {IN_SAMPLE_SOURCE})") >= 2
+    held_out = headline({**results, "hybrid_source": "out-of-fold predictions"})
+    assert "best metric score.hybrid, " in held_out and IN_SAMPLE_SOURCE not in held_out
 
 
 def test_ceiling_none_is_explained(tmp_path: Path) -> None:

@@ -15,6 +15,7 @@ from hybridmetric.cli.fit import parse_scale
 from hybridmetric.cli.options import add_where_option, check_output, seed
 from hybridmetric.combine import HYBRID_COLUMN, MetricCard
 from hybridmetric.report import write_report
+from hybridmetric.report.document import IN_SAMPLE_SOURCE
 from hybridmetric.schema import repeated_rows, rows_label, select_rows, with_rater_mean
 from hybridmetric.scoring import read_scored, signature_path
 
@@ -135,13 +136,13 @@ def run(args: argparse.Namespace) -> int:
         if isinstance(meta.get("hybrid_source"), str):  # run's out-of-fold predictions
             hybrid = meta["hybrid_source"]
         elif applied is not None:  # written by score --card
-            hybrid = (f"a metric card applied by 'hybridmetric score --card' (in-sample where it "
-                      f"was fitted on these rows); the card's signature: {applied}")
+            hybrid = (f"a metric card applied by 'hybridmetric score --card' ({IN_SAMPLE_SOURCE})"
+                      f"; the card's signature: {applied}")
             print(f"note: score.hybrid comes from a metric card; {IN_SAMPLE}", file=sys.stderr)
     elif card is not None:
         frame[HYBRID_COLUMN] = card.apply(frame, signatures, missing="nan")
-        hybrid = (f"the card {args.card} applied to these rows (in-sample where it was "
-                  f"fitted on them); its signature: {card.data['signature']}")
+        hybrid = (f"the card {args.card} applied to these rows ({IN_SAMPLE_SOURCE}); its "
+                  f"signature: {card.data['signature']}")
         print(f"note: score.hybrid was computed by applying the card; {IN_SAMPLE}",
               file=sys.stderr)
     metrics = [m.strip() for m in args.metrics.split(",")] if args.metrics else None

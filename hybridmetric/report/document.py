@@ -33,12 +33,15 @@ from hybridmetric.report.tables import (
     statistics_of,
     weights_table,
 )
-from hybridmetric.schema import where_text
+from hybridmetric.schema import HYBRID_COLUMN, where_text
 
 ALPHA = 0.05  # significance level for highlighting, unless the results' settings give one
 #: Correlations drawn in the forest plot (pairwise accuracies, on another scale, stay in tables).
 FOREST_STATISTICS = ("pearson", "spearman", "kendall_tau_b", "kendall_tau_c", "tau_darr")
 LEVEL_NAMES = {"item": "Item level", "within_task": "Within task", "system": "System level"}
+#: What a ``hybrid_source`` says of a ``score.hybrid`` that a metric card gave the audited rows:
+#: the headline then says so beside it, where it is the best metric.
+IN_SAMPLE_SOURCE = "in-sample where it was fitted on these rows"
 
 
 @dataclass(frozen=True)
@@ -308,6 +311,8 @@ def headline(results: Mapping[str, Any]) -> str:
         if not scored:
             continue
         best, estimate = max(scored, key=lambda pair: pair[1]["value"])
+        if best == HYBRID_COLUMN and IN_SAMPLE_SOURCE in str(results.get("hybrid_source")):
+            best += f" (a metric card's, {IN_SAMPLE_SOURCE})"
         text = f"{LEVEL_NAMES.get(level, label(level))}, {label(stat)}: best metric {best}, "
         text += fmt_estimate(estimate)
         if stat in reference.get(level, {}):
