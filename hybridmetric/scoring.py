@@ -250,6 +250,30 @@ def _chunks(rows: list[int], largest: int) -> Iterator[list[int]]:
         start, size = start + size, min(2 * size, largest)
 
 
+def _finished(output: str | os.PathLike, expected: dict[str, Any]) -> pd.DataFrame | None:
+    """The scores at ``output`` where a finished run wrote them (its journal gone): of these
+    rows (``expected``'s input hash), by these scorers (each signature the same), and as its
+    sidecar signs them; else None (they are scored again)."""
+    try:
+        meta = read_sidecar(output)
+    except (OSError, ValueError):
+        return None
+    if not (meta.get("input_sha256") == expected["input_sha256"]
+            and meta.get("n_rows") == expected["n_rows"]
+            and all(meta["scorers"].get(alias) == signed
+                    for alias, signed in expected["scorers"].items())):
+        return None
+    try:
+        table, _ = read_scored(output)
+    except (OSError, ValueError) as exc:
+        print(f"hybridmetric: note: {output} was scored by these scorers, but cannot be "
+              f"reused ({exc}); scoring again", file=sys.stderr)
+        return None
+    print(f"hybridmetric: note: {output} holds these rows scored by these scorers already (its "
+          "sidecar signs them): nothing is left to resume", file=sys.stderr)
+    return table
+
+
 def _read_journal(path: Path, expected: dict[str, Any]) -> tuple[dict[int, dict[str, float]], int]:
     """Rows already scored in an earlier run, keyed by row position, and the size of the
     journal's complete lines. Only the last line can be torn by a kill mid-write: it is left out
@@ -357,6 +381,10 @@ def score(
             )
         done, kept = _read_journal(journal, expected)
         os.truncate(journal, kept)  # a torn last line goes (a torn header: all of it)
+    elif resume and output is not None:
+        finished = _finished(output, expected)
+        if finished is not None:
+            return finished
     todo = [i for i in range(len(frame)) if i not in done]
     handle = None
     if journal is not None:

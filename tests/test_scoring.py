@@ -263,6 +263,34 @@ def test_resume_refuses_changed_settings(tmp_path):
               resume=True, progress=False)
 
 
+def test_resume_after_a_finished_run_reuses_its_scores(tmp_path, monkeypatch, capsys):
+    """--resume where the run had finished (its journal gone): the scores file is the result,
+    nothing is scored again; other scorers, or scores changed by hand, are scored anew."""
+    data = make_input(tmp_path / "g.jsonl")
+    out = tmp_path / "s.jsonl"
+    first = score(data, build(["edit_sim", "exact_match"]), out, progress=False)
+    written = out.read_bytes()
+
+    def refuse(self, frame):
+        raise AssertionError("scored again")
+
+    with monkeypatch.context() as patched:
+        patched.setattr(EditSim, "score", refuse)
+        again = score(data, build(["edit_sim", "exact_match"]), out, resume=True,
+                      progress=False)
+    pd.testing.assert_frame_equal(again, first)
+    assert out.read_bytes() == written
+    assert "holds these rows scored by these scorers already" in capsys.readouterr().err
+    token = score(data, build(["edit_sim"], {"edit_sim": {"level": "token"}}), out, resume=True,
+                  progress=False)  # (another setting: scored, and the file rewritten)
+    assert "score.exact_match" not in token.columns and out.read_bytes() != written
+    score(data, build(["edit_sim"]), out, progress=False)
+    out.write_text(out.read_text().replace('"score.edit_sim": 0.1', '"score.edit_sim": 0.9', 1))
+    again = score(data, build(["edit_sim"]), out, resume=True, progress=False)
+    pd.testing.assert_frame_equal(again, first.drop(columns="score.exact_match"))
+    assert "cannot be reused" in capsys.readouterr().err
+
+
 class _WithDetails(EditSim):
     """edit_sim plus a per-row detail column of JSON values."""
 
