@@ -27,7 +27,10 @@ def test_fit_then_apply_card_then_audit(slice_file, tmp_path, capsys):
     assert main(["score", str(slice_file), "-o", str(scores), *SCORERS]) == 0
     assert main(["fit", str(scores), "-o", str(card), "--scale", "0,4", "--repeats", "2",
                  "--bootstrap", "20"]) == 0
-    assert "held-out agreement with rating" in capsys.readouterr().out
+    said = capsys.readouterr()
+    assert "held-out agreement with rating" in said.out
+    assert ("note: --bootstrap 20 gives the weights' 95% CIs from 20 resamples; their tails "
+            "need at least 40") in said.err
     # Applying the card scores with the card's scorers and adds score.hybrid.
     applied = tmp_path / "applied.csv"
     assert main(["score", str(slice_file), "-o", str(applied), "--card", str(card),

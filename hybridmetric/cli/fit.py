@@ -49,8 +49,17 @@ def add_fit_options(parser: argparse.ArgumentParser,
                              f"(default: {missing})")
 
 
+#: Fewer bootstrap resamples than this leave a 95% interval's tails (2.5% of them each) less
+#: than one resample: the interval is then little more than the resamples' range.
+FEW_RESAMPLES = 40
+
+
 def fit_options(args: argparse.Namespace) -> dict:
     features = [f.strip() for f in args.features.split(",")] if args.features else None
+    if 0 < args.bootstrap < FEW_RESAMPLES:
+        print(f"note: --bootstrap {args.bootstrap} gives the weights' 95% CIs from "
+              f"{args.bootstrap} resamples; their tails need at least {FEW_RESAMPLES} (the "
+              "default is 200): read them as rough", file=sys.stderr)
     if args.alpha is not None and args.model != "ridge":
         raise ValueError(f"--alpha is ridge's penalty; --model {args.model} has none "
                          "(add --model ridge, or leave --alpha out)")
