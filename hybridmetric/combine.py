@@ -547,7 +547,7 @@ def _training_rows(
     _check_signatures(columns, scorer_signatures)
     frame = renumbered(frame)
     gaps = missing_rows(frame, [target, *columns] + (["ratings"] if model in RATER_MODELS
-                                                       else []))
+                                                      else []))
     if gaps and missing == "refuse":
         complete = [c for c in columns if c not in gaps]
         features_hint = (f"fit on features every row has (--features "
