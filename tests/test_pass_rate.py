@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from hybridmetric.scorers import get
+from hybridmetric.scorers.dibia_combined import DibiaCombined
 from hybridmetric.scorers.pass_rate import PassRate
 
 pytestmark = pytest.mark.skipif(os.getuid() != 0, reason="the full sandbox needs root")
@@ -60,6 +61,8 @@ def test_settings_parse_from_command_line_strings() -> None:
                           ({"workers": True}, "'pass_rate.workers' expects int, got True")):
         with pytest.raises(ValueError, match=said):
             PassRate(**setting)
+        with pytest.raises(ValueError, match=said.replace("pass_rate", "dibia_combined")):
+            DibiaCombined(**setting)  # (its settings, named as its own)
     for memory in ("0", "2"):  # (below 32 MiB an interpreter's own start-up may not fit)
         with pytest.raises(ValueError, match="'pass_rate.memory_mb' must be at least 32, got"):
             PassRate(memory_mb=memory)

@@ -16,7 +16,7 @@ import pandas as pd
 from hybridmetric.combine import dibia_combined
 from hybridmetric.scorers.base import Scorer, Setting, single_column
 from hybridmetric.scorers.edit_sim import EditSim
-from hybridmetric.scorers.pass_rate import PassRate
+from hybridmetric.scorers.pass_rate import PassRate, check_sandbox_settings
 
 
 class DibiaCombined(Scorer):
@@ -32,6 +32,7 @@ class DibiaCombined(Scorer):
 
     def __init__(self, **settings: Any):
         super().__init__(**settings)
+        check_sandbox_settings(self.settings, self.name)
         self._edit = EditSim(level=self.settings["edit_level"])
         self._pass = PassRate(**{k: self.settings[k] for k in PassRate.settings_spec})
 

@@ -46,6 +46,18 @@ def _present(value: Any) -> bool:
     return value is not None and not (isinstance(value, float) and math.isnan(value))
 
 
+def check_sandbox_settings(settings: dict[str, Any], owner: str) -> None:
+    """Refuse, naming them as ``owner``'s, sandbox settings no sandbox takes (at once, not at
+    the first row that takes them)."""
+    if not settings["timeout_s"] > 0:
+        raise ValueError(f"setting '{owner}.timeout_s' must be a positive number of seconds, "
+                         f"got {settings['timeout_s']!r}")
+    if settings["workers"] > UID_SLOTS:
+        raise ValueError(f"setting '{owner}.workers' must be at most {UID_SLOTS} (0: one per "
+                         f"core), got {settings['workers']!r}")
+    cxx_flags(settings["cpp_standard"])
+
+
 class PassRate(Scorer):
     name = "pass_rate"
     needs = ("tests",)
@@ -76,14 +88,7 @@ class PassRate(Scorer):
 
     def __init__(self, **settings: Any):
         super().__init__(**settings)
-        # (ValueError at once, not at the first row that takes them)
-        if not self.settings["timeout_s"] > 0:
-            raise ValueError(f"setting '{self.name}.timeout_s' must be a positive number of "
-                             f"seconds, got {self.settings['timeout_s']!r}")
-        if self.settings["workers"] > UID_SLOTS:
-            raise ValueError(f"setting '{self.name}.workers' must be at most {UID_SLOTS} (0: one "
-                             f"per core), got {self.settings['workers']!r}")
-        cxx_flags(self.settings["cpp_standard"])
+        check_sandbox_settings(self.settings, self.name)
         cache = self.settings["cache"]
         if cache is None or cache.strip().lower() in ("", "none", "null"):
             self.settings["cache"] = None  # `--set pass_rate.cache=none` on the command line
