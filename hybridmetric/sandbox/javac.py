@@ -21,6 +21,7 @@ import os
 import resource
 import select
 import signal
+import time
 
 from hybridmetric.sandbox import isolation, languages
 
@@ -33,6 +34,10 @@ JVM_FLAGS = ["-Xlog:all=warning:stderr", "-XX:+UseSerialGC", "-XX:-UsePerfData",
 MAIN = "HybridmetricJavac"
 #: Seconds the server's JVM may take to start (and to build the server once).
 STARTUP_TIMEOUT_S = 120.0
+#: Bytes of javac's diagnostics the server sends from their start, and as many from their end
+#: (a program can make javac quote a huge line at each of its 100 errors; the verdict keeps
+#: ``limits.ERROR_CAP`` characters of them).
+DIAGNOSTICS_KEPT = 1 << 18
 SOURCE = r"""
 import java.io.*;
 import java.nio.charset.StandardCharsets;
@@ -50,7 +55,7 @@ public class HybridmetricJavac {
     out.flush();
     String line;
     while ((line = in.readLine()) != null) {
-      ByteArrayOutputStream log = new ByteArrayOutputStream();
+      Ends log = new Ends();
       PrintStream printer = new PrintStream(log, true, "UTF-8");
       int status;
       try {
@@ -60,15 +65,48 @@ public class HybridmetricJavac {
         status = -1;
       }
       printer.flush();
-      byte[] text = log.toByteArray();
+      byte[] text = log.bytes();
       out.write((status + " " + text.length + "\n").getBytes(StandardCharsets.UTF_8));
       out.write(text);
       out.flush();
       if (status < 0) System.exit(3);
     }
   }
+
+  /** The first and the last LIMIT bytes written to it, and a count of those between. */
+  static final class Ends extends OutputStream {
+    static final int LIMIT = DIAGNOSTICS_KEPT;
+    private final ByteArrayOutputStream head = new ByteArrayOutputStream();
+    private final byte[] tail = new byte[LIMIT];
+    private long total;
+
+    @Override public void write(int b) {
+      if (total < LIMIT) head.write(b);
+      else tail[(int) ((total - LIMIT) % LIMIT)] = (byte) b;
+      total++;
+    }
+
+    @Override public void write(byte[] b, int off, int len) {
+      for (int i = 0; i < len; i++) write(b[off + i]);
+    }
+
+    byte[] bytes() {
+      if (total <= LIMIT) return head.toByteArray();
+      long after = total - LIMIT;
+      int kept = (int) Math.min(after, LIMIT);
+      ByteArrayOutputStream all = new ByteArrayOutputStream();
+      all.write(head.toByteArray(), 0, LIMIT);
+      if (after > LIMIT) {
+        String cut = "\n...[" + (after - LIMIT) + " bytes of javac's output cut]...\n";
+        all.write(cut.getBytes(StandardCharsets.UTF_8), 0, cut.length());
+      }
+      int start = (int) ((after - kept) % LIMIT);
+      for (int i = 0; i < kept; i++) all.write(tail[(start + i) % LIMIT]);
+      return all.toByteArray();
+    }
+  }
 }
-"""
+""".replace("DIAGNOSTICS_KEPT", str(DIAGNOSTICS_KEPT))
 
 
 class CompileError(Exception):
@@ -88,7 +126,7 @@ class JavacServer:
         self._home_state: tuple | None = None  # isolation.tree_state of home when it stopped
         self.pid: int | None = None
         self._pidfd = self._requests = self._replies = -1
-        self._buffer = b""
+        self._buffer = bytearray()
 
     def alive(self) -> bool:
         """Whether the server runs; a dead one (a program may kill it when it shares the
@@ -117,12 +155,13 @@ class JavacServer:
             self._start()
         try:
             os.write(self._requests, ("\t".join(arguments) + "\n").encode("utf-8"))
-            header = self._read_line(timeout_s)
+            deadline = time.monotonic() + timeout_s  # (the compile and its reply)
+            header = self._read_line(deadline)
             if header is None:
                 self.stop()
                 return None, f"compiling took over {timeout_s} s"
             status, size = (int(field) for field in header.split())
-            text = self._read_exactly(size, timeout_s)
+            text = self._read_exactly(size, deadline)
         except (OSError, ValueError) as exc:
             self.stop()
             if retry:  # the server died between two programs: a fresh one gets the compile
@@ -167,10 +206,11 @@ class JavacServer:
                 os._exit(70)
         for fd in (requests_r, replies_w):
             os.close(fd)
-        self.pid, self._requests, self._replies, self._buffer = pid, requests_w, replies_r, b""
+        self.pid, self._requests, self._replies = pid, requests_w, replies_r
+        self._buffer = bytearray()
         self._pidfd = os.pidfd_open(pid)
         try:
-            ready = self._read_line(STARTUP_TIMEOUT_S)
+            ready = self._read_line(time.monotonic() + STARTUP_TIMEOUT_S)
         except OSError:
             ready = None
         if ready != "ready":
@@ -211,28 +251,32 @@ class JavacServer:
             return os.pread(self._log, 2000, max(0, size - 2000)).decode("utf-8", "replace")
         return ""
 
-    def _read_line(self, timeout_s: float) -> str | None:
+    def _read_line(self, deadline: float) -> str | None:
         while b"\n" not in self._buffer:
-            if not self._fill(timeout_s):
+            if not self._fill(deadline):
                 return None
-        line, self._buffer = self._buffer.split(b"\n", 1)
+        end = self._buffer.index(b"\n")
+        line = bytes(self._buffer[:end])
+        del self._buffer[:end + 1]
         return line.decode("ascii")
 
-    def _read_exactly(self, size: int, timeout_s: float) -> bytes:
+    def _read_exactly(self, size: int, deadline: float) -> bytes:
         while len(self._buffer) < size:
-            if not self._fill(timeout_s):
+            if not self._fill(deadline):
                 raise OSError("the compile server stopped answering mid-reply")
-        text, self._buffer = self._buffer[:size], self._buffer[size:]
+        text = bytes(self._buffer[:size])
+        del self._buffer[:size]
         return text
 
-    def _fill(self, timeout_s: float) -> bool:
-        """Read what the server sent; False when nothing came within ``timeout_s``."""
-        if not select.select([self._replies], [], [], timeout_s)[0]:
+    def _fill(self, deadline: float) -> bool:
+        """Read what the server sent; False when nothing came before ``deadline`` (of
+        ``time.monotonic``)."""
+        if not select.select([self._replies], [], [], max(0.0, deadline - time.monotonic()))[0]:
             return False
         chunk = os.read(self._replies, 1 << 16)
         if not chunk:
             raise OSError("the compile server exited")
-        self._buffer += chunk
+        self._buffer += chunk  # (a bytearray: what comes is appended, not copied again)
         return True
 
     def stop(self) -> None:

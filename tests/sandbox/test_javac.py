@@ -8,7 +8,7 @@ import re
 import pytest
 
 from hybridmetric.sandbox import FAILED, PASSED, SYNTAX_ERROR, TIMEOUT, Limits, Program, Sandbox
-from hybridmetric.sandbox.javac import UID_OFFSET
+from hybridmetric.sandbox.javac import DIAGNOSTICS_KEPT, UID_OFFSET
 
 QUICK = Limits(timeout_s=5.0, memory_mb=512)
 needs_root = pytest.mark.skipif(os.getuid() != 0, reason="the uid drop needs root")
@@ -84,3 +84,17 @@ def test_a_program_cannot_rewrite_its_compiled_classes(sandbox: Sandbox) -> None
     [result] = sandbox.run([Program("java", OVERWRITE_CLASSES, QUICK)])
     assert result.outcome == FAILED
     assert "Permission denied" in result.error or "AccessDenied" in result.error
+
+
+@needs_root
+def test_javac_s_diagnostics_reach_the_worker_cut_to_their_ends(sandbox: Sandbox) -> None:
+    """Five errors on a line of 300,000 characters, which javac quotes at each (1.5 MB): the
+    server sends their first and last DIAGNOSTICS_KEPT bytes, not all (a 3 MB line quoted 100
+    times held a worker for minutes), and the verdict keeps javac's last words."""
+    line = "  int x = a0 + a1 + a2 + a3 + a4;" + " " * 300_000
+    source = f"class Problem {{\n{line}\n  public static void main(String[] a) {{ }}\n}}\n"
+    [result] = sandbox.run([Program("java", source, QUICK)])
+    assert result.outcome == SYNTAX_ERROR
+    assert result.error.rstrip().endswith("5 errors")
+    cut = int(re.search(r"\.\.\.\[(\d+) chars cut\]\.\.\.", result.error).group(1))
+    assert cut < 2 * DIAGNOSTICS_KEPT < 5 * 300_000
