@@ -24,7 +24,6 @@ not a property of ordinary generated code.
 
 from __future__ import annotations
 
-import bisect
 import re
 import shutil
 import struct
@@ -336,13 +335,20 @@ public final class HybridmetricMain implements Thread.UncaughtExceptionHandler {
 
 #: A Java identifier: letters of any script, currency symbols, combining marks, digits but
 #: first, ``_`` (what is no white space, separator or operator: javac refuses the rest).
-_JAVA_NAME = r"[^\s\d{}()\[\];,.<>=+\-*/%&|^!~?:@\"'\\][^\s{}()\[\];,.<>=+\-*/%&|^!~?:@\"'\\]*"
+_JAVA_NAME_START = r"[^\s\d{}()\[\];,.<>=+\-*/%&|^!~?:@\"'\\]"
+_JAVA_NAME_PART = r"[^\s{}()\[\];,.<>=+\-*/%&|^!~?:@\"'\\]"
+_JAVA_NAME = f"{_JAVA_NAME_START}{_JAVA_NAME_PART}*"
+#: A name spelled backwards.
+_JAVA_EMAN = f"{_JAVA_NAME_PART}*{_JAVA_NAME_START}"
 #: A type declaration: its kind and name, then what may follow a name (a variable named
 #: ``record`` is no declaration).
 _JAVA_CLASS = re.compile(r"\b(class|interface|enum|record)\s+(" + _JAVA_NAME + ")"
                          r"(?=\s*(?:[{<(]|extends\b|implements\b|permits\b))")
-_JAVA_PUBLIC = re.compile(r"\bpublic\s+(?:(?:final|abstract|sealed|non-sealed|strictfp)\s+)*"
-                          r"(?:class|interface|enum|record)\s+(" + _JAVA_NAME + ")")
+#: An annotation (``@SuppressWarnings("all")``; its arguments without parentheses of their own).
+_JAVA_ANNOTATION = rf"@\s*{_JAVA_NAME}(?:\s*\.\s*{_JAVA_NAME})*\s*(?:\([^()]*\))?"
+_JAVA_PUBLIC = re.compile(rf"\bpublic\s*(?:(?:final|abstract|sealed|non-sealed|strictfp)\s+"
+                          rf"|{_JAVA_ANNOTATION}\s*)*"
+                          r"(?<![\w$])(?:class|interface|enum|record)\s+(" + _JAVA_NAME + ")")
 #: The program's package (``package`` is a keyword: its first use in code declares it).
 _JAVA_PACKAGE = re.compile(rf"\bpackage\s+({_JAVA_NAME}(?:\s*\.\s*{_JAVA_NAME})*)\s*;")
 #: A method ``main`` (its type parameters, if any): its modifiers are read back from there
@@ -350,9 +356,13 @@ _JAVA_PACKAGE = re.compile(rf"\bpackage\s+({_JAVA_NAME}(?:\s*\.\s*{_JAVA_NAME})*
 #: them again from each of its words.
 _JAVA_MAIN = re.compile(r"(?:<[^<>]*>\s*)?\bvoid\s+main\s*\(")
 #: A modifier a ``main`` may have (in any order; ``public`` and ``static`` are checked: an
-#: interface's methods are public without saying so), spelled backwards, with the space after
-#: it: matched on the code read backwards.
-_JAVA_MODIFIER_BACKWARDS = re.compile(r"\s+(cilbup|citats|lanif|dezinorhcnys|pftcirts)(?!\w)")
+#: interface's methods are public without saying so), or an annotation's (qualified) name
+#: after its ``@``, spelled backwards, with the space after it: matched on the code read
+#: backwards (an annotation's arguments are skipped first: see :func:`_java_modifiers_before`).
+_JAVA_MODIFIER_BACKWARDS = re.compile(
+    rf"\s*(cilbup|citats|lanif|dezinorhcnys|pftcirts)(?!{_JAVA_NAME_PART})"
+    rf"|\s*{_JAVA_EMAN}(?:\s*\.\s*{_JAVA_EMAN})*\s*@")
+_SPACE = re.compile(r"\s*")
 #: A Unicode escape (JLS 3.3): ``\u`` (or ``\uu...``) and four hex digits, after an even number
 #: of backslashes (an escaped backslash does not start one).
 _JAVA_UNICODE_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u+([0-9a-fA-F]{4})")
@@ -427,84 +437,141 @@ def java_public_type(source: str) -> str | None:
     return None
 
 
-def _java_types(code: str) -> list[tuple[str, str, int, int]]:
-    """(kind, dotted name, body start, body end) of each type declared in ``code`` (comments and
-    literals blanked), nested ones named through their enclosing types, in the order of their
-    declarations (in time linear in the code: the braces are paired once)."""
-    closing, open_, opening = {}, [], []
-    for brace in re.finditer(r"[{}]", code):
-        if brace.group() == "{":
-            open_.append(brace.start())
-            opening.append(brace.start())
-        elif open_:
-            closing[open_.pop()] = brace.start()
-    found: list[tuple[str, str, int, int]] = []
-    enclosing: list[tuple[str, int]] = []  # (name, body end) of the types around this one
-    for match in _JAVA_CLASS.finditer(code):
-        following = bisect.bisect_left(opening, match.end())
-        if following == len(opening):
-            continue
-        start = opening[following]
-        end = closing.get(start, len(code))
-        while enclosing and enclosing[-1][1] < match.start():
-            enclosing.pop()
-        name = f"{enclosing[-1][0]}.{match.group(2)}" if enclosing else match.group(2)
-        found.append((match.group(1), name, start, end))
-        enclosing.append((name, end))
-    return found
+@dataclass(frozen=True)
+class _JavaType:
+    """A type declared in a program: its kind, its simple name, and the innermost type whose
+    body holds its declaration (an index into :attr:`_JavaScan.types`; None at top level);
+    ``local`` where the block that holds it directly is no named type's body (a method's, an
+    anonymous class's, an enum constant's), or it is within such a type: javac numbers its
+    binary name (``A$1B``)."""
+
+    kind: str
+    name: str
+    parent: int | None
+    local: bool
 
 
-def _java_modifiers_before(backwards: str, at: int) -> set[str]:
+@dataclass(frozen=True)
+class _JavaScan:
+    """What :func:`_java_types` finds: the types, and for each position asked about the type
+    whose body is the innermost block that holds it (None where that block is no named type's
+    body) and the innermost type whose body holds it at all; ``balanced``: every brace is
+    paired (else javac refuses the program, and says why)."""
+
+    types: list[_JavaType]
+    directly: list[int | None]
+    within: list[int | None]
+    balanced: bool
+
+
+def _java_types(code: str, positions: Sequence[int]) -> _JavaScan:
+    """The types declared in ``code`` (comments and literals blanked), in the order of their
+    declarations, and where each of ``positions`` (in order) lies (see :class:`_JavaScan`):
+    one sweep over the braces, the declarations and the positions, in time linear in the code
+    (names are not built here: a chain of nested types would make them grow with its
+    square)."""
+    declared = list(_JAVA_CLASS.finditer(code))
+    events = sorted([(brace.start(), 0, brace.group()) for brace in re.finditer(r"[{}]", code)]
+                    + [(match.start(), 1, index) for index, match in enumerate(declared)]
+                    + [(at, 2, index) for index, at in enumerate(positions)])
+    types: list[_JavaType] = []
+    directly: list[int | None] = [None] * len(positions)
+    within: list[int | None] = [None] * len(positions)
+    blocks: list[tuple[int | None, int | None]] = []  # each open block: (its type, the innermost)
+    waiting: int | None = None  # the type declared last whose body has not opened yet
+    balanced = True
+    for position, kind, item in events:
+        if kind == 0 and item == "{":
+            body = waiting if waiting is not None and declared[waiting].end() <= position else None
+            waiting = None
+            blocks.append((body, body if body is not None else
+                           (blocks[-1][1] if blocks else None)))
+        elif kind == 0:
+            balanced &= bool(blocks)
+            if blocks:
+                blocks.pop()
+        elif kind == 1:
+            own, inner = blocks[-1] if blocks else (None, None)
+            local = bool(blocks) and (own is None or types[own].local)
+            types.append(_JavaType(declared[item].group(1), declared[item].group(2), inner,
+                                   local))
+            waiting = item
+        elif blocks:
+            directly[item], within[item] = blocks[-1]
+    return _JavaScan(types, directly, within, balanced and not blocks)
+
+
+def _java_type_name(types: list[_JavaType], index: int) -> str:
+    """A type's dotted name, through the types it is declared in."""
+    names = []
+    at: int | None = index
+    while at is not None:
+        names.append(types[at].name)
+        at = types[at].parent
+    return ".".join(reversed(names))
+
+
+def _java_modifiers_before(backwards: str, at: int) -> set[str] | None:
     """The modifiers right before position ``at`` of the code, read on the code spelled
-    ``backwards``."""
+    ``backwards``; the annotations among them are skipped (``public @Deprecated static``).
+    None where an annotation's arguments do not close."""
     modifiers, position = set(), len(backwards) - at
-    while (word := _JAVA_MODIFIER_BACKWARDS.match(backwards, position)) is not None:
-        modifiers.add(word.group(1)[::-1])
-        position = word.end()
-    return modifiers
-
-
-def _innermost(types: list[tuple[str, str, int, int]],
-               positions: list[int]) -> list[tuple[str, str] | None]:
-    """The (kind, name) of the innermost type whose body holds each of ``positions`` (in
-    order), None for one outside every type."""
-    events = sorted([(s, 0, i) for i, (_, _, s, _) in enumerate(types)]
-                    + [(p, 1, i) for i, p in enumerate(positions)])
-    held: list[tuple[str, str] | None] = [None] * len(positions)
-    open_: list[int] = []
-    for position, is_query, index in events:
-        while open_ and types[open_[-1]][3] < position:
-            open_.pop()
-        if is_query:
-            if open_:
-                kind, name, _, _ = types[open_[-1]]
-                held[index] = (kind, name)
+    while True:
+        after = _SPACE.match(backwards, position).end()
+        if backwards.startswith(")", after):  # an annotation's arguments: to their "("
+            depth = 0
+            for index in range(after, len(backwards)):
+                depth += {")": 1, "(": -1}.get(backwards[index], 0)
+                if depth == 0:
+                    break
+            else:
+                return None
+            word = _JAVA_MODIFIER_BACKWARDS.match(backwards, index + 1)
+            if word is None or word.group(1) is not None:
+                return None
         else:
-            open_.append(index)
-    return held
+            word = _JAVA_MODIFIER_BACKWARDS.match(backwards, position)
+            if word is None:
+                return modifiers
+        if word.group(1) is not None:
+            modifiers.add(word.group(1)[::-1])
+        position = word.end()
 
 
 def java_main_class(source: str) -> str:
     """The type whose ``public static void main`` runs (dotted when nested): the last one in the
     file, as the tests come after the code they test (not the public class's: a candidate could
     declare a public class whose ``main`` would run in place of the tests'). A method belongs to
-    the innermost type whose body holds it."""
+    the type whose body is the innermost block that holds it. ValueError where that ``main``'s
+    type has a name javac numbers (in a method, an anonymous class or an enum constant's body),
+    or where a ``main``'s modifiers cannot be read (an annotation's arguments left open)."""
     code = java_code(source)
     backwards = code[::-1]
     mains = [(m.start(), _java_modifiers_before(backwards, m.start()))
              for m in _JAVA_MAIN.finditer(code)]
-    mains = [(at, modifiers) for at, modifiers in mains if modifiers]
-    owners = []
-    for (_, modifiers), holder in zip(mains, _innermost(_java_types(code),
-                                                        [at for at, _ in mains]), strict=True):
-        if holder is None:
-            raise ValueError("no class declares the Java main method")
-        kind, name = holder
-        if "static" in modifiers and ("public" in modifiers or kind == "interface"):
-            owners.append(name)
-    if not owners:
+    scan = _java_types(code, [at for at, _ in mains])
+    # (a program whose braces do not pair cannot compile: its main goes to the type around it,
+    # and javac says what is wrong)
+    owners = scan.directly if scan.balanced else scan.within
+    types, chosen, found = scan.types, None, False
+    for (_, modifiers), owner in zip(mains, owners, strict=True):
+        if modifiers is None:
+            raise ValueError("a Java main method's modifiers cannot be read (an annotation's "
+                             "arguments do not close)")
+        interface = owner is not None and types[owner].kind == "interface"
+        if "static" in modifiers and ("public" in modifiers or interface):
+            chosen, found = owner, True
+    if not found:
         raise ValueError("no 'public static void main(' in the Java program")
-    return owners[-1]
+    if chosen is None:
+        raise ValueError("no named class declares the Java main method (it is at top level, "
+                         "or in an anonymous class): the sandbox cannot name its class")
+    if types[chosen].local and scan.balanced:
+        raise ValueError(f"the Java main method's class {types[chosen].name} is declared in a "
+                         "block (a method, an anonymous class or an enum constant's body), "
+                         "whose class names javac numbers: declare it in a class's body or at "
+                         "top level")
+    return _java_type_name(types, chosen)
 
 
 def java_binary_name(source: str) -> str:

@@ -41,6 +41,7 @@ from hybridmetric.sandbox.languages import (
     java_binary_name,
     java_code,
     java_main_class,
+    java_public_type,
     uses_stdcxx,
 )
 
@@ -840,6 +841,36 @@ def test_java_main_class_is_found() -> None:
                            " {} class C { } }") == "B"
     with pytest.raises(ValueError, match="main"):  # (publicstatic is no modifier)
         java_main_class("class A { publicstatic void main(String[] a) {} }")
+
+
+def test_java_main_class_reads_annotations_and_refuses_classes_javac_numbers() -> None:
+    """An annotation among main's modifiers is skipped (read as a stop, the tests' main was
+    skipped for an earlier one, which passed); a main whose class javac numbers (in an enum
+    constant's body, an anonymous class, a method) is refused, not given another class's name;
+    a chain of 20,000 nested classes is read in linear time and memory."""
+    helper = "class Helper { public static void main(String[] a) { } }\n"
+    annotated = ("class Problem { public @SuppressWarnings(\"unused\") static void "
+                 "main(String[] a) { throw new AssertionError(); } }\n")
+    assert java_main_class(helper + annotated) == "Problem"
+    assert java_main_class(helper + "class P { @Deprecated @ java . lang . SafeVarargs(x = (1))"
+                           " public static void main(String[] a) {} }") == "P"
+    with pytest.raises(ValueError, match="an annotation's arguments do not close"):
+        java_main_class(helper + "class P { x) public static void main(String[] a) {} }")
+    enum_body = ("class E$Inner { public static void main(String[] a) { } }\n"
+                 "enum E { A { class Inner { public static void main(String[] a) {} } } }\n")
+    with pytest.raises(ValueError, match="class Inner is declared in a block"):
+        java_main_class(enum_body)
+    anonymous = ("class P { public static void main(String[] a) {} static Object o = new "
+                 "Object() { public static void main(String[] a) {} }; }")
+    with pytest.raises(ValueError, match="no named class declares the Java main method"):
+        java_main_class(anonymous)
+    # a main after braces that do not pair (a completion cut off): the class around it, as
+    # before (javac refuses the program, and says why)
+    assert java_main_class("class P { int f() { if (x) {\n public static void "
+                           "main(String[] a) {} }") == "P"
+    chain = helper + "class A{" * 20_000 + "}" * 20_000
+    assert java_main_class(chain) == "Helper"
+    assert java_public_type('public @SuppressWarnings("all") final class Solution {}') == "Solution"
 
 
 def test_unknown_language_is_an_error(sandbox: Sandbox) -> None:
