@@ -560,6 +560,17 @@ HOSTILE: list[tuple[Any, ...]] = [
     ("js_module_awaits_its_tests", "javascript",
      "import assert from 'node:assert';\nawait new Promise((done) => setTimeout(done, 50));\n"
      "assert.strictEqual(1 + 1, 2);\n", {PASSED}),
+    # an annotation among the tests' main's modifiers, so that a harness that stops reading
+    # modifiers there runs an earlier main, which passes
+    ("java_annotated_main_hides_behind_an_earlier_one", "java",
+     "class Helper { public static void main(String[] a) { } }\nclass Problem {\n"
+     "  public @SuppressWarnings(\"unused\") static void main(String[] a) {\n"
+     "    throw new AssertionError(\"the tests failed\");\n  }\n}\n", {FAILED}),
+    # a class javac names E$1$Inner, which a harness naming it E$Inner would swap for this one
+    ("java_main_in_an_enum_constant_body", "java",
+     "class E$Inner { public static void main(String[] a) { } }\nenum E { A {\n"
+     "  class Inner { public static void main(String[] a) { throw new AssertionError(); } }\n"
+     "} }\n", {SYNTAX_ERROR}),
 ]
 
 
