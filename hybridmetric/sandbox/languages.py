@@ -345,9 +345,12 @@ _JAVA_EMAN = f"{_JAVA_NAME_PART}*{_JAVA_NAME_START}"
 _JAVA_CLASS = re.compile(r"\b(class|interface|enum|record)\s+(" + _JAVA_NAME + ")"
                          r"(?=\s*(?:[{<(]|extends\b|implements\b|permits\b))")
 #: An annotation (``@SuppressWarnings("all")``; its arguments without parentheses of their own).
-_JAVA_ANNOTATION = rf"@\s*{_JAVA_NAME}(?:\s*\.\s*{_JAVA_NAME})*\s*(?:\([^()]*\))?"
-_JAVA_PUBLIC = re.compile(rf"\bpublic\s*(?:(?:final|abstract|sealed|non-sealed|strictfp)\s+"
-                          rf"|{_JAVA_ANNOTATION}\s*)*"
+_JAVA_ANNOTATION = rf"@\s*{_JAVA_NAME}(?:\s*\.\s*{_JAVA_NAME})*+(?:\s*\([^()]*\))?+"
+#: The top-level public type's declaration: ``public``, other modifiers and annotations, each
+#: run of them matched possessively (a failed match gives none of it back: a long run is not
+#: split again and again), then its kind and name.
+_JAVA_PUBLIC = re.compile(rf"\bpublic\s*+(?:(?:final|abstract|sealed|non-sealed|strictfp)\s++"
+                          rf"|{_JAVA_ANNOTATION}\s*+)*+"
                           r"(?<![\w$])(?:class|interface|enum|record)\s+(" + _JAVA_NAME + ")")
 #: The program's package (``package`` is a keyword: its first use in code declares it).
 _JAVA_PACKAGE = re.compile(rf"\bpackage\s+({_JAVA_NAME}(?:\s*\.\s*{_JAVA_NAME})*)\s*;")
@@ -511,22 +514,20 @@ def _java_type_name(types: list[_JavaType], index: int) -> str:
     return ".".join(reversed(names))
 
 
-def _java_modifiers_before(backwards: str, at: int) -> set[str] | None:
+def _java_modifiers_before(backwards: str, at: int, opening: dict[int, int]) -> set[str] | None:
     """The modifiers right before position ``at`` of the code, read on the code spelled
-    ``backwards``; the annotations among them are skipped (``public @Deprecated static``).
-    None where an annotation's arguments do not close."""
-    modifiers, position = set(), len(backwards) - at
+    ``backwards``; the annotations among them are skipped (``public @Deprecated static``), each
+    ``)`` of their arguments to its ``(`` (``opening``: the position of each ``)`` of the code's
+    paired with its ``(``'s, found once: in a chain of annotations around a chain of ``main``
+    each would otherwise be counted out again). None where an annotation's arguments do not
+    close."""
+    modifiers, position, end = set(), len(backwards) - at, len(backwards) - 1
     while True:
         after = _SPACE.match(backwards, position).end()
         if backwards.startswith(")", after):  # an annotation's arguments: to their "("
-            depth = 0
-            for index in range(after, len(backwards)):
-                depth += {")": 1, "(": -1}.get(backwards[index], 0)
-                if depth == 0:
-                    break
-            else:
+            if end - after not in opening:
                 return None
-            word = _JAVA_MODIFIER_BACKWARDS.match(backwards, index + 1)
+            word = _JAVA_MODIFIER_BACKWARDS.match(backwards, end - opening[end - after] + 1)
             if word is None or word.group(1) is not None:
                 return None
         else:
@@ -538,6 +539,17 @@ def _java_modifiers_before(backwards: str, at: int) -> set[str] | None:
         position = word.end()
 
 
+def _paired_parentheses(code: str) -> dict[int, int]:
+    """The position of each ``)`` of ``code`` that closes a ``(``, with that ``(``'s."""
+    opening, open_ = {}, []
+    for parenthesis in re.finditer(r"[()]", code):
+        if parenthesis.group() == "(":
+            open_.append(parenthesis.start())
+        elif open_:
+            opening[parenthesis.start()] = open_.pop()
+    return opening
+
+
 def java_main_class(source: str) -> str:
     """The type whose ``public static void main`` runs (dotted when nested): the last one in the
     file, as the tests come after the code they test (not the public class's: a candidate could
@@ -546,8 +558,8 @@ def java_main_class(source: str) -> str:
     type has a name javac numbers (in a method, an anonymous class or an enum constant's body),
     or where a ``main``'s modifiers cannot be read (an annotation's arguments left open)."""
     code = java_code(source)
-    backwards = code[::-1]
-    mains = [(m.start(), _java_modifiers_before(backwards, m.start()))
+    backwards, opening = code[::-1], _paired_parentheses(code)
+    mains = [(m.start(), _java_modifiers_before(backwards, m.start(), opening))
              for m in _JAVA_MAIN.finditer(code)]
     scan = _java_types(code, [at for at, _ in mains])
     # (a program whose braces do not pair cannot compile: its main goes to the type around it,

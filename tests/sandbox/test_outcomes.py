@@ -870,7 +870,13 @@ def test_java_main_class_reads_annotations_and_refuses_classes_javac_numbers() -
                            "main(String[] a) {} }") == "P"
     chain = helper + "class A{" * 20_000 + "}" * 20_000
     assert java_main_class(chain) == "Helper"
+    # annotations around a chain of mains: each main's arguments paired once, not counted out
+    nested = "@A(" * 3000 + ") public static void main(String[] a) {} " * 3000
+    assert java_main_class(f"class P {{ {nested}}}") == "P"
     assert java_public_type('public @SuppressWarnings("all") final class Solution {}') == "Solution"
+    # long runs of modifiers and annotations that declare nothing: each matched once
+    for run in ("public " * 3000 + "@a " * 3000, "public @a " * 3000, "public @a(" + "x" * 30_000):
+        assert java_public_type(run + "x") is None
 
 
 def test_unknown_language_is_an_error(sandbox: Sandbox) -> None:
