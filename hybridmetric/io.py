@@ -200,9 +200,8 @@ def read_generations(source: str | os.PathLike | pd.DataFrame) -> pd.DataFrame:
     if isinstance(source, pd.DataFrame):
         frame = source.reset_index(drop=True)
         for column in filter(is_container, frame.columns):  # (pd.read_parquet's arrays)
-            if any(_holds_array(value) for value in frame[column]):
-                frame[column] = pd.Series([_native(v) if _holds_array(v) else v
-                                           for v in frame[column]], dtype=object)
+            frame[column] = pd.Series([_native(v) if _holds_array(v) else v
+                                       for v in frame[column]], dtype=object)
         return validate(frame, Location("<DataFrame>", "row", range(len(frame))))
     path = Path(source)
     if path.is_dir():

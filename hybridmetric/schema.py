@@ -136,9 +136,9 @@ def unread_lookalikes(frame: pd.DataFrame) -> list[str]:
     absent = [c for c in REQUIRED + OPTIONAL if c not in frame.columns]
     notes = []
     for column in frame.columns:
-        if str(column).startswith((SCORE_PREFIX, DETAIL_PREFIX)):
+        if column in REQUIRED + OPTIONAL or str(column).startswith((SCORE_PREFIX, DETAIL_PREFIX)):
             continue
-        field = _lookalike(column, absent) if column not in REQUIRED + OPTIONAL else None
+        field = _lookalike(column, absent)
         if field is not None:
             notes.append(f"the table's column '{column}' is not a record field (it is carried "
                          f"through unread); did you mean '{field}'? Rename it, or no row has "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 PASSED = "passed"
@@ -36,14 +36,16 @@ class Limits:
     def __post_init__(self) -> None:
         """Check each limit, and give it its field's type (a whole ``512.0`` MiB is ``512``), so
         that one limit has one signature and cache key however it was written."""
-        for spec in fields(self):
-            value = getattr(self, spec.name)
-            if not (isinstance(value, numbers.Real) and not isinstance(value, bool)
-                    and math.isfinite(value) and value > 0):
-                raise ValueError(f"limit '{spec.name}' must be a positive number, got {value!r}")
-            if spec.type == "int" and value != int(value):
-                raise ValueError(f"limit '{spec.name}' must be a whole number, got {value!r}")
-            object.__setattr__(self, spec.name, int(value) if spec.type == "int" else float(value))
+        for name, value in vars(self).items():  # (each worker makes one a program: kept lean)
+            real = type(value) in (int, float) or (isinstance(value, numbers.Real)
+                                                   and not isinstance(value, bool))
+            if not (real and math.isfinite(value) and value > 0):
+                raise ValueError(f"limit '{name}' must be a positive number, got {value!r}")
+            kind = int if self.__annotations__[name] == "int" else float
+            if kind is int and value != int(value):
+                raise ValueError(f"limit '{name}' must be a whole number, got {value!r}")
+            if type(value) is not kind:
+                object.__setattr__(self, name, kind(value))
 
     def as_dict(self) -> dict[str, Any]:
         return dict(vars(self))  # flat fields: dataclasses.asdict's deep copy costs ~30 us

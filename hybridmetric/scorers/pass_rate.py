@@ -188,7 +188,7 @@ class PassRate(Scorer):
             except ValueError as exc:
                 raise ValueError(f"{where}, field 'tests': {exc}") from None
             try:
-                own = canonical(row_language) if _present(row_language) else DEFAULT_LANGUAGE
+                own = canonical(row_language)  # (languages_of: python where none is given)
             except ValueError:
                 own = row_language
             if own not in (language, DEFAULT_LANGUAGE):  # (python: the default, maybe unsaid)
