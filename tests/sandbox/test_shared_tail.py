@@ -7,6 +7,8 @@ from __future__ import annotations
 import contextlib
 import io
 import marshal
+import random
+import re
 import sys
 import traceback
 from types import CodeType
@@ -210,3 +212,30 @@ def test_a_program_that_names_finally_is_compiled_in_its_child() -> None:
                                                        for line in nested.splitlines())
     assert precompile(nested, "/work/program.py") is None
     assert precompile(nested.replace("finally", "except Exception"), "/work/program.py")
+
+
+#: What ``compiling._has_case_clause`` finds: a line that starts with the word ``case``.
+CASE_CLAUSE = re.compile(r"(?:\A|[\n\r])[ \t\f]*case\b")
+
+
+def test_a_case_clause_is_found_where_its_regular_expression_finds_it() -> None:
+    """The worker's scan for a ``match`` statement's clause agrees with the expression that
+    defines it, on lines built from its edge cases: each line end, indentation, what may follow
+    the word (a Unicode letter or digit continues it, as ``\\b`` has it), the word within
+    another, and at the text's ends."""
+    pieces = ["case", "Case", "cases", "case_", "caseé", "case٣", "case:", "case(", "xcase",
+              " ", "\t", "\f", "\v", "\n", "\r", "\r\n", "#", "é", "_", ""]
+    rng = random.Random(0)
+    texts = ["", "case", " case", "\ncase", "case\n", "x = 1\n  case 1:", "e\rcase x", "casecase"]
+    texts += ["".join(rng.choices(pieces, k=rng.randint(1, 8))) for _ in range(20000)]
+    found = [bool(CASE_CLAUSE.search(text)) for text in texts]
+    assert [compiling._has_case_clause(text) for text in texts] == found
+    assert 0.2 < sum(found) / len(found) < 0.8  # both answers well represented
+
+
+def test_a_program_with_a_case_clause_is_compiled_in_its_child() -> None:
+    """The compiler writes code again for each alternative of an or-pattern (in time cubic in
+    its names): the worker leaves a program with a ``case`` clause to its child."""
+    clause = "match 1:\n    case 1 | 2:\n        pass\n"
+    assert precompile(clause, "/work/program.py") is None
+    assert precompile("x = 'a case in words'\n", "/work/program.py")
