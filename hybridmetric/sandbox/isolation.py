@@ -51,7 +51,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from hybridmetric.sandbox.launcher import PR_SET_PDEATHSIG, drop_privileges
+from hybridmetric.sandbox.launcher import PR_SET_PDEATHSIG, KillRounds, drop_privileges
 from hybridmetric.sandbox.launcher import check as _check
 from hybridmetric.sandbox.launcher import libc as _libc
 
@@ -846,21 +846,23 @@ def sweep(uid: int | None, rounds: int = 200, spare: Collection[int] = ()) -> in
         if _only_spare_children(spare):  # (orphans go to the main thread, the only)
             return 0
     me = os.getpid()
-    found: set[int] = set()
-    for _ in range(rounds):
+    kills = KillRounds(rounds)
+    while True:
         if _reap():  # one system call when no child is left (as root the fork server stays)
-            return len(found)
+            return len(kills.seen)
         alive = _descendants(me, spare)
         if not alive:
-            return len(found)
-        found.update(alive)
+            return len(kills.seen)
         for pid in alive:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
         if uid is not None:
             _kill_uid(uid)
-        time.sleep(0.001)
-    raise OSError(f"processes of the sandbox survive {rounds} kill rounds")
+        pause = kills.wait(alive)
+        if pause is None:
+            raise OSError(f"processes of the sandbox outlast the kills ({len(alive)} of "
+                          f"{len(kills.seen)} left)")
+        time.sleep(pause)
 
 
 def _listing(path: str) -> tuple[int, int, int, int, int]:

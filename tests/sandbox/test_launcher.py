@@ -19,8 +19,10 @@ from hybridmetric.sandbox import PASSED, Program, Sandbox, _boot, launcher, limi
 from hybridmetric.sandbox._boot import WORKER_MODULES, Compiled, compiled_modules
 from hybridmetric.sandbox.compiling import precompile
 from hybridmetric.sandbox.launcher import (
+    DYING_S,
     TOKEN_BYTES,
     ForkServer,
+    KillRounds,
     LauncherError,
     LaunchFailed,
     set_dumpable,
@@ -190,6 +192,46 @@ def test_descriptors_land_in_place_and_nothing_else_stays_open(order: str) -> No
         assert os.read(read_end, 2) == b"ok"
     finally:
         os.close(read_end)
+
+
+class Clock:
+    """A ``time.monotonic`` that moves only when told."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_kill_rounds_bound_a_fork_bomb_but_wait_for_the_dying(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rounds that each find new processes are counted (a fork bomb must not outrun the kills
+    without end); processes already killed may take their time to end, as long as one ends
+    within DYING_S; none ending for longer is given up on."""
+    clock = Clock()
+    monkeypatch.setattr(launcher.time, "monotonic", clock)
+    bomb = KillRounds(3)
+    assert [bomb.wait(range(10 * n, 10 * n + 5)) for n in range(4)] == [0.001] * 3 + [None]
+
+    dying = KillRounds(3)
+    assert dying.wait(range(100)) == 0.001
+    for left in range(99, 0, -1):  # one ends every DYING_S / 2: 50 times DYING_S in all
+        clock.now += DYING_S / 2
+        assert dying.wait(range(left)) == 0.01
+    assert len(dying.seen) == 100
+
+    stuck = KillRounds(3)
+    stuck.wait([1, 2])
+    clock.now += DYING_S
+    assert stuck.wait([1, 2]) == 0.01
+    clock.now += 1
+    assert stuck.wait([1, 2]) is None
+
+    joined = KillRounds(3)  # a new process counts as a round of the bomb's, not as an end
+    joined.wait([1, 2])
+    clock.now += DYING_S + 1
+    assert joined.wait([1, 2, 3]) == 0.001
 
 
 def test_a_failing_prctl_still_says_why() -> None:

@@ -242,6 +242,23 @@ def test_an_exit_whose_code_cannot_be_shown_is_a_failure(sandbox: Sandbox, run: 
     assert result.outcome == FAILED and "exit(<unprintable>)" in result.error, result
 
 
+@pytest.mark.parametrize("ending", ["assert 1 == 2\n", "raise SystemExit(3)\n"])
+def test_an_unended_line_on_stderr_shows_before_the_error_as_in_python(
+        sandbox: Sandbox, run: Run, ending: str, tmp_path: Path) -> None:
+    """What a failing program wrote to ``sys.stderr`` without ending the line is still in its
+    buffer when it fails: python prints its traceback through the same stream, after it (the
+    sandbox words an exit otherwise, but after the same line; it shows no column markers)."""
+    source = f"import sys\nsys.stderr.write('left')\nprint('out', end='')\n{ending}"
+    (tmp_path / "program.py").write_text(source)
+    python = subprocess.run([sys.executable, "-X", "no_debug_ranges", "program.py"],
+                            cwd=tmp_path, capture_output=True, text=True, check=False)
+    result = run(sandbox, "python", source, LIMITS)
+    assert result.outcome == FAILED
+    assert python.stderr.startswith("left") and result.error.startswith("left"), result.error
+    if "assert" in ending:
+        assert result.error == python.stderr.replace(str(tmp_path / "program.py"), "program.py")
+
+
 @pytest.mark.parametrize("break_", ["\\x0c", "\\x1c", "\\u2028"])
 def test_traceback_quotes_the_lines_that_ran(sandbox: Sandbox, run: Run, break_: str) -> None:
     """Traceback lines come from the source that ran, split where the compiler splits it (a form
