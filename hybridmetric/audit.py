@@ -518,6 +518,8 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
     if metrics is None:  # (a score column may be the target: it is no metric of itself)
         metrics = [c for c in frame.columns if str(c).startswith(SCORE_PREFIX) and c != target]
     metrics = [_metric_column(frame, m) for m in metrics]
+    if len(set(metrics)) != len(metrics):
+        raise ValueError(f"a metric is named twice in {metrics} (--metrics)")
     if focus is not None:
         focus = _metric_column(frame, focus)
     if target in metrics or target == focus:

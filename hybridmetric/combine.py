@@ -849,6 +849,9 @@ class MetricCard:
         except json.JSONDecodeError as error:
             raise ValueError(
                 f"{path}: not valid JSON ({error})") from None
+        except (OSError, UnicodeDecodeError) as error:
+            raise ValueError(f"cannot read the metric card {path}: "
+                             f"{getattr(error, 'strerror', None) or error}") from None
         if not isinstance(data, dict):
             raise ValueError(f"{path}: a metric card is a JSON object")
         return cls(data)

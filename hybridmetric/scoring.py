@@ -371,6 +371,8 @@ def score(
     for note in unread_lookalikes(frame) + unshared_by_task(frame) + repeated_rows(frame):
         print(f"hybridmetric: note: {note}", file=sys.stderr)
     expected = run_signature(frame, scorers)
+    carried = _carried(source, frame, expected)  # (a scores file its sidecar no longer signs
+    # is refused here, before any scoring)
     done: dict[int, dict[str, float]] = {}
     journal = journal_path(output) if output is not None else None
     if journal is not None and journal.exists():
@@ -386,15 +388,20 @@ def score(
         if finished is not None:
             return finished
     todo = [i for i in range(len(frame)) if i not in done]
-    handle = None
+    handle, unfinished = None, False
     if journal is not None:
-        journal.parent.mkdir(parents=True, exist_ok=True)
-        if journal.exists() and journal.stat().st_size:
-            handle = journal.open("a", encoding="utf-8")
-        else:
-            handle = journal.open("w", encoding="utf-8")
-            handle.write(json.dumps(expected) + "\n")
-            handle.flush()
+        try:
+            journal.parent.mkdir(parents=True, exist_ok=True)
+            if journal.exists() and journal.stat().st_size:
+                handle = journal.open("a", encoding="utf-8")
+            else:
+                handle = journal.open("w", encoding="utf-8")
+                handle.write(json.dumps(expected) + "\n")
+                handle.flush()
+                unfinished = True
+        except OSError as exc:
+            raise OSError(f"cannot write the output {output}: its journal {journal} cannot "
+                          f"be written ({exc.strerror or exc})") from None
     results = {i: row for i, row in done.items()}
     bar = tqdm(total=len(frame), initial=len(done), unit="row", disable=progress is False
                if progress is not None else None, desc="scoring")
@@ -404,9 +411,16 @@ def score(
             scored = pd.concat([_scored(s, part) for s in scorers], axis=1)
             if handle is not None:
                 _append(handle, rows, scored)
+                unfinished = False  # it holds finished rows now: kept for --resume
             for position, values in zip(rows, scored.to_dict("records"), strict=True):
                 results[position] = values
             bar.update(len(rows))
+    except BaseException:
+        if unfinished:  # a journal this run began, with no row finished: nothing to resume
+            assert journal is not None and handle is not None
+            handle.close()
+            journal.unlink(missing_ok=True)
+        raise
     finally:
         bar.close()
         if handle is not None:
@@ -417,6 +431,6 @@ def score(
     for note in unscored(table, scorers):
         print(f"hybridmetric: note: {note}", file=sys.stderr)
     if output is not None:
-        write_scores(table, output, {**expected, **_carried(source, frame, expected)})
+        write_scores(table, output, {**expected, **carried})
         journal.unlink()
     return table

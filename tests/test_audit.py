@@ -596,3 +596,12 @@ def test_a_score_column_as_the_target_is_no_metric_of_itself(frame):
     for options in ({"metrics": ["good", "weak"]}, {"focus": "score.good"}):
         with pytest.raises(ValueError, match="the target 'score.good' is named as a metric"):
             audit(frame, target="score.good", n_resamples=20, n_permutations=20, **options)
+
+
+def test_a_metric_named_twice_is_refused(frame):
+    """``--metrics edit_sim,edit_sim`` would audit the same numbers under another signature
+    (and count the metric twice in the multiple-comparison correction): refused, under either
+    spelling, as ``fit`` refuses a feature named twice."""
+    for twice in (["good", "good"], ["score.good", "good", "weak"]):
+        with pytest.raises(ValueError, match="a metric is named twice"):
+            audit(frame, metrics=twice, n_resamples=20, n_permutations=20)

@@ -327,3 +327,16 @@ def test_the_repeated_rows_note_names_only_the_rows_chosen(slice_file, tmp_path,
         capsys.readouterr()
         assert main([*command, "--where", "system=baseline"]) == 0
         assert "repeat an earlier row" not in capsys.readouterr().err
+
+
+def test_files_that_cannot_be_read_or_written_are_errors_not_tracebacks(slice_file, tmp_path,
+                                                                         capsys):
+    """A card that is not there, or an output where no file can be made (/proc): an error that
+    names what the user gave (status 2), not a traceback."""
+    assert main(["score", str(slice_file), "-o", str(tmp_path / "s.jsonl"), "--card",
+                 str(tmp_path / "none.json")]) == 2
+    assert "error: cannot read the metric card" in capsys.readouterr().err
+    assert main(["score", str(slice_file), "-o", "/proc/hybridmetric-scores.jsonl",
+                 *SCORERS]) == 2
+    assert "error: cannot write the output /proc/hybridmetric-scores.jsonl" in \
+        capsys.readouterr().err

@@ -412,6 +412,11 @@ def test_card_round_trips_and_is_deterministic(tmp_path):
     (tmp_path / "truncated.json").write_text(json.dumps(truncated))
     with pytest.raises(ValueError, match=r"lacks \['weights'\]"):
         MetricCard.load(tmp_path / "truncated.json")
+    with pytest.raises(ValueError, match="cannot read the metric card .*none.json: No such file"):
+        MetricCard.load(tmp_path / "none.json")
+    (tmp_path / "latin.json").write_bytes(b'{"x": "\xe9"}')
+    with pytest.raises(ValueError, match="cannot read the metric card .*latin.json: 'utf-8'"):
+        MetricCard.load(tmp_path / "latin.json")
 
 
 @pytest.mark.parametrize("model", ["ordinal", "mixed"])

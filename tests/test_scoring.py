@@ -421,3 +421,61 @@ def test_a_score_changed_after_scoring_is_refused(tmp_path):
         write_generations(edited, out)
         with pytest.raises(ValueError, match="not those its sidecar s.jsonl.signature.json signs"):
             read_scored(out)
+
+
+def test_a_changed_scores_file_is_refused_as_input_before_any_scoring(tmp_path, monkeypatch):
+    """Scoring a scores file again (with more scorers) checks its sidecar first: a changed one
+    is refused before a row is scored, and leaves no journal behind."""
+    scored = tmp_path / "s.jsonl"
+    score(make_input(tmp_path / "g.jsonl"), build(["edit_sim"]), scored, progress=False)
+    table = read_generations(scored)
+    table.loc[3, "score.edit_sim"] = 1.0 - table.loc[3, "score.edit_sim"]
+    write_generations(table, scored)
+    calls = []
+    monkeypatch.setattr(EditSim, "score", lambda self, frame: calls.append(len(frame)))
+    out = tmp_path / "again.jsonl"
+    with pytest.raises(ValueError, match="not those its sidecar s.jsonl.signature.json signs"):
+        score(scored, build(["other=edit_sim"]), out, progress=False)
+    assert calls == [] and not journal_path(out).exists()
+
+
+def test_a_run_that_fails_before_a_row_finishes_leaves_no_journal(tmp_path, monkeypatch):
+    """A scorer that fails on the first chunk (a setting only its model can check, say) ends a
+    run with nothing to resume: its journal goes, and the next run starts without --resume. A
+    failure after a chunk finished keeps the journal for --resume."""
+    data = make_input(tmp_path / "g.jsonl")
+    out = tmp_path / "s.jsonl"
+    original = EditSim.score
+    chunks = []
+
+    def fails_on(chunk: int):
+        def scored(self, frame):
+            chunks.append(len(frame))
+            if len(chunks) == chunk:
+                raise ValueError("the layer is out of range")
+            return original(self, frame)
+        return scored
+
+    monkeypatch.setattr(EditSim, "score", fails_on(1))
+    with pytest.raises(ValueError, match="out of range"):
+        score(data, build(["edit_sim"]), out, chunk_size=20, progress=False)
+    assert not journal_path(out).exists()
+    chunks.clear()
+    monkeypatch.setattr(EditSim, "score", fails_on(2))
+    with pytest.raises(ValueError, match="out of range"):
+        score(data, build(["edit_sim"]), out, chunk_size=20, progress=False)
+    assert journal_path(out).exists()
+    with pytest.raises(RuntimeError, match="holds an interrupted run"):
+        score(data, build(["edit_sim"]), out, chunk_size=20, progress=False)
+    monkeypatch.setattr(EditSim, "score", original)
+    resumed = score(data, build(["edit_sim"]), out, chunk_size=20, resume=True, progress=False)
+    pd.testing.assert_frame_equal(resumed, score(data, build(["edit_sim"]), progress=False))
+
+
+def test_an_output_that_cannot_be_written_is_named(tmp_path):
+    """The error names the output the user gave, and the journal beside it that failed first."""
+    data = make_input(tmp_path / "g.jsonl")
+    (tmp_path / "file").write_text("")
+    with pytest.raises(OSError, match=r"cannot write the output .*file/s.jsonl: its journal "
+                                      r".*s.jsonl.partial.jsonl cannot be written \(.+\)"):
+        score(data, build(["edit_sim"]), tmp_path / "file" / "s.jsonl", progress=False)

@@ -55,7 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt as stop:
         print("hybridmetric: interrupted", file=sys.stderr)
         return exit_status(stop)
-    except (ValueError, FileNotFoundError, RuntimeError) as error:  # (a RecordError too)
+    except (ValueError, OSError, RuntimeError) as error:  # (a RecordError; a file not there)
         print(f"hybridmetric: error: {error}", file=sys.stderr)
         return 2
     finally:
