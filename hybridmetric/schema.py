@@ -446,10 +446,14 @@ def _check_cell(field: str, value: Any) -> str | None:
         if not isinstance(value, Mapping):
             return f"expected an object of rater -> number, got {type(value).__name__}"
         for rater, grade in value.items():
-            if grade is None:  # (a rater who did not grade it, as in a Parquet struct)
+            if not isinstance(rater, str):
+                return f"a rater is named by a {type(rater).__name__}, not a string: {rater!r}"
+            if _missing(grade):  # a rater who did not grade it (a Parquet struct's null, NaN)
                 continue
-            if not isinstance(rater, str) or not _is_number(grade) or not math.isfinite(grade):
-                return f"rater {rater!r} has a non-numeric grade {grade!r}"
+            if not _is_number(grade):
+                return f"rater {rater!r} has a non-numeric grade {grade!r:.60}"
+            if math.isinf(grade):
+                return f"rater {rater!r} has a grade that is not finite: {grade!r}"
         return None
     if field.startswith(SCORE_PREFIX):
         if not _is_number(value):
@@ -496,8 +500,8 @@ def validate(frame: pd.DataFrame, where: Location) -> pd.DataFrame:
             values = [DEFAULT_LANGUAGE if _missing(v) else v for v in values]
         elif column == "references":
             values = [None if _missing(v) else list(v) for v in values]
-        elif column == "ratings":  # a null grade: the rater did not grade the row
-            values = [None if _missing(v) else {r: g for r, g in v.items() if g is not None}
+        elif column == "ratings":  # a null (or NaN) grade: the rater did not grade the row
+            values = [None if _missing(v) else {r: g for r, g in v.items() if not _missing(g)}
                       for v in values]
         else:
             values = [None if _missing(v) else v for v in values]

@@ -93,7 +93,10 @@ def test_a_carriage_return_is_json_whitespace_and_a_csv_cell_keeps_it(tmp_path):
     ('{"task_id": "t", "candidate": "x", "references": "x"}',
      r"line 2, field 'references': expected a list of strings"),
     ('{"task_id": "t", "candidate": "x", "rating": "high"}', r"line 2, field 'rating'"),
-    ('{"task_id": "t", "candidate": "x", "ratings": {"r1": "4"}}', r"line 2, field 'ratings'"),
+    ('{"task_id": "t", "candidate": "x", "ratings": {"r1": "4"}}',
+     r"line 2, field 'ratings': rater 'r1' has a non-numeric grade '4'"),
+    ('{"task_id": "t", "candidate": "x", "ratings": {"r1": Infinity}}',
+     r"line 2, field 'ratings': rater 'r1' has a grade that is not finite: inf"),
     ('{"task_id": "t", "candidate": "x", "tests": {"cases": "assert 1"}}',
      r"line 2, field 'tests': 'cases' must be a list of strings"),
     ('{"task_id": "t", "candidate": "x", "tests": {"cases": []}}',
@@ -292,10 +295,12 @@ def test_parquet_with_native_lists_and_structs_reads_as_json_would(tmp_path):
     pq.write_table(table, tmp_path / "map.parquet")
     assert read_generations(tmp_path / "map.parquet")["ratings"].tolist() == [
         {"r1": 3.0, "r2": 4.0}, None]
-    # a null grade in JSON is the same absent grade as a struct's null field
-    rows[1]["ratings"] = {"r1": 1.0, "r2": None}
-    assert read_generations(write_jsonl(tmp_path / "g.jsonl", rows))["ratings"].tolist() == [
-        {"r1": 3.0, "r2": 4.0}, {"r1": 1.0}]
+    # a null grade in JSON is the same absent grade as a struct's null field; so is a NaN, as a
+    # NaN rating is a missing rating
+    for absent in (None, float("nan")):
+        rows[1]["ratings"] = {"r1": 1.0, "r2": absent}
+        assert read_generations(write_jsonl(tmp_path / "g.jsonl", rows))["ratings"].tolist() == [
+            {"r1": 3.0, "r2": 4.0}, {"r1": 1.0}]
     # the DataFrame pd.read_parquet gives (lists as numpy arrays) reads as the file does
     given = read_generations(pd.read_parquet(path))
     for column in ("references", "tests"):
