@@ -371,8 +371,8 @@ def score(
     for note in unread_lookalikes(frame) + unshared_by_task(frame) + repeated_rows(frame):
         print(f"hybridmetric: note: {note}", file=sys.stderr)
     expected = run_signature(frame, scorers)
-    carried = _carried(source, frame, expected)  # (a scores file its sidecar no longer signs
-    # is refused here, before any scoring)
+    # a scores file scored again: its sidecar must still sign it, checked before any scoring
+    carried = _carried(source, frame, expected)
     done: dict[int, dict[str, float]] = {}
     journal = journal_path(output) if output is not None else None
     if journal is not None and journal.exists():
