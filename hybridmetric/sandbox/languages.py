@@ -68,11 +68,13 @@ _C_HEADERS = frozenset(f"{name}.h" for name in (
 #: such an error too (``--unhandled-rejections=strict``), whatever ``unhandledRejection`` handler
 #: the program has. (A promise that never settles is no work to node: it ends the program as it
 #: would anyway, token and all; but for an ES module's top-level ``await`` of one, after which
-#: the module's code never ran: node's module runner, which then ends node with status 13 where
-#: the program set no ``process.exitCode``, watches an ES module from before its code runs,
-#: which tells the preload to send the token only once the module's import settles, unless the
-#: program registered loader hooks; and for a CommonJS module's top-level ``return``, which
-#: ends it before the tests: a source that a script cannot hold sends none.) An
+#: the module's code never ran: node's module runner then ends node with status 13 where the
+#: program set no ``process.exitCode``, and the preload, which tells an ES module from its
+#: source before it runs (no CommonJS function body), sends the token only once the module's
+#: import settles, unless the program registered loader hooks; and for a CommonJS module's
+#: top-level ``return``, which ends it before the tests: a source that a script cannot hold
+#: sends none.) Nor does a ``beforeExit`` emitted while node still has a timer, an immediate or
+#: I/O waiting (``process.getActiveResourcesInfo``): node says it only once none is left. An
 #: ArrayBuffer node could not allocate, a WebAssembly memory V8
 #: could not make or grow, or a worker thread whose heap ran out, nothing caught, is the
 #: program's memory: the monitor reports ``M`` with the report key (a program that prints node's
@@ -124,6 +126,13 @@ if (programsOwn) {
     return name === "node:events" || name === "events.js";  // (before Node 16)
   };
   let looped = false;  // the event loop has run (a promise settled before it cannot send it)
+  // What keeps node's event loop alive (Node 17+): nothing when node itself says beforeExit,
+  // so an emission of the program's own while a timer, an immediate or I/O waits (code that
+  // runs after it: the tests, say) sends nothing
+  const resources = process.getActiveResourcesInfo;
+  const active = typeof resources === "function" ? Function.prototype.call.bind(resources)
+    : () => [];
+  const idle = () => active(process).length === 0;
   setImmediate(() => { looped = true; });
   // node's module runner adds an 'exit' listener for an ES module before its code runs (to
   // end node with status 13 if the module never finishes): then the token waits for the
@@ -132,7 +141,6 @@ if (programsOwn) {
   const main = require("url").pathToFileURL(process.argv[1]).href;
   const load = (url) => import(url);
   const then = Function.prototype.call.bind(Promise.prototype.then);
-  const startsWith = Function.prototype.call.bind(String.prototype.startsWith);
   // ... unless the program registers loader hooks (module.register, module.registerHooks),
   // which could resolve that import to another module
   const Module = require("module"), apply = Reflect.apply;
@@ -162,17 +170,21 @@ if (programsOwn) {
   const body = source[0] === "\\ufeff" ? source.slice(1) : source;
   // (a class's static block holds `new.target`, which a script cannot, but no `return`)
   const returnsEarly = () => !compiles(body) && !compiles(`class C { static {\\n${body}\\n} }`);
-  let esModule = false;
-  process.on("newListener", function watch(event) {
-    if (event !== "exit" || esModule) return;
-    // the first frame below node's event emitter is the runner's (a CommonJS program's code
-    // runs under node's module loader too, but is the frame that adds its listener)
-    const frames = callers(watch);
-    let i = 0;
-    while (isArray(frames) && i < frames.length && emitter(frames[i])) i++;
-    const name = isArray(frames) && i < frames.length ? fileName(frames[i]) : null;
-    esModule = typeof name === "string" && startsWith(name, "node:internal/modules/run_main");
-  });
+  // Node runs the program as an ES module where its source is no CommonJS module's (a
+  // function's body): it has import or export statements, import.meta or a top-level await
+  // (Node 20.19+ tells so from the source; before, such a program.js fails to load). Told
+  // here from the source, before any code of the program's runs, which can make nothing else
+  // of it (a CommonJS program that named a function of its own after node's module runner
+  // once passed for an ES module, and its top-level `return` for the end of its code)
+  const esModule = (() => {
+    try {
+      require("vm").compileFunction(body, ["exports", "require", "module", "__filename",
+                                           "__dirname"]);
+      return false;
+    } catch (_) {
+      return true;
+    }
+  })();
   let thrown = false;  // an error nothing caught, whatever handler kept node going after it
   const listeners = Function.prototype.call.bind(require("events").prototype.listeners);
   const RangeErrors = RangeError;
@@ -204,7 +216,8 @@ if (programsOwn) {
   process.once("beforeExit", function send() {
     const frames = callers(send);
     // node's own event: only its event emitter's frames are below (no code of the program's)
-    if (looped && !thrown && includes(listeners(process, "uncaughtExceptionMonitor"), monitor)
+    if (looped && !thrown && idle()
+        && includes(listeners(process, "uncaughtExceptionMonitor"), monitor)
         && isArray(frames) && frames.length === 2 && emitter(frames[0])
         && emitter(frames[1])) {
       const report = () => {
