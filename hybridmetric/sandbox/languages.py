@@ -134,10 +134,9 @@ if (programsOwn) {
     : () => [];
   const idle = () => active(process).length === 0;
   setImmediate(() => { looped = true; });
-  // node's module runner adds an 'exit' listener for an ES module before its code runs (to
-  // end node with status 13 if the module never finishes): then the token waits for the
-  // module's import, which settles only once its code ran to the end (whatever a top-level
-  // await of it waits for)
+  // For an ES module (which node ends with status 13 if it never finishes) the token waits
+  // for the module's import, which settles only once its code ran to the end (whatever a
+  // top-level await of it waits for)
   const main = require("url").pathToFileURL(process.argv[1]).href;
   const load = (url) => import(url);
   const then = Function.prototype.call.bind(Promise.prototype.then);
@@ -158,10 +157,10 @@ if (programsOwn) {
   // the code after it (the tests) ran: such a program, its source read before it runs, which a
   // script cannot hold (nor anything else but `new.target`), sends no token
   const source = fs.readFileSync(process.argv[1], "utf8");
-  const Script = require("vm").Script;
-  const compiles = (code) => {
+  const Script = require("vm").Script, compileFunction = require("vm").compileFunction;
+  const compiles = (make) => {
     try {
-      new Script(code);
+      make();
       return true;
     } catch (_) {
       return false;
@@ -169,22 +168,16 @@ if (programsOwn) {
   };
   const body = source[0] === "\\ufeff" ? source.slice(1) : source;
   // (a class's static block holds `new.target`, which a script cannot, but no `return`)
-  const returnsEarly = () => !compiles(body) && !compiles(`class C { static {\\n${body}\\n} }`);
+  const returnsEarly = () => !compiles(() => new Script(body))
+    && !compiles(() => new Script(`class C { static {\\n${body}\\n} }`));
   // Node runs the program as an ES module where its source is no CommonJS module's (a
   // function's body): it has import or export statements, import.meta or a top-level await
   // (Node 20.19+ tells so from the source; before, such a program.js fails to load). Told
-  // here from the source, before any code of the program's runs, which can make nothing else
-  // of it (a CommonJS program that named a function of its own after node's module runner
-  // once passed for an ES module, and its top-level `return` for the end of its code)
-  const esModule = (() => {
-    try {
-      require("vm").compileFunction(body, ["exports", "require", "module", "__filename",
-                                           "__dirname"]);
-      return false;
-    } catch (_) {
-      return true;
-    }
-  })();
+  // here from the source read before any code of the program's runs, which can make nothing
+  // else of it (a CommonJS program that named a function of its own after node's module
+  // runner once passed for an ES module, and its top-level `return` for the end of its code)
+  const esModule = () => !compiles(() => compileFunction(
+    body, ["exports", "require", "module", "__filename", "__dirname"]));
   let thrown = false;  // an error nothing caught, whatever handler kept node going after it
   const listeners = Function.prototype.call.bind(require("events").prototype.listeners);
   const RangeErrors = RangeError;
@@ -226,10 +219,11 @@ if (programsOwn) {
           write(4, token);
         }
       };
-      if (esModule && hooked) {
+      const isModule = esModule();
+      if (isModule && hooked) {
         write(2, "hybridmetric: the program registered module loader hooks (module.register), "
               + "through which the harness cannot tell that it ran to its end: no pass\\n");
-      } else if (esModule) {
+      } else if (isModule) {
         then(load(main), report);
       } else if (returnsEarly()) {
         write(2, "hybridmetric: the program returns from its top level (a CommonJS module), "
