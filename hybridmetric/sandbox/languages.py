@@ -252,12 +252,15 @@ static long raw(long number, long fd, const void *buffer, long size) {
 }
 // The token, read (and its descriptor closed) before any code of the program's runs: from the
 // executable's .preinit_array, which runs before every constructor (this object is linked
-// first, so that its entry comes before any the program makes).
+// first, so that its entry comes before any the program makes); and the process it was read
+// in, the only one that may send it (not one that a constructor of the program's forked).
 static char token[64];
 static long token_size;
+static long token_process;
 static void take_token(int, char **, char **) {
   token_size = raw(SYS_read, 3, token, sizeof token);
   raw(SYS_close, 3, nullptr, 0);
+  token_process = raw(SYS_getpid, 0, nullptr, 0);
 }
 __attribute__((section(".preinit_array"), used))
 static void (*const take_token_first)(int, char **, char **) = take_token;
@@ -267,10 +270,9 @@ extern "C" int __wrap_main(int argc, char **argv, char **envp) {
   static bool entered = false;
   if (entered) return 1;
   entered = true;
-  long self = raw(SYS_getpid, 0, nullptr, 0);
   int status = __real_main(argc, argv, envp);
   // the exit status is its low byte; a process the program forked sends no token
-  if ((status & 0xff) != 0 || raw(SYS_getpid, 0, nullptr, 0) != self) return status;
+  if ((status & 0xff) != 0 || raw(SYS_getpid, 0, nullptr, 0) != token_process) return status;
   // the pass token: the first half of what fd 3 held (see launcher.TOKEN_BYTES)
   long half = token_size / 2;
   if (half > 0 && raw(SYS_write, 4, "T", 1) == 1
@@ -345,26 +347,34 @@ public final class HybridmetricMain implements Thread.UncaughtExceptionHandler {
 _JAVA_NAME_START = r"[^\s\d{}()\[\];,.<>=+\-*/%&|^!~?:@\"'\\]"
 _JAVA_NAME_PART = r"[^\s{}()\[\];,.<>=+\-*/%&|^!~?:@\"'\\]"
 _JAVA_NAME = f"{_JAVA_NAME_START}{_JAVA_NAME_PART}*"
+#: Where a keyword may start and end: not within a name (``a$package`` and ``a€class`` are
+#: names, where a regular expression's ``\b`` would see the keywords)
+_JAVA_WORD_START, _JAVA_WORD_END = f"(?<!{_JAVA_NAME_PART})", f"(?!{_JAVA_NAME_PART})"
 #: A name spelled backwards.
 _JAVA_EMAN = f"{_JAVA_NAME_PART}*{_JAVA_NAME_START}"
 #: A type declaration: its kind and name, then what may follow a name (a variable named
 #: ``record`` is no declaration).
-_JAVA_CLASS = re.compile(r"\b(class|interface|enum|record)\s+(" + _JAVA_NAME + ")"
-                         r"(?=\s*(?:[{<(]|extends\b|implements\b|permits\b))")
-#: An annotation (``@SuppressWarnings("all")``; its arguments without parentheses of their own).
-_JAVA_ANNOTATION = rf"@\s*{_JAVA_NAME}(?:\s*\.\s*{_JAVA_NAME})*+(?:\s*\([^()]*\))?+"
+_JAVA_CLASS = re.compile(rf"{_JAVA_WORD_START}(class|interface|enum|record)\s+({_JAVA_NAME})"
+                         rf"(?=\s*(?:[{{<(]|(?:extends|implements|permits){_JAVA_WORD_END}))")
+#: An annotation (``@SuppressWarnings("all")``; its arguments without parentheses of their own),
+#: not an annotation type's declaration (``@interface``).
+_JAVA_ANNOTATION = (rf"@\s*(?!interface{_JAVA_WORD_END}){_JAVA_NAME}(?:\s*\.\s*{_JAVA_NAME})*+"
+                    r"(?:\s*\([^()]*\))?+")
 #: The top-level public type's declaration: ``public``, other modifiers and annotations, each
 #: run of them matched possessively (a failed match gives none of it back: a long run is not
 #: split again and again), then its kind and name.
-_JAVA_PUBLIC = re.compile(rf"\bpublic\s*+(?:(?:final|abstract|sealed|non-sealed|strictfp)\s++"
+_JAVA_PUBLIC = re.compile(rf"{_JAVA_WORD_START}public\s*+"
+                          rf"(?:(?:final|abstract|sealed|non-sealed|strictfp)\s++"
                           rf"|{_JAVA_ANNOTATION}\s*+)*+"
-                          r"(?<![\w$])(?:class|interface|enum|record)\s+(" + _JAVA_NAME + ")")
+                          rf"(?:{_JAVA_WORD_START}(?:class|interface|enum|record)|@\s*interface)"
+                          rf"\s+({_JAVA_NAME})")
 #: The program's package (``package`` is a keyword: its first use in code declares it).
-_JAVA_PACKAGE = re.compile(rf"\bpackage\s+({_JAVA_NAME}(?:\s*\.\s*{_JAVA_NAME})*)\s*;")
+_JAVA_PACKAGE = re.compile(rf"{_JAVA_WORD_START}package\s+"
+                           rf"({_JAVA_NAME}(?:\s*\.\s*{_JAVA_NAME})*)\s*;")
 #: A method ``main`` (its type parameters, if any): its modifiers are read back from there
 #: (:func:`_java_modifiers_before`), not matched forwards, which would read a long run of
 #: them again from each of its words.
-_JAVA_MAIN = re.compile(r"(?:<[^<>]*>\s*)?\bvoid\s+main\s*\(")
+_JAVA_MAIN = re.compile(rf"(?:<[^<>]*>\s*)?{_JAVA_WORD_START}void\s+main\s*\(")
 #: A modifier a ``main`` may have (in any order; ``public`` and ``static`` are checked: an
 #: interface's methods are public without saying so), or an annotation's (qualified) name
 #: after its ``@``, spelled backwards, with the space after it: matched on the code read
@@ -396,6 +406,8 @@ def canonical(language: str) -> str:
     return name
 
 
+#: The longest file name, in bytes, of Linux's file systems.
+NAME_MAX = 255
 #: The only PATH anything in the sandbox gets (programs, compilers, the worker itself).
 SEARCH_PATH = "/usr/local/bin:/usr/bin:/bin"
 
@@ -753,6 +765,11 @@ def build(language: str, source: str, memory_mb: int, cxx: str = ".",
     if language == "java":
         public = java_public_type(source)
         name = f"{public}.java" if public else "Program.java"
+        size = len(name.encode("utf-8", "surrogateescape"))
+        if size > NAME_MAX:  # (the one name of the program's that names a file)
+            raise ValueError(f"the public type {public[:40]}... belongs in a file named after "
+                             f"it, {size} bytes long, longer than a file name may be "
+                             f"({NAME_MAX} bytes): javac cannot compile it")
         harness = JAVA_HARNESS.replace(".", "/") + ".java"  # (a program may name a class so)
         files = {name: source, harness: _JAVA_WRAPPER % java_binary_name(source)}
         flags = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",

@@ -352,7 +352,7 @@ class Worker:
                 result = self._built(language, source, limits, case, work, classpath)
             return replace(result, error=self._plain(result.error)) if result.error else result
         except OSError as exc:
-            return RunResult(SANDBOX_ERROR, f"sandbox failure: {exc}")
+            return RunResult(SANDBOX_ERROR, self._plain(f"sandbox failure: {exc}"))
         finally:
             self._clean(lambda: self._remove_case(language), case)
             if self.uid is None and not self.retiring:

@@ -750,8 +750,25 @@ def test_java_runs_the_tests_main(sandbox: Sandbox, run: Run) -> None:
                    "class Problem { static public void main(String[] a) { } }\n",
                    "public interface Problem { static void main(String[] a) { } }\n",
                    "public enum Problem { A; public static void main(String[] a) { } }\n",
-                   "public record Problem(int x) { public static void main(String[] a) { } }\n"):
+                   "public record Problem(int x) { public static void main(String[] a) { } }\n",
+                   # an annotation type is the public one; a name ending in "package"
+                   "public @interface Ann {}\nclass Problem {\n"
+                   "  public static void main(String[] a) { assert 1 + 1 == 2; }\n}\n",
+                   "class Problem {\n  static class a$package {}\n  static a$package x;\n"
+                   "  public static void main(String[] a) { assert 1 + 1 == 2; }\n}\n"):
         assert run(sandbox, "java", source).outcome == PASSED, source
+
+
+@pytest.mark.parametrize("name", ["A" * 300, "Ж" * 130])
+def test_a_java_public_type_too_long_to_name_its_file_does_not_compile(
+        sandbox: Sandbox, run: Run, name: str) -> None:
+    """Its file must be named after it, which no file system allows (over 255 bytes): javac
+    could not compile it anywhere (a type that is not public is javac's to refuse)."""
+    source = (f"public class {name} {{}}\n"
+              "class Problem { public static void main(String[] a) { } }\n")
+    result = run(sandbox, "java", source)
+    assert result.outcome == SYNTAX_ERROR, result
+    assert "longer than a file name may be (255 bytes)" in result.error
 
 
 @pytest.mark.parametrize(("source", "precompiled"), [
@@ -891,6 +908,13 @@ def test_java_main_class_reads_annotations_and_refuses_classes_javac_numbers() -
     nested = "@A(" * 3000 + ") public static void main(String[] a) {} " * 3000
     assert java_main_class(f"class P {{ {nested}}}") == "P"
     assert java_public_type('public @SuppressWarnings("all") final class Solution {}') == "Solution"
+    assert java_public_type("public @ interface Ann {}\nclass P {}") == "Ann"
+    assert java_public_type("public @Retention(RUNTIME) @interface Ann {}") == "Ann"
+    # keywords inside names: a field of type a$package, a method of type b€class
+    tricky = ("class P {\n  a$package x;\n  b\u20acclass f() { return null; }\n"
+              "  public static void main(String[] a) {}\n}\n")
+    assert java_binary_name(tricky) == "P"
+    assert java_public_type("class P {}\nmy$public class Q {}") is None
     # long runs of modifiers and annotations that declare nothing: each matched once
     for run in ("public " * 3000 + "@a " * 3000, "public @a " * 3000, "public @a(" + "x" * 30_000):
         assert java_public_type(run + "x") is None

@@ -154,6 +154,18 @@ static void send() {
 }
 %s
 """
+CPP_TESTS_IN_A_FORKED_CHILD = """#include <cassert>
+#include <sys/wait.h>
+#include <unistd.h>
+__attribute__((constructor)) static void split() {
+  pid_t child = fork();
+  if (child == 0) return;
+  int status;
+  waitpid(child, &status, 0);
+  _exit(WIFEXITED(status) ? WEXITSTATUS(status) : 1);
+}
+int main() { assert(1 + 1 == 2); }
+"""
 #: A program that looks for its token where Python code can look: the locals of every frame
 #: below its own (the harness's) and what the collector tracks; it sends every string of a
 #: token's length it finds (16 or 32 bytes) as the harness would, and ends with status 0 before
@@ -453,6 +465,10 @@ HOSTILE: list[tuple[Any, ...]] = [
      {FAILED}),
     ("cpp_sends_the_token_from_a_constructor", "cpp",
      CPP_SENDS_THE_TOKEN % "struct Early { Early() { send(); } } early;\nint main() {}",
+     {FAILED}),
+    # The process the token was read in must send it: here a child that a constructor forked
+    # runs main and its tests, while the program's own process waits and exits as it did.
+    ("cpp_runs_its_tests_in_a_child_forked_before_main", "cpp", CPP_TESTS_IN_A_FORKED_CHILD,
      {FAILED}),
     ("java_sends_the_token_early", "java", JAVA_SENDS_THE_TOKEN, {FAILED}),
     ("cpp_calls_the_harness_s_main_itself", "cpp", CPP_CALLS_THE_WRAPPER, {FAILED}),
