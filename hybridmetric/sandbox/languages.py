@@ -125,6 +125,16 @@ if (programsOwn) {
     const name = fileName(site);
     return name === "node:events" || name === "events.js";  // (before Node 16)
   };
+  // where async hooks are on (AsyncLocalStorage, createHook with before or after) or the
+  // domain module is loaded, node's call into JavaScript goes through their frames first
+  const hooks = new Set(["node:internal/async_hooks", "node:domain",
+                         "internal/async_hooks.js", "domain.js"]);  // (before Node 16)
+  const throughHooks = (frames) => {
+    for (let at = 2; at < frames.length; at++) {
+      if (!has(hooks, fileName(frames[at]))) return false;
+    }
+    return true;
+  };
   let looped = false;  // the event loop has run (a promise settled before it cannot send it)
   // What keeps node's event loop alive (Node 17+): nothing when node itself says beforeExit,
   // so an emission of the program's own while a timer, an immediate or I/O waits (code that
@@ -208,11 +218,12 @@ if (programsOwn) {
   const includes = Function.prototype.call.bind(Array.prototype.includes);
   process.once("beforeExit", function send() {
     const frames = callers(send);
-    // node's own event: only its event emitter's frames are below (no code of the program's)
+    // node's own event: only its event emitter's frames are below (no code of the program's),
+    // and those of async hooks and domains where they are on
     if (looped && !thrown && idle()
         && includes(listeners(process, "uncaughtExceptionMonitor"), monitor)
-        && isArray(frames) && frames.length === 2 && emitter(frames[0])
-        && emitter(frames[1])) {
+        && isArray(frames) && frames.length >= 2 && emitter(frames[0]) && emitter(frames[1])
+        && throughHooks(frames)) {
       const report = () => {
         if (!thrown) {
           write(4, "T");

@@ -72,6 +72,7 @@ from builtins import (
 )
 from builtins import exec as run_code
 from collections.abc import Callable, Collection, Sequence
+from importlib.machinery import SourceFileLoader
 from marshal import loads as unmarshal
 from os import (
     O_CLOEXEC,
@@ -281,10 +282,13 @@ def set_limits(limits: Rlimits) -> None:
 
 
 def program_signals() -> None:
-    """The signal dispositions a program starts with: SIGPIPE kills (as in any process but
-    Python), SIGINT raises KeyboardInterrupt in Python (exec makes it the default), and a
-    write past RLIMIT_FSIZE fails with EFBIG instead of killing the program."""
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    """The signal dispositions a Python program starts with, as python sets them: SIGPIPE
+    ignored (a write to a pipe nobody reads raises BrokenPipeError), SIGINT raises
+    KeyboardInterrupt, and a write past RLIMIT_FSIZE fails with EFBIG instead of killing the
+    program (SIGXFSZ ignored). A program of another language, which the child execs, gets SIGPIPE's
+    default back (it kills, as in any process but Python's); exec turns SIGINT's handler back
+    to the default."""
+    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 
@@ -341,10 +345,14 @@ def _install_fds(fds: Sequence[int], private: int | None = None) -> None:
 
 
 def _program_streams() -> tuple[TextIO, TextIO, TextIO]:
-    """A Python program's stdin, stdout and stderr: fds 0, 1, 2 as the child will have them.
-    Made once in the forking process (which never uses them), so that a fork need not."""
-    return (open(0, closefd=False),  # noqa: SIM115 - fd 0 is /dev/null
-            open(1, "w", encoding="utf-8", closefd=False),  # noqa: SIM115 - strict, as python
+    """A Python program's stdin, stdout and stderr: fds 0, 1, 2 as the child will have them,
+    as python makes them under the programs' ``LANG=C.UTF-8`` (UTF-8; what it cannot encode or
+    decode escaped as lone surrogates, on stderr with backslashes). Made once in the forking
+    process (which never uses them), so that a fork need not."""
+    return (open(0, encoding="utf-8", errors="surrogateescape",  # noqa: SIM115 - /dev/null
+                 closefd=False),
+            open(1, "w", encoding="utf-8", errors="surrogateescape",  # noqa: SIM115
+                 closefd=False),
             open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False,  # noqa: SIM115
                  buffering=1))
 
@@ -657,8 +665,10 @@ def _fill_pools(rounds: int = 3) -> list[object]:
 
 def _enter_python(path: str, streams: tuple[TextIO, TextIO, TextIO]) -> None:
     """What a Python program at ``path`` sees of ``sys``: ``streams`` (see
-    :func:`_program_streams`) and its path as argv."""
+    :func:`_program_streams`), also as the original streams (``sys.__stdout__``), and its path
+    as argv."""
     sys.stdin, sys.stdout, sys.stderr = streams
+    sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams
     sys.argv = [path]
 
 
@@ -679,16 +689,17 @@ def _say_why(kind: bytes, exc: BaseException, source: str, path: str) -> None:
 
 
 def _python_main(source: str, path: str, folder: str, compiled: bytes | None, key: bytes,
-                 below: int) -> NoReturn:
+                 below: int, loader: SourceFileLoader) -> NoReturn:
     """Run ``source`` (``compiled``: its code from ``compiling.precompile``, or None) as
     ``__main__`` at ``path`` in ``folder`` in this (child) process; emit the token after it
     returns, or, where it raised, the report of its kind (``S``: it does not compile; ``M``:
     memory; ``X``: it exited; ``E``: another exception) on fd 4 with the report key right after
     it in the same write (the worker believes a report only where the key follows it; see
     :data:`TOKEN_BYTES`); a process that the program forked (not this one) sends neither.
-    ``key``: the report key, as bytes. ``below``: the frames under this function's (the
-    harness's). (Every object this touches is a page the child copies, so it does little, with
-    no helper such as ``contextlib.suppress``.)
+    ``key``: the report key, as bytes. ``below``: the recursion levels the harness takes under
+    this function's frame (see :func:`_exec_levels`). ``loader``: the module's ``__loader__``,
+    as python gives a script. (Every object this touches is a page the child copies, so it does
+    little, with no helper such as ``contextlib.suppress``.)
 
     The program can rebind this module's globals (its frames lead there, as does ``gc`` once
     it unfreezes what the fork server froze), and, from Python 3.13 on (PEP 667), the locals
@@ -709,8 +720,8 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None, ke
     # Its folder first on the import path, from here: had the forking process looked it up
     # before the folder existed, the import system would remember it as a dead end.
     sys.path.insert(0, folder)
-    # As deep a recursion as ``python path`` allows: the harness's frames below the program's
-    # (this function's and those under it) are not counted against it.
+    # As deep a recursion as ``python path`` allows: the harness's levels below the program's
+    # (this function's frame and those under it) are not counted against it.
     sys.setrecursionlimit(sys.getrecursionlimit() + below + 1)
 
     code: tuple[CodeType, ...] | None = None
@@ -732,7 +743,8 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None, ke
         # look the program up as ``sys.modules["__main__"]``.
         main = ModuleType("__main__")
         namespace = main.__dict__
-        namespace.update(__file__=path, __builtins__=builtins, __cached__=None)
+        namespace.update(__file__=path, __builtins__=builtins, __cached__=None,
+                         __loader__=loader)
         sys.modules["__main__"] = main
         # The whole, or its first part and its shared tail (see compiling.py), the tail loaded
         # onto the stack, with ``exec`` and the namespace, before the first part runs: nothing
@@ -846,6 +858,7 @@ class Forker:
         self.children = os.open(f"/proc/self/task/{os.getpid()}/children",
                                 os.O_RDONLY | os.O_CLOEXEC) if dedicated else -1
         self.path = os.path.join(work, PROGRAM)
+        self.loader = SourceFileLoader("__main__", self.path)  # (each program's __loader__)
         self.streams = _program_streams()  # made once: a fork need not build them
         if self.shared_signals:  # what every child would set, once
             program_signals()
@@ -864,6 +877,7 @@ class Forker:
         # process maps later is far inside the room the worker leaves, ADDRESS_SPACE_ROOM_MB).
         self.mapped = _mapped_bytes()
         self.frames_below: int | None = None  # those under launch's frame (see launch)
+        self.exec_levels = _exec_levels()
         if dedicated and cgroup_procs is not None:
             os.write(cgroup_procs, b"0")  # "0": the writer itself
             os.close(cgroup_procs)
@@ -955,7 +969,7 @@ class Forker:
             channel = FAILURE_FD
             chdir(self.work)
             if not self.shared_signals:
-                program_signals()  # exec then turns SIGINT's handler back to the default
+                program_signals()
             set_limits(limits)
             if self.child_filter is not None:
                 load_seccomp(self.child_filter)
@@ -967,7 +981,9 @@ class Forker:
                 if not self.dedicated:
                     _enter_python(self.path, self.streams)
                 _python_main(source, self.path, self.work, compiled, key,
-                             self.frames_below + 2)  # (launch's, _child's)
+                             # (launch's frame and _child's, and what exec costs)
+                             self.frames_below + 2 + self.exec_levels, self.loader)
+            signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # (see program_signals)
             os.execve(argv[0], argv, self.env)
         except BaseException as exc:  # the sandbox failed before the program started
             with contextlib.suppress(BaseException):  # (closed once it has: see FAILURE_FD)
@@ -978,6 +994,27 @@ class Forker:
 #: Rounds (of 10 ms) given a killed program to end, and an ended one to be reaped, while the
 #: processes that trace it are killed: then the sandbox gives up on it (LauncherError).
 END_ROUNDS = 1000
+
+
+def _exec_levels() -> int:
+    """The recursion levels that running a module's code with ``exec`` costs beyond its frame:
+    one on Python 3.11 (where entering the interpreter's loop from C counts), none from 3.12
+    on; what ``python path``, which runs the file's code from C, does not pay. Found as how much
+    less deep a recursion in a module run so goes than one called from here."""
+    deepest = 0
+
+    def down() -> None:
+        nonlocal deepest
+        deepest += 1
+        down()
+
+    with contextlib.suppress(RecursionError):
+        down()
+    module: dict[str, Any] = {}
+    exec(compile("def down():\n    global deepest\n    deepest += 1\n    down()\n\n"
+                 "deepest = 0\ntry:\n    down()\nexcept RecursionError:\n    pass\n",
+                 "<recursion levels>", "exec"), module)
+    return deepest - module["deepest"] - 1  # (the module's own frame)
 
 
 def _frames_under(frame: FrameType) -> int:

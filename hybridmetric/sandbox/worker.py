@@ -103,7 +103,7 @@ MAKE_SHARED_MEMORY = frozenset({"python", "cpp"})
 def program_env(work: str) -> dict[str, str]:
     """The whole environment a program sees; nothing of the caller's leaks in."""
     return {"PATH": languages.SEARCH_PATH, "HOME": work, "TMPDIR": work, "LANG": "C.UTF-8",
-            "PYTHONDONTWRITEBYTECODE": "1", "PYTHONIOENCODING": "utf-8"}
+            "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def needed_paths(preload: Sequence[str] = (), classpath: Sequence[str] = (),

@@ -16,7 +16,16 @@ from pathlib import Path
 
 import pytest
 
-from hybridmetric.sandbox import FAILED, PASSED, SYNTAX_ERROR, TIMEOUT, Limits, Program, Sandbox
+from hybridmetric.sandbox import (
+    CRASH,
+    FAILED,
+    PASSED,
+    SYNTAX_ERROR,
+    TIMEOUT,
+    Limits,
+    Program,
+    Sandbox,
+)
 
 LIMITS = Limits(timeout_s=1.5, memory_mb=512)
 #: For the programs that end of themselves: their time on a loaded machine is no part of it.
@@ -39,6 +48,12 @@ WORKER_THREAD = ("const assert = require('node:assert');\n"
                  "const worker = new Worker("
                  "'const { parentPort } = require(\"node:worker_threads\"); %s', { eval: true });\n"
                  "worker.on('message', (answer) => { %s; worker.terminate(); });\n")
+#: A JavaScript program whose test reads what AsyncLocalStorage holds in a timer (5).
+ASYNC_LOCAL_STORAGE = ("const assert = require('node:assert');\n"
+                       "const { AsyncLocalStorage } = require('node:async_hooks');\n"
+                       "const storage = new AsyncLocalStorage();\n"
+                       "storage.run(5, () => setTimeout(() => "
+                       "assert.strictEqual(storage.getStore(), %d), 10));\n")
 
 CASES = [
     # Python: the interpreter waits for non-daemon threads (and a ThreadPoolExecutor's workers,
@@ -66,15 +81,25 @@ CASES = [
     ("stdout_closed_nothing_written", "python", "import os\nos.close(1)\nassert 1 == 1\n", PASSED),
     ("forked_child_runs_to_the_end", "python",
      "import os\npid = os.fork()\nif pid:\n    os.waitpid(pid, 0)\nassert 1 == 1\n", PASSED),
-    # stdout is strict UTF-8 (PYTHONIOENCODING=utf-8); stderr escapes what it cannot encode
-    ("stdout_lone_surrogate", "python", "print('\\udcff')\n", FAILED),
+    # the standard streams as python makes them under LANG=C.UTF-8: what UTF-8 cannot encode
+    # is escaped (stdout and stdin: surrogateescape; stderr: backslashes), and the originals
+    # (sys.__stdout__) are the same; the module's __loader__ reads the file
+    ("stdout_lone_surrogate", "python", "print('\\udcff')\n", PASSED),
     ("stderr_lone_surrogate", "python", "import sys\nprint('\\udcff', file=sys.stderr)\n",
      PASSED),
-    # as deep a recursion as python allows: the harness's own frames do not count
-    ("recursion_as_deep_as_python_allows", "python",
-     "def down(n):\n    return 0 if n == 0 else down(n - 1)\n\ndown(996)\n", PASSED),
-    ("recursion_deeper_than_python_allows", "python",
-     "def down(n):\n    return 0 if n == 0 else down(n - 1)\n\ndown(1005)\n", FAILED),
+    ("streams_and_loader", "python",
+     "import sys\nassert sys.stdout.errors == sys.stdin.errors == 'surrogateescape'\n"
+     "assert sys.stderr.errors == 'backslashreplace'\n"
+     "assert (sys.__stdin__, sys.__stdout__, sys.__stderr__) == (sys.stdin, sys.stdout, "
+     "sys.stderr)\nassert __loader__.get_source('__main__') == open(__file__).read()\n",
+     PASSED),
+    # signals as python sets them: a write to a pipe nobody reads raises BrokenPipeError
+    ("broken_pipe_raises", "python",
+     "import os, signal\nassert signal.getsignal(signal.SIGPIPE) == signal.SIG_IGN\n"
+     "assert signal.getsignal(signal.SIGINT) is signal.default_int_handler\n"
+     "read, written = os.pipe()\nos.close(read)\ntry:\n    os.write(written, b'x')\n"
+     "except BrokenPipeError:\n    pass\nelse:\n    raise AssertionError('no error')\n",
+     PASSED),
     # the file is UTF-8, decoded as its coding declaration says
     ("coding_latin1_sees_two_characters", "python",
      "# -*- coding: latin-1 -*-\nassert len('\u00e9') == 1\n", FAILED),
@@ -116,6 +141,11 @@ CASES = [
      PASSED),
     ("js_forked_child_answers_wrong", "javascript",
      FORKED_CHILD % "assert.strictEqual(answer, 41)", FAILED),
+    # JavaScript: async hooks on (AsyncLocalStorage, domain), which node's own calls then go
+    # through
+    ("js_async_local_storage", "javascript", ASYNC_LOCAL_STORAGE % 5, PASSED),
+    ("js_async_local_storage_fails", "javascript", ASYNC_LOCAL_STORAGE % 6, FAILED),
+    ("js_domain", "javascript", "require('node:domain');\n", PASSED),
 ]
 
 RUNTIMES = {"python": [sys.executable, "program.py"], "javascript": ["node", "program.js"]}
@@ -131,8 +161,7 @@ def by_the_runtime(language: str, source: str, folder: Path) -> str:
                        check=True)
     process = subprocess.Popen(command, cwd=folder, stdin=subprocess.DEVNULL,
                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                               env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8",
-                                    "PYTHONIOENCODING": "utf-8"},  # (as the sandbox's)
+                               env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
                                start_new_session=True)
     try:
         stderr = process.communicate(timeout=LIMITS.timeout_s)[1]
@@ -158,6 +187,37 @@ def test_programs_end_as_their_runtime_ends_them(sandbox: Sandbox, tmp_path: Pat
         folder = tmp_path / name
         folder.mkdir()
         assert by_the_runtime(language, source, folder) == expected, name
+
+
+def test_recursion_goes_as_deep_as_under_python(sandbox: Sandbox, tmp_path: Path) -> None:
+    """The harness's own frames (and, on Python 3.11, the level its ``exec`` costs) do not
+    count against the program: it recurses exactly as deep as under ``python program.py``, its
+    code whole or split at its shared tail."""
+    head = "def down(n):\n    return 0 if n == 0 else down(n - 1)\n\n"
+
+    def down(depth: int) -> str:
+        return f"{head}down({depth})\n"
+
+    deepest = max(depth for depth in range(sys.getrecursionlimit() - 12,
+                                           sys.getrecursionlimit() + 3)
+                  if subprocess.run([sys.executable, "-c", down(depth)], cwd=tmp_path,
+                                    capture_output=True).returncode == 0)
+    results = sandbox.run([Program("python", down(depth), ROOMY, tail_at=tail)
+                           for depth in (deepest, deepest + 1) for tail in (None, len(head))])
+    assert [result.outcome for result in results] == [PASSED, PASSED, FAILED, FAILED], results
+
+
+def test_a_broken_pipe_kills_a_cpp_program_as_it_does_outside(sandbox: Sandbox,
+                                                               tmp_path: Path) -> None:
+    """SIGPIPE is python's own business: a program of another language gets its default."""
+    source = ("#include <unistd.h>\nint main() {\n  int ends[2];\n  pipe(ends);\n"
+              "  close(ends[0]);\n  write(ends[1], \"x\", 1);\n}\n")
+    [result] = sandbox.run([Program("cpp", source, ROOMY)])
+    assert result.outcome == CRASH and "SIGPIPE" in result.error, result
+    if shutil.which("g++") is not None:
+        (tmp_path / "program.cpp").write_text(source)
+        subprocess.run(["g++", "program.cpp", "-o", "program"], cwd=tmp_path, check=True)
+        assert subprocess.run(["./program"], cwd=tmp_path).returncode == -signal.SIGPIPE
 
 
 def test_a_failed_flush_at_exit_is_explained(sandbox: Sandbox) -> None:
