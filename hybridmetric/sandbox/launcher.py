@@ -824,6 +824,7 @@ class Forker:
 
     ``child_filter``: a seccomp filter each child adds to its own before the program starts
     (:func:`isolation.memory_file_filter`, where there is no memory cgroup), or None.
+    ``exec_levels``: what :func:`_exec_levels` says, where the caller measured it.
 
     Making one readies the calling process to fork programs: it imports what they will use
     (``preload`` and the standard modules, under the caller's environment: one BLAS thread),
@@ -832,7 +833,7 @@ class Forker:
 
     def __init__(self, uid: int | None, cgroup_procs: int | None, env: dict[str, str],
                  work: str, preload: Sequence[str], dedicated: bool, init: bool = False,
-                 child_filter: bytes | None = None):
+                 child_filter: bytes | None = None, exec_levels: int | None = None):
         for module in (*STANDARD_MODULES, *preload):
             importlib.import_module(module)
         os.environ.clear()
@@ -877,7 +878,9 @@ class Forker:
         # process maps later is far inside the room the worker leaves, ADDRESS_SPACE_ROOM_MB).
         self.mapped = _mapped_bytes()
         self.frames_below: int | None = None  # those under launch's frame (see launch)
-        self.exec_levels = _exec_levels()
+        # (measured here only where not given: the fork server is told it, as the recursion
+        # would leave ~250 KB more in the heap that each fork copies the page tables of)
+        self.exec_levels = _exec_levels() if exec_levels is None else exec_levels
         if dedicated and cgroup_procs is not None:
             os.write(cgroup_procs, b"0")  # "0": the writer itself
             os.close(cgroup_procs)
@@ -1233,7 +1236,7 @@ class ForkServer:
             self._pidfd = os.pidfd_open(self.pid)
             config = {"uid": uid, "cgroup_procs": 4 if cgroup_procs is not None else None,
                       "env": env, "work": work, "preload": list(preload), "path": sys.path,
-                      "child_filter": child_filter}
+                      "child_filter": child_filter, "exec_levels": _exec_levels()}
             write_message(self._requests, config)
             hello = read_message(self._replies, STARTUP_TIMEOUT_S)
         except OSError as exc:
@@ -1301,7 +1304,7 @@ def serve() -> None:
         sys.path[:] = config["path"]
         forker = Forker(config["uid"], config["cgroup_procs"], config["env"], config["work"],
                         config["preload"], dedicated=True, init=os.getpid() == 1,
-                        child_filter=config["child_filter"])
+                        child_filter=config["child_filter"], exec_levels=config["exec_levels"])
     except BaseException as exc:
         write_message(replies, "".join(traceback.format_exception(exc)[-3:]))
         raise SystemExit(1) from exc
