@@ -865,6 +865,9 @@ class Forker:
             program_signals()
         if dedicated:  # (this process writes to neither)
             _enter_python(self.path, self.streams)
+        # (measured here only where not given: the fork server is told it, as the recursion
+        # would leave ~250 KB more in the heap that each fork copies the page tables of)
+        self.exec_levels = _exec_levels() if exec_levels is None else exec_levels
         _rehearse()
         gc.collect()
         self.fillers = _fill_pools()
@@ -878,9 +881,6 @@ class Forker:
         # process maps later is far inside the room the worker leaves, ADDRESS_SPACE_ROOM_MB).
         self.mapped = _mapped_bytes()
         self.frames_below: int | None = None  # those under launch's frame (see launch)
-        # (measured here only where not given: the fork server is told it, as the recursion
-        # would leave ~250 KB more in the heap that each fork copies the page tables of)
-        self.exec_levels = _exec_levels() if exec_levels is None else exec_levels
         if dedicated and cgroup_procs is not None:
             os.write(cgroup_procs, b"0")  # "0": the writer itself
             os.close(cgroup_procs)
