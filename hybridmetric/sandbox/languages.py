@@ -85,6 +85,18 @@ _C_HEADERS = frozenset(f"{name}.h" for name in (
 #: not from node.
 _JS_PRELOAD_FILE = "hybridmetric_token.js"
 _JS_PRELOAD_SOURCE = """"use strict";
+// Out of the options a process the program starts takes (child_process.fork passes them on, and
+// so does a program that starts node with them): only the program's own process runs it
+{
+  const execArgv = process.execArgv, name = require("path").basename;
+  for (let at = execArgv.indexOf("--require"); at >= 0;
+       at = execArgv.indexOf("--require", at + 1)) {
+    if (name(String(execArgv[at + 1])) === name(__filename)) {
+      execArgv.splice(at, 2);
+      break;
+    }
+  }
+}
 // Node preloads it in each worker thread too, where fd 3 is long closed, and in each process the
 // program forks (child_process.fork, cluster), where fd 3 is the channel to its parent: it acts
 // in the program's own process and main thread alone, told by the channel the forked ones have
@@ -752,7 +764,7 @@ def indirect_functions(path: str) -> int:
 
 def build(language: str, source: str, memory_mb: int, cxx: str = ".",
           classpath: Sequence[str] = (), classes: str = ".",
-          cpp_standard: str = CPP_STANDARD) -> Build:
+          cpp_standard: str = CPP_STANDARD, work: str = ".") -> Build:
     """How to build and run ``source`` (not used for Python, which runs in the fork server).
 
     ``cxx`` is the directory of the C++ programs' trusted build outputs: the object from
@@ -760,12 +772,15 @@ def build(language: str, source: str, memory_mb: int, cxx: str = ".",
     ``<bits/stdc++.h>`` (:func:`precompile_stdcxx`); ``classpath`` lists the jars Java programs
     compile and run against; ``classes`` is the directory that holds a Java program's sources
     and compiled classes (the compile server's, which the program may read but not change);
-    ``cpp_standard``: the C++ standard (``cxx`` holds outputs built under the same).
+    ``cpp_standard``: the C++ standard (``cxx`` holds outputs built under the same); ``work``:
+    the program's working directory, where JavaScript's preload is (named by its full path,
+    which node finds from any directory: a worker thread started after the program changed
+    its directory preloads it too).
     """
     if language == "javascript":
         return Build({"program.js": source, _JS_PRELOAD_FILE: _JS_PRELOAD_SOURCE}, None,
                      [tool("node"), f"--max-old-space-size={memory_mb}",
-                      "--unhandled-rejections=strict", "--require", f"./{_JS_PRELOAD_FILE}",
+                      "--unhandled-rejections=strict", "--require", f"{work}/{_JS_PRELOAD_FILE}",
                       "program.js"])
     if language == "cpp":
         header = ["-I", cxx, "-include", PCH_NAME, "-Winvalid-pch"] if uses_stdcxx(source) else []

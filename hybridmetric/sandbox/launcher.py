@@ -126,6 +126,9 @@ _UNITTEST_MAIN = os.path.join("unittest", "main.py")
 COMPILE_ERRORS = (SyntaxError, ValueError, UnicodeError, RecursionError)
 #: The file a Python program runs as, in its working directory (the worker writes it there).
 PROGRAM = "program.py"
+#: Whether python starts ``__main__`` with an empty ``__annotations__``: up to 3.13 (from 3.14
+#: a module's annotations are made when first asked for, PEP 649).
+MAIN_ANNOTATIONS = sys.version_info < (3, 14)
 #: Interpreter options of every process that forks Python programs (the worker, the fork
 #: server): tracebacks without column markers, whose computation (parsing each quoted line
 #: again) cost a failing program about 0.2 ms.
@@ -688,6 +691,62 @@ def _say_why(kind: bytes, exc: BaseException, source: str, path: str) -> None:
     write(2, _error_text(exc, source, path).encode("utf-8", "replace"))
 
 
+def _join_threads() -> None:
+    """Wait for the program's other threads, as python does at exit (``threading._shutdown``,
+    which also joins a ThreadPoolExecutor's workers); what that raises python prints and goes
+    on."""
+    threading = sys.modules.get("threading")
+    try:  # noqa: SIM105 - see _python_main's docstring
+        if threading is not None:
+            threading._shutdown()
+    except BaseException:  # noqa: BLE001 - python prints it and goes on
+        pass
+
+
+def _at_exit(status: int) -> int:
+    """What python does at exit once the program's threads ended: the atexit callbacks (an
+    error there is printed, not a failure; ``os._exit(n)`` there is the exit status), then
+    stdout and stderr flushed where open; the exit status: ``status``, or 120 where a flush
+    failed. A stream is open, as python reads it, unless its ``closed`` is true: one without
+    that attribute (a program's own capturing object), or whose ``closed`` cannot be read or
+    tested, is flushed."""
+    _run_exitfuncs()
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name, None)
+        if stream is None:
+            continue
+        try:
+            closed = bool(stream.closed)
+        except BaseException:  # noqa: BLE001 - as python's file_is_closed
+            closed = False
+        try:
+            if not closed:
+                stream.flush()
+        except BaseException as exc:  # noqa: BLE001 - a stream the program broke
+            status = 120
+            try:  # noqa: SIM105 - see _python_main's docstring
+                write(2, f"Exception ignored flushing sys.{name} at exit: {exc!r}\n".encode())
+            except BaseException:  # noqa: BLE001
+                pass
+    return status
+
+
+def _exit_status(exc: SystemExit) -> int:
+    """The status python exits with where ``exc`` ends it (``sys.exit(code)``): 0 for None, an
+    int's low byte (one beyond 64 bits: 255), else 1, after the code's text on stderr."""
+    code = exc.code
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code & 0xFF if -(1 << 63) <= code < 1 << 63 else 0xFF
+    for text in (code, "\n"):  # (as python writes them: what fails there is ignored)
+        try:  # noqa: SIM105 - see _python_main's docstring
+            sys.stderr.write(str(text))
+        except BaseException:  # noqa: BLE001
+            pass
+    return 1
+
+
 def _python_main(source: str, path: str, folder: str, compiled: bytes | None, key: bytes,
                  below: int, loader: SourceFileLoader) -> NoReturn:
     """Run ``source`` (``compiled``: its code from ``compiling.precompile``, or None) as
@@ -740,10 +799,13 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None, ke
         kind, error = b"M", exc
     if not kind:
         # A module of its own, as ``python path`` gives: pickle, unittest, doctest and typing
-        # look the program up as ``sys.modules["__main__"]``.
+        # look the program up as ``sys.modules["__main__"]``; its names in python's order
+        # (an empty ``__annotations__`` up to Python 3.13).
         main = ModuleType("__main__")
         namespace = main.__dict__
-        namespace.update(__file__=path, __builtins__=builtins, __cached__=None,
+        if MAIN_ANNOTATIONS:
+            namespace["__annotations__"] = {}
+        namespace.update(__builtins__=builtins, __file__=path, __cached__=None,
                          __loader__=loader)
         sys.modules["__main__"] = main
         # The whole, or its first part and its shared tail (see compiling.py), the tail loaded
@@ -764,45 +826,34 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None, ke
             kind, error = b"E", exc
         else:
             # What the interpreter does at exit (Py_FinalizeEx), in its order: wait for the
-            # program's other threads (``threading._shutdown``, which also joins a
-            # ThreadPoolExecutor's workers), send the token (the tests are over), run the
-            # atexit callbacks (an error there is printed, not a failure, as in python;
-            # ``os._exit(n)`` there is the exit status), flush the standard streams (failing:
-            # status 120). Objects alive at the end are not finalized (no ``__del__`` at
-            # shutdown).
-            threading = sys.modules.get("threading")
-            try:  # noqa: SIM105 - see the docstring
-                if threading is not None:
-                    threading._shutdown()
-            except BaseException:  # noqa: BLE001 - python prints it and goes on
-                pass
+            # program's other threads, send the token (the tests are over), run the atexit
+            # callbacks, flush the standard streams (see _at_exit). Objects alive at the end
+            # are not finalized (no ``__del__`` at shutdown).
+            _join_threads()
             if (pid_now() == own_pid
                     and _c_write(4, _TOKEN_AT, 1 + TOKEN_BYTES) != 1 + TOKEN_BYTES):
                 end(1)  # the program closed fd 4: no token, a failure
-            _run_exitfuncs()
-            status = 0
-            for name in ("stdout", "stderr"):
-                stream = getattr(sys, name, None)
-                try:
-                    if stream is not None and not stream.closed:
-                        stream.flush()
-                except BaseException as exc:  # noqa: BLE001 - a stream the program broke
-                    status = 120
-                    try:  # noqa: SIM105 - see the docstring
-                        write(2, f"Exception ignored flushing sys.{name} at exit: {exc!r}\n"
-                              .encode())
-                    except BaseException:  # noqa: BLE001
-                        pass
-            end(status)
+            end(_at_exit(0))
+    # A process the program forked, in which its code raised, reports nothing and ends as
+    # python would end it: its exit's own status (``sys.exit(3)`` in a forked child), or the
+    # error's text and 1, then what python does at exit.
+    forked = pid_now() != own_pid
     try:  # noqa: SIM105 - see the docstring
-        if pid_now() == own_pid:
+        if not forked:
             report(4, kind + key)
     except caught:  # (a program that closed fd 4: no report, a failure)
         pass
-    try:  # noqa: SIM105 - see the docstring
-        say(kind, error, source, path)
+    status = 1
+    try:
+        if forked and kind == b"X":
+            status = _exit_status(error)
+        else:
+            say(kind, error, source, path)
     except caught:  # (what the program made of it: the verdict has gone out)
         pass
+    if forked:
+        _join_threads()
+        end(_at_exit(status))
     end(1)
 
 

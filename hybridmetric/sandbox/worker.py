@@ -406,7 +406,7 @@ class Worker:
         classes = os.path.join(case, "classes")
         try:
             recipe = languages.build(language, source, limits.memory_mb, self.cxx, classpath,
-                                     classes, self.cpp_standard)
+                                     classes, self.cpp_standard, work)
         except ValueError as exc:
             return RunResult(SYNTAX_ERROR, str(exc))
         except FileNotFoundError as exc:

@@ -55,6 +55,94 @@ ASYNC_LOCAL_STORAGE = ("const assert = require('node:assert');\n"
                        "storage.run(5, () => setTimeout(() => "
                        "assert.strictEqual(storage.getStore(), %d), 10));\n")
 
+#: A Python program whose forked children end as python ends them: an exit's own status (and
+#: its text, where it is not a number), an error's text and 1, each after the child's atexit
+#: callbacks.
+FORKED_CHILDREN_END = """import atexit, os, sys
+
+def child(action):
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read)
+        os.dup2(write, 2)
+        sys.stderr = open(2, 'w')
+        atexit.register(sys.stderr.write, 'atexit\\n')
+        action()
+    os.close(write)
+    with open(read) as pipe:
+        said = pipe.read()
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]), said
+
+def exits(code):
+    return lambda: sys.exit(code)
+
+def raises():
+    raise ValueError('no')
+
+assert child(exits(3)) == (3, 'atexit\\n')
+assert child(exits(None)) == (0, 'atexit\\n')
+assert child(exits(True)) == (1, 'atexit\\n')
+assert child(exits('why')) == (1, 'why\\natexit\\n')
+status, said = child(raises)
+assert status == 1 and said.endswith('ValueError: no\\natexit\\n'), (status, said)
+"""
+#: A Python program whose stdout and stderr are objects of its own, one without ``closed`` and
+#: one whose ``closed`` raises: python flushes both at exit, as open streams.
+OWN_STREAMS = """import sys
+
+class Capture:
+    def __init__(self):
+        self.text = ''
+    def write(self, text):
+        self.text += text
+    def flush(self):
+        pass
+
+class Odd(Capture):
+    @property
+    def closed(self):
+        raise ValueError('no closed here')
+
+sys.stdout, sys.stderr = Capture(), Odd()
+print('hello')
+assert sys.stdout.text == 'hello\\n'
+"""
+#: A Python program's first names are python's, in its order (``__annotations__`` among them
+#: up to 3.13), then the file's.
+MAIN_NAMES = """import subprocess, sys
+names = list(globals())
+started = subprocess.run([sys.executable, '-c', 'print(list(globals()))'], capture_output=True,
+                         text=True, check=True).stdout
+assert names == [*eval(started), '__file__', '__cached__', 'subprocess', 'sys'], names
+"""
+#: A JavaScript program whose node children run where they are started: one started with the
+#: program's own options, one forked into another directory, a worker thread started after the
+#: program changed its directory.
+NODE_CHILDREN_ELSEWHERE = """const assert = require('node:assert');
+const { fork, spawnSync } = require('node:child_process');
+const { Worker } = require('node:worker_threads');
+if (process.argv[2] === 'child') {
+  process.send(6 * 7);
+  process.disconnect();
+} else {
+  const run = spawnSync(process.execPath, [...process.execArgv, '-e', 'console.log(6 * 7)'],
+                        { encoding: 'utf8' });
+  assert.strictEqual(run.stdout.trim(), '42', run.stderr);
+  let answer;
+  fork(__filename, ['child'], { cwd: '/tmp' }).on('message', (message) => { answer = message; })
+    .on('exit', (code) => {
+      assert.strictEqual(code, 0);
+      assert.strictEqual(answer, 42);
+      process.chdir('/tmp');
+      const worker = new Worker(
+        'require("node:worker_threads").parentPort.postMessage(7)', { eval: true });
+      worker.on('message', (seven) => assert.strictEqual(seven, 7));
+      worker.on('exit', (status) => assert.strictEqual(status, 0));
+    });
+}
+"""
+
 CASES = [
     # Python: the interpreter waits for non-daemon threads (and a ThreadPoolExecutor's workers,
     # and, through multiprocessing's atexit callback, its child processes) ...
@@ -81,6 +169,9 @@ CASES = [
     ("stdout_closed_nothing_written", "python", "import os\nos.close(1)\nassert 1 == 1\n", PASSED),
     ("forked_child_runs_to_the_end", "python",
      "import os\npid = os.fork()\nif pid:\n    os.waitpid(pid, 0)\nassert 1 == 1\n", PASSED),
+    ("forked_children_end_as_python_ends_them", "python", FORKED_CHILDREN_END, PASSED),
+    ("streams_of_the_program_s_own", "python", OWN_STREAMS, PASSED),
+    ("main_names", "python", MAIN_NAMES, PASSED),
     # the standard streams as python makes them under LANG=C.UTF-8: what UTF-8 cannot encode
     # is escaped (stdout and stdin: surrogateescape; stderr: backslashes), and the originals
     # (sys.__stdout__) are the same; the module's __loader__ reads the file
@@ -146,6 +237,7 @@ CASES = [
     ("js_async_local_storage", "javascript", ASYNC_LOCAL_STORAGE % 5, PASSED),
     ("js_async_local_storage_fails", "javascript", ASYNC_LOCAL_STORAGE % 6, FAILED),
     ("js_domain", "javascript", "require('node:domain');\n", PASSED),
+    ("js_node_children_elsewhere", "javascript", NODE_CHILDREN_ELSEWHERE, PASSED),
 ]
 
 RUNTIMES = {"python": [sys.executable, "program.py"], "javascript": ["node", "program.js"]}
