@@ -85,22 +85,16 @@ _C_HEADERS = frozenset(f"{name}.h" for name in (
 #: not from node.
 _JS_PRELOAD_FILE = "hybridmetric_token.js"
 _JS_PRELOAD_SOURCE = """"use strict";
-// Out of the options a process the program starts takes (child_process.fork passes them on, and
-// so does a program that starts node with them): only the program's own process runs it
-{
-  const execArgv = process.execArgv, name = require("path").basename;
-  for (let at = execArgv.indexOf("--require"); at >= 0;
-       at = execArgv.indexOf("--require", at + 1)) {
-    if (name(String(execArgv[at + 1])) === name(__filename)) {
-      execArgv.splice(at, 2);
-      break;
-    }
-  }
-}
-// Node preloads it in each worker thread too, where fd 3 is long closed, and in each process the
-// program forks (child_process.fork, cluster), where fd 3 is the channel to its parent: it acts
-// in the program's own process and main thread alone, told by the channel the forked ones have
-// and by process.chdir, which a worker thread lacks (require("worker_threads") costs ~2 ms).
+// The options node runs the program with are the harness's: out of process.execArgv, which is
+// then [] as under `node program.js`, so a process the program starts with them
+// (child_process.fork passes them on) runs without the harness, and a worker thread given them
+// starts (node refuses a worker some process-wide options)
+process.execArgv.splice(0);
+// Node preloads it in each worker thread too, where fd 3 is long closed, and in any process
+// the program starts with it named, where fd 3 may be anything (the channel to its parent, for
+// child_process.fork): it acts in the program's own process and main thread alone, told by the
+// channel the forked ones have and by process.chdir, which a worker thread lacks
+// (require("worker_threads") costs ~2 ms).
 let programsOwn = process.channel === undefined;
 try {
   process.chdir(".");

@@ -706,21 +706,22 @@ def _join_threads() -> None:
 def _at_exit(status: int) -> int:
     """What python does at exit once the program's threads ended: the atexit callbacks (an
     error there is printed, not a failure; ``os._exit(n)`` there is the exit status), then
-    stdout and stderr flushed where open; the exit status: ``status``, or 120 where a flush
-    failed. A stream is open, as python reads it, unless its ``closed`` is true: one without
-    that attribute (a program's own capturing object), or whose ``closed`` cannot be read or
-    tested, is flushed."""
+    ``sys``'s own stdout and stderr flushed where open; the exit status: ``status``, or 120
+    where a flush failed. A stream is open, as python reads it, unless its ``closed`` is true:
+    one without that attribute (a program's own capturing object), or whose ``closed`` cannot
+    be read or tested, is flushed."""
     _run_exitfuncs()
+    streams = sys.__dict__
     for name in ("stdout", "stderr"):
-        stream = getattr(sys, name, None)
+        stream = streams.get(name)
         if stream is None:
             continue
         try:
-            closed = bool(stream.closed)
+            is_open = not stream.closed
         except BaseException:  # noqa: BLE001 - as python's file_is_closed
-            closed = False
+            is_open = True
         try:
-            if not closed:
+            if is_open:
                 stream.flush()
         except BaseException as exc:  # noqa: BLE001 - a stream the program broke
             status = 120
@@ -733,15 +734,24 @@ def _at_exit(status: int) -> int:
 
 def _exit_status(exc: SystemExit) -> int:
     """The status python exits with where ``exc`` ends it (``sys.exit(code)``): 0 for None, an
-    int's low byte (one beyond 64 bits: 255), else 1, after the code's text on stderr."""
-    code = exc.code
+    int's low byte (one beyond 64 bits: 255), else 1, after the code's text (the exit's own,
+    where its code cannot be read) on stderr (fd 2 where ``sys.stderr`` is None)."""
+    try:
+        code = exc.code
+    except BaseException:  # noqa: BLE001 - as python: the exit itself is shown
+        code = exc
     if code is None:
         return 0
-    if isinstance(code, int):
-        return code & 0xFF if -(1 << 63) <= code < 1 << 63 else 0xFF
+    if isinstance(code, int):  # (its value, whatever operators a subclass defines)
+        value = int.__index__(code)
+        return value & 0xFF if -(1 << 63) <= value < 1 << 63 else 0xFF
+    stderr = sys.__dict__.get("stderr")
     for text in (code, "\n"):  # (as python writes them: what fails there is ignored)
-        try:  # noqa: SIM105 - see _python_main's docstring
-            sys.stderr.write(str(text))
+        try:
+            if stderr is None:
+                write(2, str(text).encode("utf-8", "backslashreplace"))
+            else:
+                stderr.write(str(text))
         except BaseException:  # noqa: BLE001
             pass
     return 1
@@ -835,8 +845,8 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None, ke
                 end(1)  # the program closed fd 4: no token, a failure
             end(_at_exit(0))
     # A process the program forked, in which its code raised, reports nothing and ends as
-    # python would end it: its exit's own status (``sys.exit(3)`` in a forked child), or the
-    # error's text and 1, then what python does at exit.
+    # python would end it: the error's text and status 1, or its exit's own status
+    # (``sys.exit(3)`` in a forked child), then what python does at exit.
     forked = pid_now() != own_pid
     try:  # noqa: SIM105 - see the docstring
         if not forked:
@@ -853,7 +863,12 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None, ke
         pass
     if forked:
         _join_threads()
-        end(_at_exit(status))
+        status = _at_exit(status)
+        if type(error) is KeyboardInterrupt:  # python then ends itself by SIGINT
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+            os.kill(pid_now(), signal.SIGINT)
+            status = 128 + signal.SIGINT
+        end(status)
     end(1)
 
 

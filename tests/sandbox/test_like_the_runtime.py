@@ -77,15 +77,21 @@ def child(action):
 def exits(code):
     return lambda: sys.exit(code)
 
-def raises():
-    raise ValueError('no')
+def raises(kind):
+    def action():
+        raise kind('no')
+    return action
 
 assert child(exits(3)) == (3, 'atexit\\n')
 assert child(exits(None)) == (0, 'atexit\\n')
 assert child(exits(True)) == (1, 'atexit\\n')
+assert child(exits(-1)) == (255, 'atexit\\n')
+assert child(exits(2 ** 64 + 3)) == (255, 'atexit\\n')
 assert child(exits('why')) == (1, 'why\\natexit\\n')
-status, said = child(raises)
+status, said = child(raises(ValueError))
 assert status == 1 and said.endswith('ValueError: no\\natexit\\n'), (status, said)
+status, said = child(raises(KeyboardInterrupt))
+assert status == -2 and said.endswith('KeyboardInterrupt: no\\natexit\\n'), (status, said)
 """
 #: A Python program whose stdout and stderr are objects of its own, one without ``closed`` and
 #: one whose ``closed`` raises: python flushes both at exit, as open streams.
@@ -117,8 +123,8 @@ started = subprocess.run([sys.executable, '-c', 'print(list(globals()))'], captu
 assert names == [*eval(started), '__file__', '__cached__', 'subprocess', 'sys'], names
 """
 #: A JavaScript program whose node children run where they are started: one started with the
-#: program's own options, one forked into another directory, a worker thread started after the
-#: program changed its directory.
+#: program's own options, one forked into another directory, a worker thread given its options
+#: and started after the program changed its directory.
 NODE_CHILDREN_ELSEWHERE = """const assert = require('node:assert');
 const { fork, spawnSync } = require('node:child_process');
 const { Worker } = require('node:worker_threads');
@@ -135,8 +141,8 @@ if (process.argv[2] === 'child') {
       assert.strictEqual(code, 0);
       assert.strictEqual(answer, 42);
       process.chdir('/tmp');
-      const worker = new Worker(
-        'require("node:worker_threads").parentPort.postMessage(7)', { eval: true });
+      const worker = new Worker('require("node:worker_threads").parentPort.postMessage(7)',
+                                { eval: true, execArgv: process.execArgv });
       worker.on('message', (seven) => assert.strictEqual(seven, 7));
       worker.on('exit', (status) => assert.strictEqual(status, 0));
     });
@@ -243,8 +249,9 @@ CASES = [
 RUNTIMES = {"python": [sys.executable, "program.py"], "javascript": ["node", "program.js"]}
 
 
-def by_the_runtime(language: str, source: str, folder: Path) -> str:
-    """The outcome when the runtime runs the file itself: exit 0 passes."""
+def by_the_runtime(language: str, source: str, folder: Path, limits: Limits = LIMITS) -> str:
+    """The outcome when the runtime runs the file itself within ``limits``' time: exit 0
+    passes."""
     name = {"python": "program.py", "javascript": "program.js", "cpp": "program.cpp"}[language]
     (folder / name).write_text(source, encoding="utf-8")
     command = RUNTIMES.get(language, ["./program"])
@@ -256,7 +263,7 @@ def by_the_runtime(language: str, source: str, folder: Path) -> str:
                                env={"PATH": "/usr/bin:/bin", "LANG": "C.UTF-8"},
                                start_new_session=True)
     try:
-        stderr = process.communicate(timeout=LIMITS.timeout_s)[1]
+        stderr = process.communicate(timeout=limits.timeout_s)[1]
     except subprocess.TimeoutExpired:
         return TIMEOUT
     finally:  # the program's group: a process it started must not outlive the test
@@ -270,15 +277,17 @@ def by_the_runtime(language: str, source: str, folder: Path) -> str:
 
 
 def test_programs_end_as_their_runtime_ends_them(sandbox: Sandbox, tmp_path: Path) -> None:
-    results = sandbox.run([Program(language, source, LIMITS if expected == TIMEOUT else ROOMY)
-                           for _, language, source, expected in CASES])
-    for (name, language, source, expected), result in zip(CASES, results, strict=True):
+    programs = [Program(language, source, LIMITS if expected == TIMEOUT else ROOMY)
+                for _, language, source, expected in CASES]
+    results = sandbox.run(programs)
+    for (name, language, source, expected), program, result in zip(CASES, programs, results,
+                                                                    strict=True):
         assert result.outcome == expected, (name, result)
         if language == "cpp" and shutil.which("g++") is None:
             continue
         folder = tmp_path / name
         folder.mkdir()
-        assert by_the_runtime(language, source, folder) == expected, name
+        assert by_the_runtime(language, source, folder, program.limits) == expected, name
 
 
 def test_recursion_goes_as_deep_as_under_python(sandbox: Sandbox, tmp_path: Path) -> None:
