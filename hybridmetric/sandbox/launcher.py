@@ -666,13 +666,15 @@ def _fill_pools(rounds: int = 3) -> list[object]:
     return fillers
 
 
-def _enter_python(path: str, streams: tuple[TextIO, TextIO, TextIO]) -> None:
-    """What a Python program at ``path`` sees of ``sys``: ``streams`` (see
-    :func:`_program_streams`), also as the original streams (``sys.__stdout__``), and its path
-    as argv."""
+def _enter_python(streams: tuple[TextIO, TextIO, TextIO]) -> None:
+    """What a Python program sees of ``sys``: ``streams`` (see :func:`_program_streams`), also
+    as the original streams (``sys.__stdout__``), and the command line of ``python
+    program.py`` (its ``__file__`` is the full path, as python makes it; ``sys.argv[0]``, as
+    given)."""
     sys.stdin, sys.stdout, sys.stderr = streams
     sys.__stdin__, sys.__stdout__, sys.__stderr__ = streams
-    sys.argv = [path]
+    sys.argv = [PROGRAM]
+    sys.orig_argv = [sys.executable, PROGRAM]
 
 
 def _say_why(kind: bytes, exc: BaseException, source: str, path: str) -> None:
@@ -688,7 +690,7 @@ def _say_why(kind: bytes, exc: BaseException, source: str, path: str) -> None:
             pass
     if kind == b"X":
         exc = RuntimeError(_exit_text(exc))
-    write(2, _error_text(exc, source, path).encode("utf-8", "replace"))
+    write(2, _error_text(exc, source, path).encode("utf-8", "backslashreplace"))
 
 
 def _join_threads() -> None:
@@ -930,7 +932,7 @@ class Forker:
         if self.shared_signals:  # what every child would set, once
             program_signals()
         if dedicated:  # (this process writes to neither)
-            _enter_python(self.path, self.streams)
+            _enter_python(self.streams)
         # (measured here only where not given: the fork server is told it, as the recursion
         # would leave ~250 KB more in the heap that each fork copies the page tables of)
         self.exec_levels = _exec_levels() if exec_levels is None else exec_levels
@@ -1048,7 +1050,7 @@ class Forker:
             if argv is None:
                 assert source is not None
                 if not self.dedicated:
-                    _enter_python(self.path, self.streams)
+                    _enter_python(self.streams)
                 _python_main(source, self.path, self.work, compiled, key,
                              # (launch's frame and _child's, and what exec costs)
                              self.frames_below + 2 + self.exec_levels, self.loader)

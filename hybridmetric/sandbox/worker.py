@@ -100,10 +100,16 @@ ADDRESS_SPACE_ROOM_MB = 1024
 MAKE_SHARED_MEMORY = frozenset({"python", "cpp"})
 
 
-def program_env(work: str) -> dict[str, str]:
-    """The whole environment a program sees; nothing of the caller's leaks in."""
-    return {"PATH": languages.SEARCH_PATH, "HOME": work, "TMPDIR": work, "LANG": "C.UTF-8",
-            "PYTHONDONTWRITEBYTECODE": "1"}
+def program_env(work: str, private_tmp: bool) -> dict[str, str]:
+    """The whole environment a program sees; nothing of the caller's leaks in. Its temporary
+    files go where they go by default, ``/tmp``, where that is a private folder emptied after
+    each program (``private_tmp``); else to its working directory (``TMPDIR``), which goes
+    with it."""
+    env = {"PATH": languages.SEARCH_PATH, "HOME": work, "LANG": "C.UTF-8",
+           "PYTHONDONTWRITEBYTECODE": "1"}
+    if not private_tmp:
+        env["TMPDIR"] = work
+    return env
 
 
 def needed_paths(preload: Sequence[str] = (), classpath: Sequence[str] = (),
@@ -220,7 +226,7 @@ class Worker:
         # One program at a time, always in the same place, so that the environment a program
         # sees is the worker's own, set once (a fork that need not rewrite it is ~0.2 ms faster).
         self.case = os.path.join(self.root, "case")
-        self.env = program_env(os.path.join(self.case, "work"))
+        self.env = program_env(os.path.join(self.case, "work"), self.isolation.mount_namespace)
         self.javac = JavacServer(self.root, self.uid)  # started on the first Java program
         self.cgroup: MemoryCgroup | None = None
         try:
@@ -350,7 +356,8 @@ class Worker:
                 result = self._python(source, limits, work, tail_at)
             else:
                 result = self._built(language, source, limits, case, work, classpath)
-            return replace(result, error=self._plain(result.error)) if result.error else result
+            # (cut to its head and tail once plain: a cut never falls inside a folder's name)
+            return replace(result, error=cap(self._plain(result.error))) if result.error else result
         except OSError as exc:
             return RunResult(SANDBOX_ERROR, self._plain(f"sandbox failure: {exc}"))
         finally:
@@ -386,7 +393,7 @@ class Worker:
         self._write(path, source, self.uid)
         code = precompile(source, path, tail_at) if self.launcher.compiles_here else None
         if isinstance(code, str):  # it does not compile: no child needed
-            return RunResult(SYNTAX_ERROR, cap(code))
+            return RunResult(SYNTAX_ERROR, code)
         process = self._spawn(None, source, limits, limits.memory_mb, limits.timeout_s, code,
                               shared_memory=True)
         return self._verdict("python", process, limits)
@@ -470,7 +477,7 @@ class Worker:
             if status is None:
                 return RunResult(TIMEOUT, diagnostics)
             diagnostics = diagnostics.replace(directory + os.sep, "")  # paths as javac's own
-            return None if status == 0 else RunResult(SYNTAX_ERROR, cap(diagnostics))
+            return None if status == 0 else RunResult(SYNTAX_ERROR, diagnostics)
         memory = max(limits.memory_mb, 1024) + 1024
         # (the objects and the program g++ writes are as large as its static data: they are
         # bounded by the compile's memory, as the tmpfs they go to is in its memory cgroup)
@@ -482,9 +489,9 @@ class Worker:
         if built.exit_code != 0:
             text = built.stderr or built.stdout
             if _BUILD_OUT_OF_ROOM.search(text):  # (static data makes objects as large)
-                return RunResult(MEMORY, cap("the build's outputs outgrew the room the sandbox "
-                                             f"gives them\n{text}"), built.escaped)
-            return RunResult(SYNTAX_ERROR, cap(text), built.escaped)
+                return RunResult(MEMORY, "the build's outputs outgrew the room the sandbox "
+                                         f"gives them\n{text}", built.escaped)
+            return RunResult(SYNTAX_ERROR, text, built.escaped)
         return None
 
     def _cxx(self, stdcxx: bool, limits: Limits) -> str:
@@ -590,7 +597,7 @@ class Worker:
         """The verdict on a program that ran; ``static``: the bytes of a C++ program's static
         data (:func:`languages.writable_image_bytes`)."""
         def result(outcome: str, error: str) -> RunResult:
-            return RunResult(outcome, cap(error), process.escaped)
+            return RunResult(outcome, error, process.escaped)
 
         stderr = process.stderr
         if process.timed_out or process.signal == signal.SIGXCPU:

@@ -363,7 +363,7 @@ def test_error_text_is_the_traceback_module_s(tmp_path: Path, name: str) -> None
     done = subprocess.run([sys.executable, "-B", "-X", "no_debug_ranges", "-c", _REFERENCE],
                           input=json.dumps([source, path]), capture_output=True, text=True,
                           check=True, cwd=tmp_path)
-    written = json.loads(done.stdout).encode("utf-8", "replace")  # as a child writes it
+    written = json.loads(done.stdout).encode("utf-8", "backslashreplace")  # as a child writes it
     expected = written[-launcher._TAIL:].decode("utf-8", "replace")  # the tail the server reads
     assert "Traceback (most recent call last):" in written.decode()
     assert 'File "<string>", line 6' not in expected  # the reference's own exec line

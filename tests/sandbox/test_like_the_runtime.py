@@ -177,6 +177,13 @@ CASES = [
     ("forked_children_end_as_python_ends_them", "python", FORKED_CHILDREN_END, PASSED),
     ("streams_of_the_program_s_own", "python", OWN_STREAMS, PASSED),
     ("main_names", "python", MAIN_NAMES, PASSED),
+    # python's command line (sys.argv[0] as given), and temporary files where python puts them
+    ("command_line_and_temporary_files", "python",
+     "import os, sys, tempfile\nwith tempfile.NamedTemporaryFile(suffix='.txt') as handle:\n"
+     "    assert os.listdir('.') == ['program.py'], os.listdir('.')\n"
+     "    assert os.path.dirname(handle.name) == tempfile.gettempdir() != os.getcwd()\n"
+     "assert sys.argv == ['program.py'] and sys.orig_argv[1:] == ['program.py'], "
+     "(sys.argv, sys.orig_argv)\n", PASSED),
     # the standard streams as python makes them under LANG=C.UTF-8: what UTF-8 cannot encode
     # is escaped (stdout and stdin: surrogateescape; stderr: backslashes), and the originals
     # (sys.__stdout__) are the same; the module's __loader__ reads the file

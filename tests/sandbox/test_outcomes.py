@@ -228,6 +228,31 @@ def test_error_text_is_the_same_in_any_worker(sandbox: Sandbox) -> None:
         assert "program." in mine.error or "Program.java" in mine.error, mine.error
 
 
+def test_a_long_error_text_is_cut_where_it_names_no_folder(sandbox: Sandbox) -> None:
+    """A traceback longer than the text kept is cut to its head and tail after the worker's
+    folders are taken out of it: wherever the cut falls, no part of a folder's name is left,
+    and the text is the same in any worker (frames whose lines are mostly the file's path, with
+    names of eight lengths, so that the cuts fall at eight places across them)."""
+    def program(f: str, g: str) -> str:  # (two functions in turn: no frame repeats the last)
+        return (f"def {f}(n):\n    return {g}(n - 1) if n else 1 / 0\n\n"
+                f"def {g}(n):\n    return {f}(n - 1)\n\n{f}(60)\n")
+
+    programs = [Program("python", program("f" * size, "g" * size), LIMITS)
+                for size in range(1, 9)]
+    with Sandbox(workers=1) as other:
+        theirs = other.run(programs)
+    for mine, yours in zip(sandbox.run(programs), theirs, strict=True):
+        assert mine.outcome == FAILED and "chars cut]" in mine.error, mine
+        assert "/tmp" not in mine.error and "sandbox-" not in mine.error, mine.error
+        assert mine.error == yours.error
+
+
+def test_error_text_escapes_what_utf8_cannot_hold_as_python_s_stderr_does(
+        sandbox: Sandbox, run: Run) -> None:
+    result = run(sandbox, "python", "raise ValueError('\\udcff bad')\n", LIMITS)
+    assert result.outcome == FAILED and result.error.endswith("ValueError: \\udcff bad\n"), result
+
+
 def test_failure_keeps_capped_error_text(sandbox: Sandbox, run: Run) -> None:
     source = "import sys\nsys.stderr.write('noise\\n' * 100000)\nraise ValueError('boom')\n"
     result = run(sandbox, "python", source, LIMITS)
@@ -279,11 +304,11 @@ def test_timeout_is_wall_clock_not_cpu(sandbox: Sandbox, run: Run) -> None:
 
 def test_program_sees_clean_environment_and_private_dir(sandbox: Sandbox, run: Run) -> None:
     source = (
-        "import os\n"
-        "assert sorted(os.environ) == ['HOME', 'LANG', 'PATH', 'PYTHONDONTWRITEBYTECODE', "
-        "'TMPDIR'], sorted(os.environ)\n"
+        "import os, tempfile\n"
+        "assert sorted(os.environ) == ['HOME', 'LANG', 'PATH', 'PYTHONDONTWRITEBYTECODE'], "
+        "sorted(os.environ)\n"
         "assert os.listdir('.') == ['program.py'], os.listdir('.')\n"
-        "assert os.environ['HOME'] == os.environ['TMPDIR'] == os.getcwd()\n"
+        "assert os.environ['HOME'] == os.getcwd() and tempfile.gettempdir() == '/tmp'\n"
         "assert os.getuid() != 0 and os.getgid() != 0\n"
         "assert os.getsid(0) == os.getpid()\n"
         "open('scratch.txt', 'w').write('mine')\n"
