@@ -388,10 +388,12 @@ _JAVA_PUBLIC = re.compile(rf"{_JAVA_WORD_START}public\s*+"
 #: The program's package (``package`` is a keyword: its first use in code declares it).
 _JAVA_PACKAGE = re.compile(rf"{_JAVA_WORD_START}package\s+"
                            rf"({_JAVA_NAME}(?:\s*\.\s*{_JAVA_NAME})*)\s*;")
-#: A method ``main`` (its type parameters, if any): its modifiers are read back from there
+#: A method ``main`` (its type parameters, if any, whose bounds may nest types' arguments three
+#: deep: ``<T extends Comparable<? super T>>``): its modifiers are read back from there
 #: (:func:`_java_modifiers_before`), not matched forwards, which would read a long run of
 #: them again from each of its words.
-_JAVA_MAIN = re.compile(rf"(?:<[^<>]*>\s*)?{_JAVA_WORD_START}void\s+main\s*\(")
+_JAVA_TYPE_PARAMETERS = r"<(?:[^<>]|<(?:[^<>]|<(?:[^<>]|<[^<>]*>)*>)*>)*>"
+_JAVA_MAIN = re.compile(rf"(?:{_JAVA_TYPE_PARAMETERS}\s*)?{_JAVA_WORD_START}void\s+main\s*\(")
 #: A modifier a ``main`` may have (in any order; ``public`` and ``static`` are checked: an
 #: interface's methods are public without saying so), or an annotation's (qualified) name
 #: after its ``@``, spelled backwards, with the space after it: matched on the code read

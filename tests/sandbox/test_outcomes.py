@@ -761,6 +761,8 @@ def test_java_runs_the_tests_main(sandbox: Sandbox, run: Run) -> None:
                " { assert 1 == 2; } }\n").outcome == FAILED
     assert run(sandbox, "java", "class Problem { public static <T> void main(String[] a)"
                " { assert 1 == 2; } }\n").outcome == FAILED
+    assert run(sandbox, "java", "class Problem { public static <T extends Comparable<T>> void "
+               "main(String[] a) { assert 1 == 2; } }\n").outcome == FAILED
     nested_helper = ("class Problem {\n  static class Pair { int a; Pair(int a) { this.a = a; } }\n"
                      "  public static void main(String[] a) { assert new Pair(1).a == 2; }\n}\n")
     assert run(sandbox, "java", nested_helper).outcome == FAILED
@@ -894,6 +896,8 @@ def test_java_main_class_is_found() -> None:
                            " public static void main(String[] a) {} }") == "A"
     # modifiers read back from main: type parameters, an interface's, a long run before a field
     assert java_main_class("class A { final public static <T> void main(String[] a) {} }") == "A"
+    assert java_main_class("class A { public static <T extends Comparable<? super T>, "
+                           "K extends Map<K, List<Set<T>>>> void main(String[] a) {} }") == "A"
     assert java_main_class("class A {} interface I { static void main(String[] a) {} }") == "I"
     assert java_main_class("class A { public void main(String[] a) {} }\nclass B {"
                            + " static" * 5000 + " int x; public\tstatic\nvoid main(String[] a)"
