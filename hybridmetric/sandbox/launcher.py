@@ -870,8 +870,7 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None, ke
             signal.signal(signal.SIGINT, signal.SIG_DFL)
             os.kill(pid_now(), signal.SIGINT)
             status = 128 + signal.SIGINT
-        end(status)
-    end(1)
+    end(status)
 
 
 class Forker:
