@@ -512,7 +512,7 @@ def _java_types(code: str, positions: Sequence[int]) -> _JavaScan:
     (names are not built here: a chain of nested types would make them grow with its
     square)."""
     declared = list(_JAVA_CLASS.finditer(code))
-    events = sorted([(brace.start(), 0, brace.group()) for brace in re.finditer(r"[{}]", code)]
+    events = sorted([(brace.start(), 0, brace.group()) for brace in re.finditer(r"[{}()]", code)]
                     + [(match.start(), 1, index) for index, match in enumerate(declared)]
                     + [(at, 2, index) for index, at in enumerate(positions)])
     types: list[_JavaType] = []
@@ -520,11 +520,19 @@ def _java_types(code: str, positions: Sequence[int]) -> _JavaScan:
     within: list[int | None] = [None] * len(positions)
     blocks: list[tuple[int | None, int | None]] = []  # each open block: (its type, the innermost)
     waiting: int | None = None  # the type declared last whose body has not opened yet
+    # parentheses open, and those where it was declared: a brace in its header's parentheses
+    # (an annotation's array, in a record's components or on a type it implements) is no body
+    depth = header = 0
     balanced = True
     for position, kind, item in events:
-        if kind == 0 and item == "{":
-            body = waiting if waiting is not None and declared[waiting].end() <= position else None
-            waiting = None
+        if kind == 0 and item in "()":
+            depth += 1 if item == "(" else -1
+        elif kind == 0 and item == "{":
+            body = None
+            if depth == header:
+                if waiting is not None and declared[waiting].end() <= position:
+                    body = waiting
+                waiting = None
             blocks.append((body, body if body is not None else
                            (blocks[-1][1] if blocks else None)))
         elif kind == 0:
@@ -536,7 +544,7 @@ def _java_types(code: str, positions: Sequence[int]) -> _JavaScan:
             local = bool(blocks) and (own is None or types[own].local)
             types.append(_JavaType(declared[item].group(1), declared[item].group(2), inner,
                                    local))
-            waiting = item
+            waiting, header = item, depth
         elif blocks:
             directly[item], within[item] = blocks[-1]
     return _JavaScan(types, directly, within, balanced and not blocks)

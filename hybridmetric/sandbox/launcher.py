@@ -100,6 +100,7 @@ from resource import (
     RLIMIT_NPROC,
     setrlimit,
 )
+from sys import setprofile, settrace
 from types import CodeType, FrameType, ModuleType, TracebackType
 from typing import Any, NoReturn, TextIO
 
@@ -182,9 +183,9 @@ _c_memset(_TOKEN_AT, ord("T"), 1)
 _REPORT_AT = _TOKEN_AT + 1 + TOKEN_BYTES
 
 #: (memory bytes, CPU seconds, file bytes, open files, processes, address space bytes): a
-#: child's rlimits. The address space (0: no limit) is what a program may map: an executed
-#: command's whole, a forked Python's beyond the mappings it starts with (its forking process's,
-#: once warm).
+#: child's rlimits, 0 for no memory (RLIMIT_DATA) or address space limit. The address space is
+#: what a program may map: an executed command's whole, a forked Python's beyond the mappings
+#: it starts with (its forking process's, once warm).
 Rlimits = tuple[int, int, int, int, int, int]
 #: (argv, or None for the Python source; the source; its code from ``compiling.precompile``, or None
 #: for the child to compile; rlimits; wall-clock limit in seconds).
@@ -274,7 +275,8 @@ def drop_privileges(uid: int | None) -> None:
 def set_limits(limits: Rlimits) -> None:
     """Set the rlimits of the calling process (the child, before the program starts)."""
     memory, cpu, file_size, open_files, processes, address_space = limits
-    setrlimit(RLIMIT_DATA, (memory, memory))
+    if memory:
+        setrlimit(RLIMIT_DATA, (memory, memory))
     if address_space:
         setrlimit(RLIMIT_AS, (address_space, address_space))
     setrlimit(RLIMIT_CPU, (cpu, cpu + 1))
@@ -350,14 +352,18 @@ def _install_fds(fds: Sequence[int], private: int | None = None) -> None:
 def _program_streams() -> tuple[TextIO, TextIO, TextIO]:
     """A Python program's stdin, stdout and stderr: fds 0, 1, 2 as the child will have them,
     as python makes them under the programs' ``LANG=C.UTF-8`` (UTF-8; what it cannot encode or
-    decode escaped as lone surrogates, on stderr with backslashes). Made once in the forking
-    process (which never uses them), so that a fork need not."""
-    return (open(0, encoding="utf-8", errors="surrogateescape",  # noqa: SIM115 - /dev/null
-                 closefd=False),
-            open(1, "w", encoding="utf-8", errors="surrogateescape",  # noqa: SIM115
-                 closefd=False),
-            open(2, "w", encoding="utf-8", errors="backslashreplace", closefd=False,  # noqa: SIM115
-                 buffering=1))
+    decode escaped as lone surrogates, on stderr with backslashes), named as python names them
+    (``<stdout>``). Made once in the forking process (which never uses them), so that a fork
+    need not."""
+    streams = (open(0, encoding="utf-8", errors="surrogateescape",  # noqa: SIM115 - /dev/null
+                    closefd=False),
+               open(1, "w", encoding="utf-8", errors="surrogateescape",  # noqa: SIM115
+                    closefd=False),
+               open(2, "w", encoding="utf-8", errors="backslashreplace",  # noqa: SIM115
+                    closefd=False, buffering=1))
+    for stream, name in zip(streams, ("<stdin>", "<stdout>", "<stderr>"), strict=True):
+        stream.buffer.raw.name = name
+    return streams
 
 
 def _mapped_bytes() -> int:
@@ -512,7 +518,8 @@ def _safe_repr(exc: SystemExit) -> str:
 def _exit_text(exc: SystemExit) -> str:
     """Why a program that raised ``exc`` failed; and, where ``unittest.main()`` raised it
     (it exits when its tests end, and an exit is never a pass), how to call it instead."""
-    text = f"the program called exit({_safe_repr(exc)}) before its tests ended"
+    text = (f"the program called exit({_safe_repr(exc)}): only a program that runs to its end "
+            "passes (an exit is a failure, even after its last assert)")
     trace = exc.__traceback__
     while trace is not None:
         if str.endswith(trace.tb_frame.f_code.co_filename, _UNITTEST_MAIN):
@@ -783,6 +790,7 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None, ke
     reading its memory, is another matter: see docs/SANDBOX.md.)"""
     run, end, pid_now, say, report = run_code, _exit, getpid, _say_why, write
     caught, exited, starved = BaseException, SystemExit, MemoryError
+    profile_with, trace_with = setprofile, settrace
     own_pid = pid_now()
     # The secrets are at _TOKEN_AT already (the fork copied them): fd 3 closed, the program
     # cannot read them there, nor find them in a Python object.
@@ -836,15 +844,26 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None, ke
             kind, error = b"M", exc
         except caught as exc:
             kind, error = b"E", exc
-        else:
-            # What the interpreter does at exit (Py_FinalizeEx), in its order: wait for the
-            # program's other threads, send the token (the tests are over), run the atexit
-            # callbacks, flush the standard streams (see _at_exit). Objects alive at the end
-            # are not finalized (no ``__del__`` at shutdown).
-            _join_threads()
+        # The program's trace and profile functions end with its code, before any code of the
+        # harness's runs (one that raises at this call removes itself); its module loses
+        # __file__ and __cached__, as python's does.
+        try:  # noqa: SIM105 - see the docstring
+            profile_with(None)
+        except caught:
+            pass
+        trace_with(None)
+        namespace.pop("__file__", None)
+        namespace.pop("__cached__", None)
+        if not kind:
+            # The tests are over: the token, then what the interpreter does at exit
+            # (Py_FinalizeEx), in its order: wait for the program's other threads, run the
+            # atexit callbacks, flush the standard streams (see _at_exit). The exit status must
+            # still be 0 (a thread's ``os._exit(1)`` then fails the program, as its
+            # ``os._exit(0)`` does not). Objects alive at the end are not finalized.
             if (pid_now() == own_pid
                     and _c_write(4, _TOKEN_AT, 1 + TOKEN_BYTES) != 1 + TOKEN_BYTES):
                 end(1)  # the program closed fd 4: no token, a failure
+            _join_threads()
             end(_at_exit(0))
     # A process the program forked, in which its code raised, reports nothing and ends as
     # python would end it: the error's text and status 1, or its exit's own status
@@ -1008,7 +1027,7 @@ class Forker:
                     _end(pid, pidfd)
             finally:
                 os.close(pidfd)
-            status = _reap(pid)
+            status = _reap(pid, limits[1])
             # (the worker sweeps its own)
             escaped = _kill_children(self.children, self.init) if self.dedicated else 0
             os.set_blocking(report_r, False)  # an escaped grandchild may still hold fd 4
@@ -1109,12 +1128,17 @@ def _end(pid: int, pidfd: int) -> None:
     raise LauncherError(f"the program's process {pid} does not end")
 
 
-def _reap(pid: int) -> int:
+def _reap(pid: int, cpu_seconds: int) -> int:
     """The wait status of the program's process ``pid``, which has ended (a zombie that a
-    tracer holds is released when the tracer is killed)."""
+    tracer holds is released when the tracer is killed). One killed after ``cpu_seconds`` of
+    CPU time, its soft limit, reads as killed by that limit's SIGXCPU: the kernel's SIGKILL at
+    the hard limit ends a program that ignores SIGXCPU."""
     for _ in range(END_ROUNDS):
-        reaped, status = os.waitpid(pid, os.WNOHANG)
+        reaped, status, usage = os.wait4(pid, os.WNOHANG)
         if reaped:
+            if (os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+                    and usage.ru_utime + usage.ru_stime >= cpu_seconds):
+                return int(signal.SIGXCPU)  # (a wait status: the signal alone)
             return status
         _kill_tracers(pid)
         time.sleep(0.01)

@@ -98,6 +98,11 @@ STARTUP_ROOM = 32 * 2**20
 ADDRESS_SPACE_ROOM_MB = 1024
 #: The languages whose programs get that limit.
 MAKE_SHARED_MEMORY = frozenset({"python", "cpp"})
+#: The languages whose programs, where there is a memory cgroup, get no RLIMIT_DATA: the
+#: cgroup's OOM killer alone ends one that uses too much (``memory``), as a C++ program's
+#: ``malloc`` that failed under the rlimit would give it a null pointer to crash on, and its
+#: allocations that it never touches cost it nothing, as outside the sandbox.
+CGROUP_ALONE = frozenset({"cpp"})
 
 
 def program_env(work: str, private_tmp: bool) -> dict[str, str]:
@@ -457,7 +462,8 @@ class Worker:
                 return RunResult(MEMORY, f"the program's static data takes {static / 2**20:.0f} "
                                          f"MiB, over its memory limit of {limits.memory_mb} MiB")
         process = self._spawn(recipe.run, None, limits, limits.memory_mb + overhead,
-                              limits.timeout_s, shared_memory=language in MAKE_SHARED_MEMORY)
+                              limits.timeout_s, shared_memory=language in MAKE_SHARED_MEMORY,
+                              data_limit=language not in CGROUP_ALONE or self.cgroup is None)
         return self._verdict(language, process, limits, static)
 
     def _compile(self, recipe: languages.Build, limits: Limits,
@@ -558,14 +564,16 @@ class Worker:
 
     def _spawn(self, argv: list[str] | None, source: str | None, limits: Limits,
                memory_mb: int, timeout_s: float, code: bytes | None = None,
-               file_mb: int | None = None, shared_memory: bool = False) -> Process:
+               file_mb: int | None = None, shared_memory: bool = False,
+               data_limit: bool = True) -> Process:
         """Run ``argv`` (or, when None, the Python ``source``, whose ``code`` is from
         :func:`precompile`) in an isolated child; files up to ``file_mb`` (the limits');
         ``shared_memory``: a program that can make shared memory (see
-        :data:`ADDRESS_SPACE_ROOM_MB`)."""
+        :data:`ADDRESS_SPACE_ROOM_MB`); ``data_limit``: ``memory_mb`` is its RLIMIT_DATA too
+        (see :data:`CGROUP_ALONE`)."""
         oom_before = self.cgroup.prepare(memory_mb) if self.cgroup is not None else 0
         bound = shared_memory and self.cgroup is None
-        rlimits: Rlimits = (memory_mb * 2**20, int(timeout_s) + 1,
+        rlimits: Rlimits = (memory_mb * 2**20 if data_limit else 0, int(timeout_s) + 1,
                             (file_mb or limits.file_mb) * 2**20, limits.open_files,
                             limits.processes,
                             (memory_mb + ADDRESS_SPACE_ROOM_MB) * 2**20 if bound else 0)

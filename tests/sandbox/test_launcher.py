@@ -9,6 +9,7 @@ import json
 import marshal
 import os
 import resource
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -95,6 +96,26 @@ def test_a_server_that_dies_is_reported_and_stopped(tmp_path: Path) -> None:
     with pytest.raises(LauncherError, match="fork server failed"):
         server.launch((None, "pass\n", None, LIMITS, 5.0))
     assert server.pid is None and not server.alive()
+
+
+def test_a_program_the_kernel_kills_at_its_hard_cpu_limit_reads_as_over_its_cpu_time(
+        tmp_path: Path) -> None:
+    """A program that ignores SIGXCPU (the soft limit's signal) runs on to the hard limit,
+    where the kernel kills it (SIGKILL): its wait status reads as SIGXCPU, a timeout, not a
+    crash. A program that kills itself with SIGKILL within its time stays killed."""
+    server = ForkServer(None, None, {"PATH": os.defpath}, str(tmp_path), [], compiled_modules())
+    one_second = (*LIMITS[:1], 1, *LIMITS[2:])
+    try:
+        ignores = ("import signal\nsignal.signal(signal.SIGXCPU, signal.SIG_IGN)\n"
+                   "while True:\n    pass\n")
+        status, timed_out, *_ = server.launch((None, ignores, None, one_second, 30.0))
+        assert not timed_out and os.WIFSIGNALED(status), status
+        assert os.WTERMSIG(status) == signal.SIGXCPU, status
+        killed = "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n"
+        status, timed_out, *_ = server.launch((None, killed, None, one_second, 30.0))
+        assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, status
+    finally:
+        server.stop()
 
 
 IN_PROCESS = f"""

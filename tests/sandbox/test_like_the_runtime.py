@@ -148,6 +148,21 @@ if (process.argv[2] === 'child') {
 }
 """
 
+#: A Python program whose trace or profile function (``%s``) raises once its code has ended:
+#: python calls no code of its own then (no thread module imported), so it exits 0.
+TRACE_LEFT_ON = """import sys
+done = False
+
+def hook(frame, event, arg):
+    if done and event == "call":
+        raise RuntimeError("called after the program ended")
+    return hook
+
+sys.%s(hook)
+assert sum([1, 2]) == 3
+done = True
+"""
+
 CASES = [
     # Python: the interpreter waits for non-daemon threads (and a ThreadPoolExecutor's workers,
     # and, through multiprocessing's atexit callback, its child processes) ...
@@ -163,6 +178,20 @@ CASES = [
      "import threading, time\nthreading.Thread(target=time.sleep, args=(0.2,)).start()\n", PASSED),
     ("thread_exits_the_process", "python",
      "import threading, os\nthreading.Timer(0.1, os._exit, (1,)).start()\n", FAILED),
+    ("thread_exits_the_process_with_0", "python",
+     "import threading, os\nthreading.Timer(0.1, os._exit, (0,)).start()\n", PASSED),
+    # the program's trace and profile functions, still on at its end, see none of the harness
+    ("trace_function_left_on", "python", TRACE_LEFT_ON % "settrace", PASSED),
+    ("profile_function_left_on", "python", TRACE_LEFT_ON % "setprofile", PASSED),
+    # the module loses __file__ and __cached__ after its last line, as python's does
+    ("file_name_gone_at_exit", "python",
+     "import atexit, os\n__cached__\natexit.register(lambda: ('__file__' in globals() or "
+     "'__cached__' in globals()) and os._exit(3))\n", PASSED),
+    # the standard streams' names are python's
+    ("stream_names", "python",
+     "import sys\nassert [s.name for s in (sys.stdin, sys.stdout, sys.stderr)] == "
+     "['<stdin>', '<stdout>', '<stderr>']\nassert sys.stderr.buffer.raw.name == '<stderr>'\n",
+     PASSED),
     # ... runs the atexit callbacks (whose errors are printed, not a failure) ...
     ("atexit_exit_status_1", "python", "import atexit, os\natexit.register(os._exit, 1)\n", FAILED),
     ("atexit_exit_status_0", "python", "import atexit, os\natexit.register(os._exit, 0)\n", PASSED),

@@ -145,9 +145,6 @@ WORDS_ARE_NOT_VERDICTS = [
     ("java", "class Problem {\n  public static void main(String[] a) {\n"
              "    System.err.print(\"x\");\n    long[][] b = new long[1000][];\n"
              "    for (int i = 0; ; i++) b[i % 1000] = new long[1 << 24];\n  }\n}\n", MEMORY),
-    # static data that leaves too little of the limit for the libraries: killed in exec
-    ("cpp", "static char a[(512ULL << 20) - 16 * 1024];\nint main() { a[0] = 1; return a[1]; }\n",
-     MEMORY),
     # the linker's words are the build's room; the program's own #error is a syntax error
     ("cpp", "#error No space left on device\nint main() {}\n", SYNTAX_ERROR),
     # a syntax error in a file the program writes and requires: the program's failure
@@ -625,7 +622,8 @@ def test_unittest_main_s_exit_is_no_pass_and_the_error_says_what_to_call(sandbox
     exits = run(sandbox, "python", tests + "unittest.main()\n")
     assert exits.outcome == FAILED
     # (exit(False) before Python 3.12, exit(0) since)
-    assert re.search(r"called exit\((?:False|0)\) before its tests ended \(unittest\.main\(\) "
+    assert re.search(r"called exit\((?:False|0)\): only a program that runs to its end passes "
+                     r"\(an exit is a failure, even after its last assert\) \(unittest\.main\(\) "
                      "exits", exits.error), exits.error
     advised = run(sandbox, "python",
                   tests + "assert unittest.main(exit=False).result.wasSuccessful()\n")
@@ -843,6 +841,32 @@ def test_a_cpp_program_s_static_data_is_judged_as_memory(sandbox: Sandbox, run: 
     assert result.outcome == outcome, result
 
 
+def test_a_cpp_program_s_memory_is_the_cgroup_s_to_judge(sandbox: Sandbox, run: Run) -> None:
+    """Where there is a memory cgroup, a C++ program gets no RLIMIT_DATA: a ``malloc`` bomb,
+    which under the rlimit gets a null pointer and crashes on it, is the OOM killer's
+    (``memory``); a block over the limit that the program never touches costs it nothing, as
+    outside the sandbox."""
+    if not sandbox.isolation.memory_cgroup:
+        pytest.skip("no memory cgroup here: RLIMIT_DATA is the only memory limit")
+    limits = Limits(timeout_s=20.0, memory_mb=256)
+    bomb = ("#include <cstdlib>\n#include <cstring>\n"
+            "int main() {\n  for (;;) {\n    char *p = (char *)malloc(1 << 24);\n"
+            "    memset(p, 1, 1 << 24);\n  }\n}\n")
+    assert run(sandbox, "cpp", bomb, limits).outcome == MEMORY
+    untouched = ("#include <cstdlib>\n"
+                 "int main() { return malloc(size_t(512) << 20) == nullptr; }\n")
+    assert run(sandbox, "cpp", untouched, limits).outcome == PASSED
+
+
+def test_static_data_that_leaves_the_libraries_no_room(sandbox: Sandbox, run: Run) -> None:
+    """512 MiB less 16 KiB of zeros under a 512 MiB limit: under RLIMIT_DATA alone (no memory
+    cgroup) the libraries do not fit beside it, and the kernel ends the program in exec
+    (``memory``); a memory cgroup counts only the pages it touches, and it runs, as outside."""
+    source = "static char a[(512ULL << 20) - 16 * 1024];\nint main() { a[0] = 1; return a[1]; }\n"
+    expected = PASSED if sandbox.isolation.memory_cgroup else MEMORY
+    assert run(sandbox, "cpp", source, ROOMY).outcome == expected
+
+
 def test_java_code_reads_an_unclosed_comment_or_literal_to_its_end() -> None:
     """javac refuses a comment or text block left open (and a literal left open on its line);
     read as running to the end (of the file, of the line), each of thousands of ``/*`` in a
@@ -890,6 +914,15 @@ def test_java_main_class_is_found() -> None:
     for name in ("परीक्षा", "Price€", "_$x1"):  # (combining marks, currency symbols: javac's too)
         main = f"class {name} {{ public static void main(String[] a) {{}} }}"
         assert java_main_class(main) == name
+    # braces in a type's header: an annotation's array among a record's components, on a type
+    # it implements or extends
+    assert java_main_class("record Problem(@SuppressWarnings({\"unchecked\", \"rawtypes\"}) "
+                           "java.util.List x) { public static void main(String[] a) {} }\n"
+                           ) == "Problem"
+    assert java_main_class("class Problem implements @A({1, 2}) Runnable { public void run() {}"
+                           " public static void main(String[] a) {} }") == "Problem"
+    assert java_main_class("class A { static class B extends @X({1}) Object {"
+                           " public static void main(String[] a) {} } }") == "A.B"
     helper = "class A { static class Pair { } public static void main(String[] a) {} }"
     assert java_main_class(helper) == "A"
     assert java_main_class("class A { boolean f(Object record) { return record instanceof A; }"
