@@ -463,7 +463,7 @@ class Worker:
                                          f"MiB, over its memory limit of {limits.memory_mb} MiB")
         process = self._spawn(recipe.run, None, limits, limits.memory_mb + overhead,
                               limits.timeout_s, shared_memory=language in MAKE_SHARED_MEMORY,
-                              data_limit=language not in CGROUP_ALONE or self.cgroup is None)
+                              cgroup_alone=language in CGROUP_ALONE)
         return self._verdict(language, process, limits, static)
 
     def _compile(self, recipe: languages.Build, limits: Limits,
@@ -565,15 +565,16 @@ class Worker:
     def _spawn(self, argv: list[str] | None, source: str | None, limits: Limits,
                memory_mb: int, timeout_s: float, code: bytes | None = None,
                file_mb: int | None = None, shared_memory: bool = False,
-               data_limit: bool = True) -> Process:
+               cgroup_alone: bool = False) -> Process:
         """Run ``argv`` (or, when None, the Python ``source``, whose ``code`` is from
         :func:`precompile`) in an isolated child; files up to ``file_mb`` (the limits');
         ``shared_memory``: a program that can make shared memory (see
-        :data:`ADDRESS_SPACE_ROOM_MB`); ``data_limit``: ``memory_mb`` is its RLIMIT_DATA too
-        (see :data:`CGROUP_ALONE`)."""
+        :data:`ADDRESS_SPACE_ROOM_MB`); ``cgroup_alone``: one whose memory only the cgroup, where
+        there is one, limits (see :data:`CGROUP_ALONE`)."""
         oom_before = self.cgroup.prepare(memory_mb) if self.cgroup is not None else 0
         bound = shared_memory and self.cgroup is None
-        rlimits: Rlimits = (memory_mb * 2**20 if data_limit else 0, int(timeout_s) + 1,
+        data = 0 if cgroup_alone and self.cgroup is not None else memory_mb * 2**20
+        rlimits: Rlimits = (data, int(timeout_s) + 1,
                             (file_mb or limits.file_mb) * 2**20, limits.open_files,
                             limits.processes,
                             (memory_mb + ADDRESS_SPACE_ROOM_MB) * 2**20 if bound else 0)
