@@ -63,7 +63,8 @@ _C_HEADERS = frozenset(f"{name}.h" for name in (
 #: ``beforeExit``), so asynchronous tests end first; ``process.exit``, or an error or rejection
 #: that nothing caught, ends node without it. An error nothing caught stops the module's code
 #: (or the callback) where it was thrown, before the tests end, even where the program's own
-#: ``uncaughtException`` handler keeps node going: node tells the preload's
+#: ``uncaughtException`` handler, domain or capture callback keeps node going: node tells the
+#: preload's
 #: ``uncaughtExceptionMonitor`` first, and no token goes out; a rejection nothing handled is
 #: such an error too (``--unhandled-rejections=strict``), whatever ``unhandledRejection`` handler
 #: the program has. (A promise that never settles is no work to node: it ends the program as it
@@ -82,9 +83,13 @@ _C_HEADERS = frozenset(f"{name}.h" for name in (
 #: for one, gets ``memory``, as Python's ``raise MemoryError`` does: never a pass). What it
 #: sends the token with it holds from before the program runs, which can replace none of it;
 #: and it sends nothing when the event comes from the program's own code (``process.emit``),
-#: not from node.
-_JS_PRELOAD_FILE = "hybridmetric_token.js"
-_JS_PRELOAD_SOURCE = """"use strict";
+#: not from node (told in a V8 context of its own, which the program's ``Error`` cannot reach),
+#: but waits for the next. It is a file of the worker's own (:data:`JS_PRELOAD_FILE`), out of
+#: the program's working directory, which holds ``program.js`` alone.
+JS_PRELOAD_FILE = "hybridmetric_token.js"
+JS_PRELOAD_SOURCE = """"use strict";
+// (the process object, whatever the program later makes of the global that names it)
+const process = globalThis.process;
 // The options node runs the program with are the harness's: out of process.execArgv, which is
 // then [] as under `node program.js`, so a process the program starts with them
 // (child_process.fork passes them on) runs without the harness, and a worker thread given them
@@ -111,33 +116,32 @@ if (programsOwn) {
   const token = buffer.subarray(0, size >> 1), key = buffer.subarray(size >> 1, size);
   const write = fs.writeSync;
   const Errors = Error;
-  const capture = Error.captureStackTrace;
-  const isArray = Array.isArray;
-  // the call sites below the function `above` (all, when it is undefined)
-  const callers = (above) => {
-    const saved = Errors.prepareStackTrace, limit = Errors.stackTraceLimit, holder = {};
-    try {
-      Errors.prepareStackTrace = (_, frames) => frames;
-      Errors.stackTraceLimit = 16;
-      capture(holder, above);
-      return holder.stack;
-    } finally {
-      Errors.prepareStackTrace = saved;
-      Errors.stackTraceLimit = limit;
+  // The files of the calls below the function `above` (up to 16), told in a context of the
+  // harness's own, made at the first beforeExit (~1 ms): the program's Error (its
+  // prepareStackTrace, stackTraceLimit, frozen or replaced) plays no part
+  const { createContext, runInContext } = require("vm");
+  let callers;
+  const files = (above) => {
+    if (callers === undefined) {
+      callers = runInContext(`"use strict";
+        Error.prepareStackTrace = (_, sites) => sites;
+        Error.stackTraceLimit = 16;
+        (above) => {
+          const holder = {};
+          Error.captureStackTrace(holder, above);
+          return holder.stack.map((site) => site.getFileName());
+        }`, createContext());
     }
+    return callers(above);
   };
-  const fileName = Function.prototype.call.bind(Object.getPrototypeOf(callers()[0]).getFileName);
-  const emitter = (site) => {  // (no method a program could replace: an operator)
-    const name = fileName(site);
-    return name === "node:events" || name === "events.js";  // (before Node 16)
-  };
+  const emitter = (name) => name === "node:events" || name === "events.js";  // (before Node 16)
   // where async hooks are on (AsyncLocalStorage, createHook with before or after) or the
   // domain module is loaded, node's call into JavaScript goes through their frames first
   const hooks = new Set(["node:internal/async_hooks", "node:domain",
                          "internal/async_hooks.js", "domain.js"]);  // (before Node 16)
-  const throughHooks = (frames) => {
-    for (let at = 2; at < frames.length; at++) {
-      if (!has(hooks, fileName(frames[at]))) return false;
+  const throughHooks = (names) => {
+    for (let at = 1; at < names.length; at++) {
+      if (!has(hooks, names[at])) return false;
     }
     return true;
   };
@@ -149,6 +153,12 @@ if (programsOwn) {
   const active = typeof resources === "function" ? Function.prototype.call.bind(resources)
     : () => [];
   const idle = () => active(process).length === 0;
+  // node's own beforeExit is a callback into JavaScript on behalf of the process object (an
+  // emission of the program's from a promise's reaction, with no frame of its own below, runs
+  // on behalf of nothing, or of the timer or immediate that made the promise)
+  const resource = require("async_hooks").executionAsyncResource;
+  const onBehalfOfProcess = typeof resource === "function" ? () => resource() === process
+    : () => true;  // (before Node 13.9)
   setImmediate(() => { looped = true; });
   // For an ES module (which node ends with status 13 if it never finishes) the token waits
   // for the module's import, which settles only once its code ran to the end (whatever a
@@ -171,7 +181,9 @@ if (programsOwn) {
   }
   // A CommonJS module is a function's body, from whose top level a `return` ends it before
   // the code after it (the tests) ran: such a program, its source read before it runs, which a
-  // script cannot hold (nor anything else but `new.target`), sends no token
+  // script cannot hold (nor anything else but `new.target`, which a script's `(void 0)` stands
+  // in for here: in a string, a comment or a regular expression, both are as valid), sends no
+  // token
   const source = fs.readFileSync(process.argv[1], "utf8");
   const Script = require("vm").Script, compileFunction = require("vm").compileFunction;
   const compiles = (make) => {
@@ -183,9 +195,8 @@ if (programsOwn) {
     }
   };
   const body = source[0] === "\\ufeff" ? source.slice(1) : source;
-  // (a class's static block holds `new.target`, which a script cannot, but no `return`)
-  const returnsEarly = () => !compiles(() => new Script(body))
-    && !compiles(() => new Script(`class C { static {\\n${body}\\n} }`));
+  const script = body.replace(/\\bnew\\s*\\.\\s*target\\b/g, "(void 0)");
+  const returnsEarly = () => !compiles(() => new Script(script));
   // Node runs the program as an ES module where its source is no CommonJS module's (a
   // function's body): it has import or export statements, import.meta or a top-level await
   // (Node 20.19+ tells so from the source; before, such a program.js fails to load). Told
@@ -204,6 +215,9 @@ if (programsOwn) {
                            "WebAssembly.Memory(): could not allocate memory",
                            "WebAssembly.Memory.grow(): Unable to grow instance memory"]);
   const has = Function.prototype.call.bind(Set.prototype.has);
+  const capturing = process.hasUncaughtExceptionCaptureCallback;  // (a domain sets one)
+  const captured = typeof capturing === "function"
+    ? Function.prototype.call.bind(capturing, process) : () => false;
   const monitor = (error, origin) => {
     thrown = true;
     try {
@@ -214,22 +228,28 @@ if (programsOwn) {
       }
     } catch (_) {}
     try {  // what a handler of the program's keeps from view (else node shows it as it ends)
-      if (listeners(process, "uncaughtException").length > 0) {
+      if (listeners(process, "uncaughtException").length > 0 || captured()) {
         write(2, `hybridmetric: an error nothing caught (${origin}), which a handler of the `
-              + `program's own then kept from ending node:\n${error && error.stack || error}\n`);
+              + "program's own (an uncaughtException listener, a domain, "
+              + "process.setUncaughtExceptionCaptureCallback) then kept from ending node:\\n"
+              + `${error && error.stack || error}\n`);
       }
     } catch (_) {}  // (its getters may throw)
   };
   process.on("uncaughtExceptionMonitor", monitor);
   const includes = Function.prototype.call.bind(Array.prototype.includes);
-  process.once("beforeExit", function send() {
-    const frames = callers(send);
-    // node's own event: only its event emitter's frames are below (no code of the program's),
+  // Each beforeExit until one sends the token (a listener of the program's that ran before
+  // this one may have given node more to do, or a program may emit its own)
+  let sent = false;
+  process.on("beforeExit", function send() {
+    if (sent) return;
+    const names = files(send);
+    // node's own event: only its event emitter's frame is below (no code of the program's),
     // and those of async hooks and domains where they are on
-    if (looped && !thrown && idle()
+    if (looped && !thrown && idle() && onBehalfOfProcess()
         && includes(listeners(process, "uncaughtExceptionMonitor"), monitor)
-        && isArray(frames) && frames.length >= 2 && emitter(frames[0]) && emitter(frames[1])
-        && throughHooks(frames)) {
+        && names.length >= 1 && emitter(names[0]) && throughHooks(names)) {
+      sent = true;
       const report = () => {
         if (!thrown) {
           write(4, "T");
@@ -290,10 +310,11 @@ extern "C" int __wrap_main(int argc, char **argv, char **envp) {
   int status = __real_main(argc, argv, envp);
   // the exit status is its low byte; a process the program forked sends no token
   if ((status & 0xff) != 0 || raw(SYS_getpid, 0, nullptr, 0) != token_process) return status;
-  // the pass token: the first half of what fd 3 held (see launcher.TOKEN_BYTES)
+  // the pass token: the first half of what fd 3 held (see launcher.TOKEN_BYTES); a copy of the
+  // program that it ran itself (exec) found none there, and keeps its own status
   long half = token_size / 2;
-  if (half > 0 && raw(SYS_write, 4, "T", 1) == 1
-      && raw(SYS_write, 4, token, half) == half) return 0;
+  if (half <= 0) return status;
+  if (raw(SYS_write, 4, "T", 1) == 1 && raw(SYS_write, 4, token, half) == half) return 0;
   return 1;
 }
 """
@@ -768,7 +789,7 @@ def indirect_functions(path: str) -> int:
 
 def build(language: str, source: str, memory_mb: int, cxx: str = ".",
           classpath: Sequence[str] = (), classes: str = ".",
-          cpp_standard: str = CPP_STANDARD, work: str = ".") -> Build:
+          cpp_standard: str = CPP_STANDARD, js_preload: str = JS_PRELOAD_FILE) -> Build:
     """How to build and run ``source`` (not used for Python, which runs in the fork server).
 
     ``cxx`` is the directory of the C++ programs' trusted build outputs: the object from
@@ -776,16 +797,15 @@ def build(language: str, source: str, memory_mb: int, cxx: str = ".",
     ``<bits/stdc++.h>`` (:func:`precompile_stdcxx`); ``classpath`` lists the jars Java programs
     compile and run against; ``classes`` is the directory that holds a Java program's sources
     and compiled classes (the compile server's, which the program may read but not change);
-    ``cpp_standard``: the C++ standard (``cxx`` holds outputs built under the same); ``work``:
-    the program's working directory, where JavaScript's preload is (named by its full path,
-    which node finds from any directory: a worker thread started after the program changed
-    its directory preloads it too).
+    ``cpp_standard``: the C++ standard (``cxx`` holds outputs built under the same);
+    ``js_preload``: the full path of JavaScript's preload (:data:`JS_PRELOAD_SOURCE`, in a
+    folder of the worker's own: node finds it from any directory, so a worker thread started
+    after the program changed its directory preloads it too).
     """
     if language == "javascript":
-        return Build({"program.js": source, _JS_PRELOAD_FILE: _JS_PRELOAD_SOURCE}, None,
+        return Build({"program.js": source}, None,
                      [tool("node"), f"--max-old-space-size={memory_mb}",
-                      "--unhandled-rejections=strict", "--require", f"{work}/{_JS_PRELOAD_FILE}",
-                      "program.js"])
+                      "--unhandled-rejections=strict", "--require", js_preload, "program.js"])
     if language == "cpp":
         header = ["-I", cxx, "-include", PCH_NAME, "-Winvalid-pch"] if uses_stdcxx(source) else []
         return Build({"program.cpp": source},

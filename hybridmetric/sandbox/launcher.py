@@ -292,7 +292,9 @@ def program_signals() -> None:
     KeyboardInterrupt, and a write past RLIMIT_FSIZE fails with EFBIG instead of killing the
     program (SIGXFSZ ignored). A program of another language, which the child execs, gets SIGPIPE's
     default back (it kills, as in any process but Python's); exec turns SIGINT's handler back
-    to the default."""
+    to the default. SIGXFSZ stays ignored (node and the JVM ignore it themselves): a C++
+    program that writes past the limit loses that output (which the sandbox would cut anyway)
+    but runs on, as it would with no limit."""
     signal.signal(signal.SIGPIPE, signal.SIG_IGN)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)

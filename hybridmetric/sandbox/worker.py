@@ -79,8 +79,9 @@ _JS_SYNTAX_ERROR = re.compile(r"^SyntaxError: .*\n    at (?:wrapSafe|compileSour
                               r"|(?:ModuleLoader|ESMLoader)\.moduleStrategy) .*\n"
                               r"((?:    at .*\n?)*)", re.MULTILINE)
 #: A failed C++ ``assert``, and an exception nothing caught: failures, although they abort.
-_CXX_FAILURE = re.compile(r"Assertion `.*' failed\.$|terminate called (?:after throwing an "
-                          r"instance of '.*'|without an active exception)$", re.MULTILINE)
+#: (The assertion's expression may span lines: a raw string literal's.)
+_CXX_FAILURE = re.compile(r"Assertion `(?s:.*?)' failed\.$|terminate called (?:after throwing "
+                          r"an instance of '.*'|without an active exception)$", re.MULTILINE)
 #: The linker's or assembler's words for a build whose outputs outgrew their room (not the
 #: compiler's diagnostics, which name the program's file or quote its lines).
 _BUILD_OUT_OF_ROOM = re.compile(r"^(?!program\.cpp:)(?! *\d* \|).*(?:No space left on device"
@@ -222,7 +223,9 @@ class Worker:
         self.uid = self.isolation.uid
         self.root = tempfile.mkdtemp(prefix="hybridmetric-sandbox-")
         self.cxx = os.path.join(self.root, "cxx")  # the C++ build outputs (see _cxx)
-        self._cxx_state: tuple | None = None  # isolation.tree_state of cxx/ once built
+        self.js = os.path.join(self.root, "js")  # JavaScript's preload (see _js_preload)
+        # each of those folders, once made, and its isolation.tree_state
+        self._trusted: dict[str, tuple | None] = {}
         self.retiring = ""  # why this worker must be replaced after its current program
         os.chmod(self.root, 0o711)
         self._root_id = _identity(self.root)
@@ -294,15 +297,15 @@ class Worker:
 
     def _guard_root(self) -> None:
         """Without root, programs own the worker's folder as much as the worker does: after
-        each, it must hold only the worker's own entries, as the worker left them (the
-        C++ build outputs, the compile server), or the worker retires before the next. Its
-        times, which a program may set for the next to read, are set back."""
-        ours = self.javac.entries() | ({"cxx"} if self._cxx_state is not None else set())
+        each, it must hold only the worker's own entries, as the worker left them (the C++
+        build outputs, JavaScript's preload, the compile server), or the worker retires before
+        the next. Its times, which a program may set for the next to read, are set back."""
+        ours = self.javac.entries() | {os.path.basename(folder) for folder in self._trusted}
         try:
             intact = (_identity(self.root) == self._root_id
                       and set(os.listdir(self.root)) <= ours
-                      and (self._cxx_state is None
-                           or isolation.tree_state(self.cxx) == self._cxx_state)
+                      and all(isolation.tree_state(folder) == state
+                              for folder, state in self._trusted.items())
                       and self.javac.intact())
             if intact:
                 os.utime(self.root, ns=self._root_times, follow_symlinks=False)
@@ -409,6 +412,8 @@ class Worker:
             error = self._cxx(languages.uses_stdcxx(source), limits)
             if error:
                 return RunResult(SANDBOX_ERROR, error)
+        elif language == "javascript" and self.js not in self._trusted:
+            self._js_preload()
         missing = [jar for jar in classpath if not os.path.exists(jar)]
         if language == "java" and missing:
             return RunResult(SANDBOX_ERROR,
@@ -418,7 +423,8 @@ class Worker:
         classes = os.path.join(case, "classes")
         try:
             recipe = languages.build(language, source, limits.memory_mb, self.cxx, classpath,
-                                     classes, self.cpp_standard, work)
+                                     classes, self.cpp_standard,
+                                     os.path.join(self.js, languages.JS_PRELOAD_FILE))
         except ValueError as exc:
             return RunResult(SYNTAX_ERROR, str(exc))
         except FileNotFoundError as exc:
@@ -517,7 +523,7 @@ class Worker:
                  if not os.path.exists(os.path.join(self.cxx, output))]
         if not steps:
             return ""
-        if self._cxx_state is None:
+        if self.cxx not in self._trusted:
             os.mkdir(self.cxx, 0o755)
         try:
             for path, command, what in steps:
@@ -532,8 +538,16 @@ class Worker:
         finally:  # what is there now is the worker's own (see _guard_root)
             for name in os.listdir(self.cxx):
                 os.chmod(os.path.join(self.cxx, name), 0o644)
-            self._cxx_state = isolation.tree_state(self.cxx)
+            self._trusted[self.cxx] = isolation.tree_state(self.cxx)
         return ""
+
+    def _js_preload(self) -> None:
+        """Write JavaScript's preload (``languages.JS_PRELOAD_SOURCE``) in :attr:`js`, out of the
+        programs' working directory. Trusted, as the C++ build outputs are."""
+        os.mkdir(self.js, 0o755)
+        self._write(os.path.join(self.js, languages.JS_PRELOAD_FILE),
+                    languages.JS_PRELOAD_SOURCE, None)
+        self._trusted[self.js] = isolation.tree_state(self.js)
 
     @staticmethod
     def _trusted_build(command: list[str], directory: str, limits: Limits) -> str:

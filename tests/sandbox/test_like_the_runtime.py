@@ -150,6 +150,20 @@ if (process.argv[2] === 'child') {
 
 #: A Python program whose trace or profile function (``%s``) raises once its code has ended:
 #: python calls no code of its own then (no thread module imported), so it exits 0.
+CPP_RUNS_ITSELF = """#include <cassert>
+#include <cstdlib>
+#include <string>
+int main(int argc, char **argv) {
+  if (argc > 1) return %d;
+  assert(std::system((std::string(argv[0]) + " copy").c_str()) == 0);
+}
+"""
+
+BEFORE_EXIT_WORK = ("const assert = %s;\nlet once = false;\n"
+                    "process.prependListener('beforeExit', () => {\n"
+                    "  if (!once) { once = true; setTimeout(() => assert.ok(true), 5); }\n"
+                    "});\n")
+
 TRACE_LEFT_ON = """import sys
 done = False
 
@@ -254,6 +268,9 @@ CASES = [
      "#include <unistd.h>\n#include <sys/wait.h>\n"
      "int main() {\n  if (fork() == 0) return 0;\n  wait(nullptr);\n  return 2;\n}\n", FAILED),
     ("cpp_status_256_is_0", "cpp", "int main() { return 256; }\n", PASSED),
+    # ... a copy of itself that it runs keeps the status its main returns
+    ("cpp_runs_a_copy_of_itself", "cpp", CPP_RUNS_ITSELF % 0, PASSED),
+    ("cpp_runs_a_failing_copy_of_itself", "cpp", CPP_RUNS_ITSELF % 3, FAILED),
     # JavaScript: a program's own top-level names do not reach the harness
     ("js_own_globalThis", "javascript", "const globalThis = {};\n", PASSED),
     ("js_own_Uint8Array", "javascript", "class Uint8Array {}\n", PASSED),
@@ -279,6 +296,35 @@ CASES = [
     ("js_async_local_storage_fails", "javascript", ASYNC_LOCAL_STORAGE % 6, FAILED),
     ("js_domain", "javascript", "require('node:domain');\n", PASSED),
     ("js_node_children_elsewhere", "javascript", NODE_CHILDREN_ELSEWHERE, PASSED),
+    # JavaScript: a listener of the program's that runs before the harness's and gives node
+    # more to do, in CommonJS and in an ES module; the program's own emission of the event
+    # before its end
+    ("js_more_to_do_before_exit", "javascript", BEFORE_EXIT_WORK % "require('node:assert')",
+     PASSED),
+    ("js_more_to_do_before_exit_fails", "javascript",
+     BEFORE_EXIT_WORK.replace("ok(true)", "ok(false)") % "require('node:assert')", FAILED),
+    ("js_module_more_to_do_before_exit", "javascript",
+     BEFORE_EXIT_WORK % "(await import('node:assert')).default", PASSED),
+    ("js_emits_before_exit_itself", "javascript",
+     "require('node:assert').equal(1, 1);\nprocess.emit('beforeExit', 0);\n", PASSED),
+    # ... the program's Error frozen, or its stack trace limit fixed (the harness's is its own)
+    ("js_frozen_error", "javascript", "Object.freeze(Error);\n", PASSED),
+    ("js_fixed_stack_trace_limit", "javascript",
+     "Object.defineProperty(Error, 'stackTraceLimit', {value: 0, writable: false});\n", PASSED),
+    # ... its working directory holds its own file alone (the harness's is elsewhere): listed,
+    # or emptied before a worker thread starts
+    ("js_working_directory", "javascript",
+     "require('node:assert').deepStrictEqual(require('fs').readdirSync('.'), ['program.js']);\n",
+     PASSED),
+    ("js_worker_after_the_folder_was_emptied", "javascript",
+     "const fs = require('fs');\nfor (const f of fs.readdirSync('.')) fs.rmSync(f);\n"
+     "new (require('worker_threads').Worker)('1', {eval: true})\n"
+     "  .on('exit', (code) => require('node:assert').equal(code, 0));\n", PASSED),
+    # ... `new.target` at its top level (no `return`), with a hashbang line or `arguments`
+    ("js_hashbang_and_new_target", "javascript",
+     "#!/usr/bin/env node\nrequire('node:assert').equal(new.target, undefined);\n", PASSED),
+    ("js_arguments_and_new_target", "javascript",
+     "require('node:assert').equal(arguments.length + (new.target ? 1 : 0), 5);\n", PASSED),
 ]
 
 RUNTIMES = {"python": [sys.executable, "program.py"], "javascript": ["node", "program.js"]}

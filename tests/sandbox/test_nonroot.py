@@ -50,7 +50,8 @@ import glob, os
 roots = glob.glob('/tmp/hybridmetric-sandbox-*')
 assert roots, os.listdir('/tmp')
 for root in roots:
-    for name in ('cxx/vector', 'cxx/bits/stdc++.h', 'javac/HybridmetricJavac.class'):
+    for name in ('cxx/vector', 'cxx/bits/stdc++.h', 'javac/HybridmetricJavac.class',
+                 'js/hybridmetric_token.js'):
         path = os.path.join(root, name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         open(path, 'w').write('#error planted\\n')
@@ -214,13 +215,15 @@ programs = {
                                "[root] = glob.glob('/tmp/hybridmetric-sandbox-*')\n"
                                "os.rename(root, '/tmp/evil/root')\n"),
     "after_swap": ("python", "import os\nassert not os.path.exists('/tmp/evil')\n"),
-    # the precompiled header and the compile server are the user's files too: a program that
-    # rewrites them must not reach the next program
+    # the precompiled header, the compile server and JavaScript's preload are the user's files
+    # too: a program that rewrites them must not reach the next program
     "cpp_stdcxx": ("cpp", stdcxx),
+    "js_before_plant": ("javascript", "require('assert').ok(true);\n"),
     "plants": ("python", plant),
     "cpp_after_plant": ("cpp", stdcxx + "// after\n"),
     "java_after_plant": ("java", "class Problem {\n  public static void main(String[] a) {}\n}\n"
                                  "// after\n"),
+    "js_after_plant": ("javascript", "require('assert').ok(true);\n// after\n"),
     "locks": ("python", lock),
     "after_locks": ("python", "import os\nassert not os.path.exists('/tmp/locked')\n"
                               "assert os.listdir('.') == ['program.py'], os.listdir('.')\n"),
@@ -370,8 +373,9 @@ def _run_as_user(home: str, data: str) -> None:
         "reads_files": "failed", "reads_project": "passed", "writes_files": "failed",
         "writes_tmp": "passed", "opens_terminal": "failed", "makes_terminal": "passed",
         "tmp_is_empty": "passed", "swaps_worker": "passed", "after_swap": "passed",
-        "cpp_stdcxx": "passed", "plants": "passed",
-        "cpp_after_plant": "passed", "java_after_plant": "passed", "locks": "passed",
+        "cpp_stdcxx": "passed", "js_before_plant": "passed", "plants": "passed",
+        "cpp_after_plant": "passed", "java_after_plant": "passed", "js_after_plant": "passed",
+        "locks": "passed",
         "after_locks": "passed", "fifo_output": "passed", "stashes": "passed",
         "finds_no_stash": "passed", "locks_worker": "passed",
         "after_lock": "passed", "marks_folders": "passed", "reads_marks": "passed",

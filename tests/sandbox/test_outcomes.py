@@ -686,6 +686,22 @@ def test_a_cpp_program_s_macros_do_not_reach_the_harness(sandbox: Sandbox, run: 
     assert result.outcome == PASSED, result.error
 
 
+@pytest.mark.parametrize(("source", "outcome", "said"), [
+    # an assertion whose expression spans lines (a raw string literal's) is still a failure
+    ('#include <cassert>\n#include <string>\n'
+     'int main() { assert(std::string("a") == R"(a\nb)"); }\n', FAILED, "Assertion `"),
+    # output past the file size limit is lost (not the program killed), as it would be cut
+    ("#include <cstdio>\nint main() {\n  static char block[1 << 16];\n"
+     "  for (int i = 0; i < 1025; i++) fwrite(block, 1, sizeof block, stdout);\n}\n", PASSED,
+     ""),
+])
+def test_a_cpp_program_ends_as_it_would_outside(sandbox: Sandbox, run: Run, source: str,
+                                                outcome: str, said: str) -> None:
+    result = run(sandbox, "cpp", source)
+    assert result.outcome == outcome, result
+    assert said in result.error, result.error
+
+
 def test_programs_run_whatever_the_user_s_umask(run: Run) -> None:
     """The folders the worker makes (the case, the C++ build outputs) reach the programs' uid
     under a umask of 077 too."""
@@ -727,6 +743,21 @@ def test_javascript_syntax_errors_are_node_s_own(sandbox: Sandbox, run: Run, sou
                                                  outcome: str) -> None:
     result = run(sandbox, "javascript", source)
     assert result.outcome == outcome, result
+
+
+@pytest.mark.parametrize("keeper", [
+    "process.on('uncaughtException', () => {});",
+    "const d = require('domain').create();\nd.on('error', () => {});\nd.enter();",
+    "process.setUncaughtExceptionCaptureCallback(() => {});",
+])
+def test_a_javascript_error_that_the_program_kept_from_ending_node_is_shown(
+        sandbox: Sandbox, run: Run, keeper: str) -> None:
+    """Plain node exits 0; the tests stopped at the error: a failure whose text shows it."""
+    result = run(sandbox, "javascript",
+                 f"{keeper}\nsetTimeout(() => {{ throw new Error('the test failed'); }}, 1);\n")
+    assert result.outcome == FAILED, result
+    assert "a domain, process.setUncaughtExceptionCaptureCallback) then kept" in result.error
+    assert "Error: the test failed\n    at Timeout._onTimeout (program.js:" in result.error
 
 
 def test_javascript_es_modules_run(sandbox: Sandbox, run: Run) -> None:

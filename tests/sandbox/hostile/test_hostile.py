@@ -290,6 +290,19 @@ os.write(4, b"T" + report[1:])
 os._exit(0)
 assert 1 == 2
 """
+JS_ANOTHER_PROCESS = """const assert = require('assert');
+const real = process;
+const [monitor] = real.listeners('uncaughtExceptionMonitor');
+real.removeListener('uncaughtExceptionMonitor', monitor);
+real.on('uncaughtException', () => {});
+const stand_in = new (require('events'))();
+stand_in.on('uncaughtExceptionMonitor', monitor);
+globalThis.process = new Proxy(real, {
+  get: (target, key) => key === '_events' ? stand_in._events : Reflect.get(target, key),
+});
+setTimeout(() => assert.strictEqual(1, 2), 5);
+"""
+
 JS_READS_BACK_ITS_REPORT = """
 const fs = require("fs");
 process.on("uncaughtException", () => {
@@ -506,6 +519,17 @@ HOSTILE: list[tuple[Any, ...]] = [
      "  Promise.resolve().then(process.emit.bind(process, 'beforeExit', 0));\n});\n"
      "setTimeout(() => {\n  process.on('exit', () => { process.exitCode = 0; });\n"
      "  require('assert').strictEqual(1, 2);\n}, 50);\n", {FAILED}),
+    # ... from a promise, with node's own frame alone under it and nothing left waiting, while
+    # its (failing) tests wait in later reactions of promises
+    ("js_fakes_the_end_from_an_immediate_s_promise", "javascript",
+     "setImmediate(() => {\n"
+     "  Promise.resolve().then(process.emit.bind(process, 'beforeExit', 0))\n"
+     "    .then(() => process.exit(0));\n"
+     "  Promise.resolve().then().then().then()\n"
+     "    .then(() => require('assert').strictEqual(1, 2));\n});\n", {FAILED}),
+    # a stand-in for the process object that shows the harness's error monitor, which the
+    # program took off the real one before it swallowed its failure
+    ("js_hides_its_failure_behind_another_process", "javascript", JS_ANOTHER_PROCESS, {FAILED}),
     # a CommonJS candidate that passes for an ES module (its own function named after node's
     # module runner adds an 'exit' listener, as the runner does for an ES module), so that
     # its top-level `return` before the tests passes for the module's end
