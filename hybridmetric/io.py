@@ -119,7 +119,8 @@ def _read_jsonl(path: Path) -> tuple[pd.DataFrame, Location]:
                               "a JSON array; records are read as JSON Lines, one object per "
                               "line (`jq -c '.[]' FILE > FILE.jsonl` converts an array)")
         try:
-            row = json.loads(text, object_pairs_hook=_object)
+            # (without its line end: a line that stops short errs at its end, not on a next line)
+            row = json.loads(text.removesuffix("\n"), object_pairs_hook=_object)
         except json.JSONDecodeError as error:
             problem = error.msg.removesuffix(" at")  # ("Invalid control character at")
             raise RecordError(str(path), f"line {number}", None,

@@ -513,12 +513,27 @@ def validate(frame: pd.DataFrame, where: Location) -> pd.DataFrame:
 def with_rater_mean(frame: pd.DataFrame, target: str) -> tuple[pd.DataFrame, str | None]:
     """A table whose raters' grades were never aggregated (a ``ratings`` column, no ``rating``)
     gets ``rating``, the mean of each row's grades (NaN where a row has none), and a note that
-    says so; any other table, or another ``target``, comes back as it is, with None."""
-    if target != "rating" or "rating" in frame.columns or "ratings" not in frame.columns:
+    says so. A table with both whose ``rating`` is not that mean in some row (a median, a
+    consensus, a slip) comes back as it is, with a note that says where: the human ceiling and
+    the rater models are the grades'. Any other table, or another ``target``: as it is, None."""
+    if target != "rating" or "ratings" not in frame.columns:
         return frame, None
     means = [sum(grades.values()) / len(grades) if isinstance(grades, Mapping) and grades
              else math.nan for grades in frame["ratings"]]
-    note = ("note: the table has no 'rating' column: the target is each row's mean grade over "
-            "its raters ('ratings')")
-    return frame.assign(rating=means), note
+    if "rating" not in frame.columns:
+        note = ("note: the table has no 'rating' column: the target is each row's mean grade "
+                "over its raters ('ratings')")
+        return frame.assign(rating=means), note
+    given = numbers(frame, "rating")
+    apart = [row for row, (rating, mean) in enumerate(zip(given, means, strict=True))
+             if not (math.isnan(rating) or math.isnan(mean)
+                     or math.isclose(rating, mean, rel_tol=1e-9, abs_tol=1e-9))]
+    if not apart:
+        return frame, None
+    first = apart[0]
+    return frame, (f"note: 'rating' is not the mean of the raters' grades ('ratings') in "
+                   f"{len(apart)} of {len(frame)} rows, e.g. {row_label(frame, first)}: rating "
+                   f"{given[first]:g}, mean grade {means[first]:g}; the human ceiling, and the "
+                   "models that fit each grade (--model mixed, ordinal), follow the grades, "
+                   "not the 'rating' column")
 

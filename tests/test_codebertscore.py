@@ -361,6 +361,7 @@ def test_parity_with_a_context_the_tokenizer_cannot_spell(scorer):
 def test_long_inputs_use_windows_not_truncation(scorer):
     body = "\n".join(f"value_{i} = compute(value_{i - 1}, {i})" for i in range(1, 90))
     candidate, reference = body, "value_1 = compute(value_0, 1)\nvalue_2 = compute(value_1, 2)"
+    scorer._load()
     tokens = len(scorer._tokenizer(candidate)["input_ids"])
     assert tokens > 2 * 512
     plain = CodeBertScore(use_context=False, no_punc=False, device="cpu")
@@ -368,3 +369,27 @@ def test_long_inputs_use_windows_not_truncation(scorer):
     assert len(plain._cache[("", candidate)].ids) == tokens  # every token kept
     expected = reference_scores([candidate], [reference], scorer.layer, no_punc=False)
     np.testing.assert_allclose(ours, expected, atol=1e-4)
+
+
+def test_a_long_text_s_windows_go_through_the_encoder_batch_size_at_a_time():
+    """Memory stays bounded for a runaway generation: its windows are batched as texts are,
+    and the batching changes no score."""
+    body = "\n".join(f"value_{i} = compute(value_{i - 1}, {i})" for i in range(1, 400))
+    frame = frame_of([(body, "value_1 = compute(value_0, 1)", None)])
+    scores = {}
+    for size in (2, 32):
+        scorer = CodeBertScore(use_context=False, device="cpu", batch_size=size)
+        scorer._load()
+        forward, seen = scorer._model.forward, []
+
+        def recorded(input_ids, *args, forward=forward, seen=seen, **kwargs):
+            seen.append(len(input_ids))
+            return forward(input_ids, *args, **kwargs)
+
+        scorer._model.forward = recorded
+        scores[size] = scorer.score(frame).to_numpy()
+        windows = len(window_spans(len(scorer._tokenizer(body)["input_ids"]), scorer._window))
+        assert windows > 5
+        assert max(seen) == min(size, windows)
+        assert sum(seen) == windows + 1  # (and the reference, a batch of its own)
+    np.testing.assert_allclose(scores[2], scores[32], atol=1e-6)

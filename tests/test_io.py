@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from hybridmetric import RecordError, read_generations, read_study, write_generations
+from hybridmetric.schema import with_rater_mean
 
 CONALA = Path(__file__).resolve().parents[1] / "studies" / "conala"
 
@@ -107,7 +108,8 @@ def test_a_carriage_return_is_json_whitespace_and_a_csv_cell_keeps_it(tmp_path):
     # (the other row has no language: the value is quoted as written, not as a float column's)
     ('{"task_id": "t", "candidate": "x", "language": 3}',
      r"line 2, field 'language': expected a string, got int 3$"),
-    ('{"task_id": "t", "candidate": "x"', r"line 2: not valid JSON"),
+    ('{"task_id": "t", "candidate": "x"',
+     r"line 2: not valid JSON \(Expecting ',' delimiter at column 34\)"),
     ('{"task_id": "t", "candidate": "a\tb"}',
      r"line 2: not valid JSON \(Invalid control character at column 33\)"),
     ('["t", "x"]', r"line 2: expected a JSON object"),
@@ -402,3 +404,21 @@ def test_select_rows_compares_booleans_and_large_integers_alike_in_csv_and_json(
             assert select_rows(table, [f"flag={value}"])["task_id"].tolist() == ["t1"], name
         assert select_rows(table, [f"big={2**53 + 1}"])["task_id"].tolist() == ["t1"], name
         assert select_rows(table, [f"big={float(2**53)}"])["task_id"].tolist() == ["t0"], name
+
+
+def test_a_rating_apart_from_its_raters_mean_grade_is_noted():
+    """A study's `rating` may be a median or a consensus: kept, with a note naming the first row
+    where it is not the raters' mean (the ceiling and the rater models use the grades)."""
+    frame = pd.DataFrame({"task_id": ["a", "b", "c", "d"], "candidate": ["w", "x", "y", "z"],
+                          "rating": [2.0, 3.0, float("nan"), 1.5],
+                          "ratings": [{"r1": 1.0, "r2": 3.0}, {"r1": 4.0, "r2": 4.0},
+                                      {"r1": 1.0}, {"r1": 1.0, "r2": 2.0}]})
+    same, note = with_rater_mean(frame, "rating")
+    assert same is frame
+    assert note.startswith("note: 'rating' is not the mean of the raters' grades ('ratings') in "
+                           "1 of 4 rows, e.g. row 1: rating 3, mean grade 4;"), note
+    assert with_rater_mean(frame.assign(rating=[2.0, 4.0, 1.0, 1.5]), "rating")[1] is None
+    assert with_rater_mean(frame, "other")[1] is None
+    derived, note = with_rater_mean(frame.drop(columns="rating"), "rating")
+    assert derived["rating"].tolist() == [2.0, 4.0, 1.0, 1.5]
+    assert "no 'rating' column" in note

@@ -436,15 +436,19 @@ class CodeBertScore(Scorer):
         short = [i for i in order if len(encoded["input_ids"][i]) <= self._window]
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
         outputs: dict[int, Any] = {}
+        size = self.settings["batch_size"]
         with torch.inference_mode():
-            for i in long:
+            for i in long:  # its windows, ``size`` at a time (a long text's memory is bounded)
                 ids = torch.tensor(encoded["input_ids"][i], device=self.device)
                 spans = window_spans(len(ids), self._window)
-                chunks = torch.stack([ids[start:end] for start, end, _, _ in spans])
-                hidden = model(chunks, attention_mask=torch.ones_like(chunks))[0]
-                outputs[i] = torch.cat([hidden[k, keep_from:keep_to] for k, (_, _, keep_from,
-                                        keep_to) in enumerate(spans)]).float().cpu()
-            size = self.settings["batch_size"]
+                kept = []
+                for first in range(0, len(spans), size):
+                    group = spans[first:first + size]
+                    chunks = torch.stack([ids[start:end] for start, end, _, _ in group])
+                    hidden = model(chunks, attention_mask=torch.ones_like(chunks))[0]
+                    kept.append(torch.cat([hidden[k, keep_from:keep_to] for k, (_, _, keep_from,
+                                           keep_to) in enumerate(group)]).float().cpu())
+                outputs[i] = torch.cat(kept)
             widths: dict[int, list[int]] = {}  # (longest first, as ``short``)
             for i in short:
                 length = len(encoded["input_ids"][i])
@@ -467,7 +471,7 @@ class CodeBertScore(Scorer):
             keep = self._kept_tokens(key, encoded["input_ids"][i], encoded["offset_mapping"][i],
                                      encoded["special_tokens_mask"][i])
             vectors = outputs.pop(i)[torch.tensor(keep, dtype=torch.long)]
-            vectors = vectors / vectors.norm(dim=-1, keepdim=True)
+            vectors /= vectors.norm(dim=-1, keepdim=True)  # (in place: a long text's copy fewer)
             special = encoded["special_tokens_mask"][i]
             self._remember(key, _Encoded(vectors, [encoded["input_ids"][i][k] for k in keep],
                                          sum(1 for k in keep if not special[k])))
