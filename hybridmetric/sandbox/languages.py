@@ -65,7 +65,8 @@ _C_HEADERS = frozenset(f"{name}.h" for name in (
 #: (or the callback) where it was thrown, before the tests end, even where the program's own
 #: ``uncaughtException`` handler, domain or capture callback keeps node going: node tells the
 #: preload's
-#: ``uncaughtExceptionMonitor`` first, and no token goes out; a rejection nothing handled is
+#: ``uncaughtExceptionMonitor`` first, and no token goes out (or, after it went out, a report
+#: ``E`` with the report key takes it back); a rejection nothing handled is
 #: such an error too (``--unhandled-rejections=strict``), whatever ``unhandledRejection`` handler
 #: the program has. (A promise that never settles is no work to node: it ends the program as it
 #: would anyway, token and all; but for an ES module's top-level ``await`` of one, after which
@@ -116,16 +117,17 @@ if (programsOwn) {
   const token = buffer.subarray(0, size >> 1), key = buffer.subarray(size >> 1, size);
   const write = fs.writeSync;
   const Errors = Error;
-  // The files of the calls below the function `above` (up to 16), told in a context of the
-  // harness's own, made at the first beforeExit (~1 ms): the program's Error (its
-  // prepareStackTrace, stackTraceLimit, frozen or replaced) plays no part
+  // The files of all the calls below the function `above` (a program's own frames cannot
+  // hide under a window of others), told in a context of the harness's own, made at the first
+  // beforeExit (~1 ms): the program's Error (its prepareStackTrace, stackTraceLimit, frozen or
+  // replaced) plays no part
   const { createContext, runInContext } = require("vm");
   let callers;
   const files = (above) => {
     if (callers === undefined) {
       callers = runInContext(`"use strict";
         Error.prepareStackTrace = (_, sites) => sites;
-        Error.stackTraceLimit = 16;
+        Error.stackTraceLimit = Infinity;
         (above) => {
           const holder = {};
           Error.captureStackTrace(holder, above);
@@ -206,6 +208,9 @@ if (programsOwn) {
   const esModule = () => !compiles(() => compileFunction(
     body, ["exports", "require", "module", "__filename", "__dirname"]));
   let thrown = false;  // an error nothing caught, whatever handler kept node going after it
+  // Each beforeExit until one sends the token (a listener of the program's that ran before
+  // this one may have given node more to do, or a program may emit its own)
+  let sent = false;
   const listeners = Function.prototype.call.bind(require("events").prototype.listeners);
   const RangeErrors = RangeError;
   // node's and V8's words for memory they could not give the program (an ArrayBuffer, a
@@ -225,6 +230,11 @@ if (programsOwn) {
           || (error instanceof Errors && error.code === "ERR_WORKER_OUT_OF_MEMORY")) {
         write(4, "M");
         write(4, key);
+      } else if (sent) {  // after the token (a listener of beforeExit or exit, or their work):
+        write(4, "E");    // it is taken back, whatever exit status the program then sets
+        write(4, key);
+        write(2, "hybridmetric: an error nothing caught after node had nothing left to run "
+              + "(in a beforeExit or exit listener, or what one started): no pass\\n");
       }
     } catch (_) {}
     try {  // what a handler of the program's keeps from view (else node shows it as it ends)
@@ -238,9 +248,6 @@ if (programsOwn) {
   };
   process.on("uncaughtExceptionMonitor", monitor);
   const includes = Function.prototype.call.bind(Array.prototype.includes);
-  // Each beforeExit until one sends the token (a listener of the program's that ran before
-  // this one may have given node more to do, or a program may emit its own)
-  let sent = false;
   process.on("beforeExit", function send() {
     if (sent) return;
     const names = files(send);
@@ -415,12 +422,20 @@ _JAVA_PACKAGE = re.compile(rf"{_JAVA_WORD_START}package\s+"
 #: them again from each of its words.
 _JAVA_TYPE_PARAMETERS = r"<(?:[^<>]|<(?:[^<>]|<(?:[^<>]|<[^<>]*>)*>)*>)*>"
 _JAVA_MAIN = re.compile(rf"(?:{_JAVA_TYPE_PARAMETERS}\s*)?{_JAVA_WORD_START}void\s+main\s*\(")
+#: The parameters of a ``main`` the launcher runs: one array of String (``String[] a``,
+#: ``String... a``, ``String a[]``), final or annotated or not; another ``main`` is a method like
+#: any other.
+_JAVA_ENTRY_PARAMETERS = re.compile(
+    rf"\s*(?:(?:final{_JAVA_WORD_END}|@\s*{_JAVA_NAME}(?:\s*\.\s*{_JAVA_NAME})*"
+    rf"(?:\s*\([^()]*\))?)\s*)*(?:java\s*\.\s*lang\s*\.\s*)?String{_JAVA_WORD_END}\s*"
+    rf"(?:(?:\[\s*\]|\.\.\.)\s*{_JAVA_NAME}|{_JAVA_NAME}\s*\[\s*\])\s*")
 #: A modifier a ``main`` may have (in any order; ``public`` and ``static`` are checked: an
-#: interface's methods are public without saying so), or an annotation's (qualified) name
-#: after its ``@``, spelled backwards, with the space after it: matched on the code read
-#: backwards (an annotation's arguments are skipped first: see :func:`_java_modifiers_before`).
+#: interface's methods are public without saying so, but for a private one), or an
+#: annotation's (qualified) name after its ``@``, spelled backwards, with the space after it:
+#: matched on the code read backwards (an annotation's arguments are skipped first: see
+#: :func:`_java_modifiers_before`).
 _JAVA_MODIFIER_BACKWARDS = re.compile(
-    rf"\s*(cilbup|citats|lanif|dezinorhcnys|pftcirts)(?!{_JAVA_NAME_PART})"
+    rf"\s*(cilbup|citats|lanif|dezinorhcnys|pftcirts|etavirp)(?!{_JAVA_NAME_PART})"
     rf"|\s*{_JAVA_EMAN}(?:\s*\.\s*{_JAVA_EMAN})*\s*@")
 _SPACE = re.compile(r"\s*")
 #: A Unicode escape (JLS 3.3): ``\u`` (or ``\uu...``) and four hex digits, after an even number
@@ -618,16 +633,21 @@ def _paired_parentheses(code: str) -> dict[int, int]:
 
 
 def java_main_class(source: str) -> str:
-    """The type whose ``public static void main`` runs (dotted when nested): the last one in the
-    file, as the tests come after the code they test (not the public class's: a candidate could
-    declare a public class whose ``main`` would run in place of the tests'). A method belongs to
-    the type whose body is the innermost block that holds it. ValueError where that ``main``'s
-    type has a name javac numbers (in a method, an anonymous class or an enum constant's body),
-    or where a ``main``'s modifiers cannot be read (an annotation's arguments left open)."""
+    """The type whose ``public static void main(String[])`` runs (dotted when nested): the last
+    one in the file, as the tests come after the code they test (not the public class's: a
+    candidate could declare a public class whose ``main`` would run in place of the tests'). A
+    method belongs to the type whose body is the innermost block that holds it; a ``main`` of
+    other parameters is any method. ValueError where that ``main``'s type has a name javac
+    numbers (in a method, an anonymous class or an enum constant's body), or where a ``main``'s
+    modifiers cannot be read (an annotation's arguments left open)."""
     code = java_code(source)
     backwards, opening = code[::-1], _paired_parentheses(code)
+    closing = {open_: close for close, open_ in opening.items()}
+    # (a main whose parameters do not close is taken: javac says what is wrong)
     mains = [(m.start(), _java_modifiers_before(backwards, m.start(), opening))
-             for m in _JAVA_MAIN.finditer(code)]
+             for m in _JAVA_MAIN.finditer(code)
+             if m.end() - 1 not in closing
+             or _JAVA_ENTRY_PARAMETERS.fullmatch(code, m.end(), closing[m.end() - 1])]
     scan = _java_types(code, [at for at, _ in mains])
     # (a program whose braces do not pair cannot compile: its main goes to the type around it,
     # and javac says what is wrong)
@@ -638,10 +658,11 @@ def java_main_class(source: str) -> str:
             raise ValueError("a Java main method's modifiers cannot be read (an annotation's "
                              "arguments do not close)")
         interface = owner is not None and types[owner].kind == "interface"
-        if "static" in modifiers and ("public" in modifiers or interface):
+        if "static" in modifiers and ("public" in modifiers
+                                      or interface and "private" not in modifiers):
             chosen, found = owner, True
     if not found:
-        raise ValueError("no 'public static void main(' in the Java program")
+        raise ValueError("no 'public static void main(String[] args)' in the Java program")
     if chosen is None:
         raise ValueError("no named class declares the Java main method (it is at top level, "
                          "or in an anonymous class): the sandbox cannot name its class")

@@ -170,11 +170,11 @@ class Process:
     @property
     def kind(self) -> bytes:
         """What the harness reported: another report (``M``; Python's ``S``, ``X``, ``E``: see
-        ``launcher._python_main``), the byte before the report key on fd 4, where the harness
-        writes them together, else ``T`` (the tests completed) where the pass token follows
-        it; b"" when neither secret is there (a program that writes to fd 4 itself knows
-        neither, and what it can read back from the pipe is a key that authenticates no
-        pass)."""
+        ``launcher._python_main``; JavaScript's ``E``, an error after its token), the byte
+        before the report key on fd 4, where the harness writes them together, else ``T`` (the
+        tests completed) where the pass token follows it; b"" when neither secret is there (a
+        program that writes to fd 4 itself knows neither, and what it can read back from the
+        pipe is a key that authenticates no pass)."""
         half = len(self.token) // 2
         if not half:
             return b""
@@ -655,7 +655,7 @@ class Worker:
         compiled = _JS_SYNTAX_ERROR.search(stderr) if language == "javascript" else None
         if compiled and "program.js" not in compiled.group(1):
             return result(SYNTAX_ERROR, stderr)
-        if process.exit_code == 0:
+        if process.exit_code == 0 and kind != b"E":  # (E: JavaScript's error after the token)
             return result(FAILED, f"exited with status 0 before its tests completed\n{stderr}")
         return result(FAILED, stderr or f"exit status {process.exit_code}")
 

@@ -760,6 +760,20 @@ def test_a_javascript_error_that_the_program_kept_from_ending_node_is_shown(
     assert "Error: the test failed\n    at Timeout._onTimeout (program.js:" in result.error
 
 
+def test_a_javascript_failure_after_the_end_takes_the_pass_back(sandbox: Sandbox,
+                                                                 run: Run) -> None:
+    """Tests in a beforeExit listener that runs after the harness's: the token is out when they
+    fail, and the exit status is the program's to set."""
+    result = run(sandbox, "javascript",
+                 "process.on('exit', () => { process.exitCode = 0; });\n"
+                 "process.once('beforeExit', () => require('assert').strictEqual(1, 2));\n")
+    assert result.outcome == FAILED, result
+    assert result.error.startswith("hybridmetric: an error nothing caught after node had "
+                                   "nothing left to run (in a beforeExit or exit listener, or "
+                                   "what one started): no pass\n"), result.error
+    assert "1 !== 2" in result.error
+
+
 def test_javascript_es_modules_run(sandbox: Sandbox, run: Run) -> None:
     module = "import assert from 'node:assert';\nassert.strictEqual(1 + 1, {});\n"
     assert run(sandbox, "javascript", module.format(2)).outcome == PASSED
@@ -954,6 +968,16 @@ def test_java_main_class_is_found() -> None:
                            " public static void main(String[] a) {} }") == "Problem"
     assert java_main_class("class A { static class B extends @X({1}) Object {"
                            " public static void main(String[] a) {} } }") == "A.B"
+    # a later main that the launcher would not run: other parameters, an interface's private one
+    tests = "class Main { public static void main(String[] a) {} }\n"
+    for later in ("class Util { public static void main(java.util.List<Long> xs) {} }",
+                  "class Util { public static void main() {} }",
+                  "interface Later { private static void main(String[] a) {} }"):
+        assert java_main_class(tests + later) == "Main", later
+    for parameters in ("final String... args", "@Deprecated java.lang.String args[]",
+                       "String [] args", "final @A(x = 1) String[]a"):
+        assert java_main_class(f"class A {{ public static void main({parameters}) {{}} }}") == "A"
+    assert java_main_class(tests + "interface I { static void main(String[] a) {} }") == "I"
     helper = "class A { static class Pair { } public static void main(String[] a) {} }"
     assert java_main_class(helper) == "A"
     assert java_main_class("class A { boolean f(Object record) { return record instanceof A; }"

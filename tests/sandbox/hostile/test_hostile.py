@@ -290,6 +290,41 @@ os.write(4, b"T" + report[1:])
 os._exit(0)
 assert 1 == 2
 """
+#: node's beforeExit emitted on behalf of the process object (the scope of an async resource
+#: given an AsyncResource's ids), below 20 of node's domain frames (bound functions leave none
+#: of their own), from an immediate, with the tests still queued; then an exit before them.
+JS_DEEP_FAKE_END = """const { AsyncResource } = require('async_hooks');
+const domain = require('domain').create();
+const resource = new AsyncResource('X');
+for (const symbol of Object.getOwnPropertySymbols(resource)) process[symbol] = resource[symbol];
+let end = require('events').prototype.emit.bind(process, 'beforeExit', 0);
+for (let i = 0; i < 20; i++) end = domain.run.bind(domain, end);
+setImmediate(() => {
+  queueMicrotask(() => require('assert').strictEqual(1, 2));
+  AsyncResource.prototype.runInAsyncScope.call(process, end);
+  process.exit(0);
+});
+"""
+
+#: ... the harness's own listener called through functions that vm compiled under node's file
+#: names (node:events, then node:internal/async_hooks for as deep as a short window looks).
+JS_NAMED_FAKE_END = """const vm = require('vm');
+const { AsyncResource } = require('async_hooks');
+const send = process.listeners('beforeExit')[0];
+const emit = vm.runInThisContext('(function emit(f) { return f(); })', {filename: 'node:events'});
+const hop = vm.runInThisContext('(function hop(f) { return f(); })',
+                                {filename: 'node:internal/async_hooks'});
+let end = emit.bind(null, send);
+for (let i = 0; i < 16; i++) end = hop.bind(null, end);
+const resource = new AsyncResource('X');
+for (const symbol of Object.getOwnPropertySymbols(resource)) process[symbol] = resource[symbol];
+setImmediate(() => {
+  queueMicrotask(() => require('assert').strictEqual(1, 2));
+  AsyncResource.prototype.runInAsyncScope.call(process, end);
+  process.exit(0);
+});
+"""
+
 JS_ANOTHER_PROCESS = """const assert = require('assert');
 const real = process;
 const [monitor] = real.listeners('uncaughtExceptionMonitor');
@@ -527,6 +562,23 @@ HOSTILE: list[tuple[Any, ...]] = [
      "    .then(() => process.exit(0));\n"
      "  Promise.resolve().then().then().then()\n"
      "    .then(() => require('assert').strictEqual(1, 2));\n});\n", {FAILED}),
+    # ... on behalf of the process object (an async resource's scope), with node's frames for
+    # as far down as a short window of the stack would look
+    ("js_fakes_the_end_under_a_deep_stack_of_node_s_frames", "javascript", JS_DEEP_FAKE_END,
+     {FAILED}),
+    # ... with functions compiled under node's file names
+    ("js_fakes_the_end_under_frames_named_as_node_s", "javascript", JS_NAMED_FAKE_END, {FAILED}),
+    # tests that fail after the token went out (in a listener of beforeExit or exit, or what one
+    # started), their failure hidden from node's exit status or by a handler of the program's
+    ("js_fails_in_a_later_before_exit_listener", "javascript",
+     "process.on('exit', () => { process.exitCode = 0; });\n"
+     "process.once('beforeExit', () => require('assert').strictEqual(1, 2));\n", {FAILED}),
+    ("js_fails_in_an_exit_listener", "javascript",
+     "process.on('exit', () => {\n  process.exitCode = 0;\n"
+     "  require('assert').strictEqual(1, 2);\n});\n", {FAILED}),
+    ("js_fails_after_the_end_behind_its_handler", "javascript",
+     "process.on('uncaughtException', () => {});\nprocess.once('beforeExit', () => "
+     "setImmediate(() => require('assert').strictEqual(1, 2)));\n", {FAILED}),
     # a stand-in for the process object that shows the harness's error monitor, which the
     # program took off the real one before it swallowed its failure
     ("js_hides_its_failure_behind_another_process", "javascript", JS_ANOTHER_PROCESS, {FAILED}),
