@@ -155,12 +155,29 @@ if (programsOwn) {
   const active = typeof resources === "function" ? Function.prototype.call.bind(resources)
     : () => [];
   const idle = () => active(process).length === 0;
-  // node's own beforeExit is a callback into JavaScript on behalf of the process object (an
-  // emission of the program's from a promise's reaction, with no frame of its own below, runs
-  // on behalf of nothing, or of the timer or immediate that made the promise)
-  const resource = require("async_hooks").executionAsyncResource;
-  const onBehalfOfProcess = typeof resource === "function" ? () => resource() === process
-    : () => true;  // (before Node 13.9)
+  // node's own beforeExit is a callback into JavaScript on behalf of the process object, in
+  // no asynchronous context (ids 0), with one argument, the exit code (0 for a program that
+  // can pass): an emission of the program's from a promise's reaction or from a handler that
+  // node calls itself (a signal's), with no frame of its own below, runs on behalf of nothing,
+  // or of the timer, immediate or handle that made it, and gets other arguments
+  const { executionAsyncResource, executionAsyncId, triggerAsyncId } = require("async_hooks");
+  const fromNode = typeof executionAsyncResource === "function"  // (since Node 13.9)
+    ? (args) => executionAsyncResource() === process && executionAsyncId() === 0
+      && triggerAsyncId() === 0 && args.length === 1 && args[0] === 0
+    : (args) => args.length === 1 && args[0] === 0;
+  // ... whose ids (and resources) the deprecated process.binding("async_wrap") could rewrite:
+  // closed to the program
+  const binding = process.binding;
+  if (typeof binding === "function") {
+    process.binding = { binding(name) {  // (named as node's)
+      const module = `${name}`;
+      if (module === "async_wrap") {
+        throw new Errors("process.binding('async_wrap') is closed in the sandbox: the test "
+                         + "harness reads the asynchronous ids it could rewrite");
+      }
+      return apply(binding, this, [module]);
+    } }.binding;
+  }
   setImmediate(() => { looped = true; });
   // For an ES module (which node ends with status 13 if it never finishes) the token waits
   // for the module's import, which settles only once its code ran to the end (whatever a
@@ -248,12 +265,12 @@ if (programsOwn) {
   };
   process.on("uncaughtExceptionMonitor", monitor);
   const includes = Function.prototype.call.bind(Array.prototype.includes);
-  process.on("beforeExit", function send() {
+  process.on("beforeExit", function send(...args) {
     if (sent) return;
     const names = files(send);
     // node's own event: only its event emitter's frame is below (no code of the program's),
     // and those of async hooks and domains where they are on
-    if (looped && !thrown && idle() && onBehalfOfProcess()
+    if (looped && !thrown && idle() && fromNode(args)
         && includes(listeners(process, "uncaughtExceptionMonitor"), monitor)
         && names.length >= 1 && emitter(names[0]) && throughHooks(names)) {
       sent = true;

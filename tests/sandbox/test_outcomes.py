@@ -774,6 +774,18 @@ def test_a_javascript_failure_after_the_end_takes_the_pass_back(sandbox: Sandbox
     assert "1 !== 2" in result.error
 
 
+def test_javascript_s_async_wrap_binding_is_closed_and_the_rest_open(sandbox: Sandbox,
+                                                                      run: Run) -> None:
+    """Through ``process.binding('async_wrap')`` a program could rewrite the asynchronous ids
+    by which the harness tells node's own end of the program from one it made itself."""
+    result = run(sandbox, "javascript", "process.binding({toString: () => 'async_wrap'});\n")
+    assert result.outcome == FAILED, result
+    assert "process.binding('async_wrap') is closed in the sandbox" in result.error
+    assert run(sandbox, "javascript", "process.binding('util').getHiddenValue;\n"
+                                      "require('assert').strictEqual(process.binding.name, "
+                                      "'binding');\n").outcome == PASSED
+
+
 def test_javascript_es_modules_run(sandbox: Sandbox, run: Run) -> None:
     module = "import assert from 'node:assert';\nassert.strictEqual(1 + 1, {});\n"
     assert run(sandbox, "javascript", module.format(2)).outcome == PASSED

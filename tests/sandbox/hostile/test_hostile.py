@@ -325,6 +325,36 @@ setImmediate(() => {
 });
 """
 
+#: The handler node gives a signal bound to the program's emission of beforeExit (node binds
+#: process.emit as it is when it starts listening); its tests wait on the thread pool.
+_SIGNAL_TO_BEFORE_EXIT = """const events = require('events');
+const listen = process.listeners('newListener').find((f) => f.name === 'startListeningIfSignal');
+const emit = process.emit;
+process.emit = events.prototype.emit.bind(process, 'beforeExit');
+listen('SIGUSR2');
+process.emit = emit;
+process.on('beforeExit', () => process.exit(0));
+setImmediate(() => process.kill(process.pid, 'SIGUSR2'));
+require('zlib').deflate(Buffer.alloc(5e7), () => require('assert').strictEqual(1, 2));
+"""
+JS_SIGNAL_FAKE_END = _SIGNAL_TO_BEFORE_EXIT + """const {HTTPParser} = require('_http_common');
+const parser = new HTTPParser();
+parser.initialize(HTTPParser.RESPONSE, {}, 0, 0);
+const [resource] = Object.getOwnPropertySymbols(parser);
+process.prependListener('beforeExit', () => {
+  require('async_hooks').executionAsyncResource()[resource] = process;
+});
+"""
+JS_SIGNAL_FAKE_END_WITH_IDS = _SIGNAL_TO_BEFORE_EXIT + """
+const wrap = process.binding('async_wrap');
+process.prependListener('beforeExit', () => {
+  wrap.async_id_fields[wrap.constants.kExecutionAsyncId] = 0;
+  wrap.async_id_fields[wrap.constants.kTriggerAsyncId] = 0;
+  const top = wrap.async_hook_fields[wrap.constants.kStackLength] - 1;
+  wrap.execution_async_resources[top] = process;
+});
+"""
+
 JS_ANOTHER_PROCESS = """const assert = require('assert');
 const real = process;
 const [monitor] = real.listeners('uncaughtExceptionMonitor');
@@ -568,6 +598,13 @@ HOSTILE: list[tuple[Any, ...]] = [
      {FAILED}),
     # ... with functions compiled under node's file names
     ("js_fakes_the_end_under_frames_named_as_node_s", "javascript", JS_NAMED_FAKE_END, {FAILED}),
+    # ... from a signal's handler, which node calls itself (process.emit bound to it as node
+    # starts listening), its resource made the process object through node's own symbol (an
+    # HTTP parser's), or its async ids rewritten through process.binding('async_wrap'), while
+    # its tests wait on work of node's thread pool (a zlib deflate)
+    ("js_fakes_the_end_from_a_signal_s_handler", "javascript", JS_SIGNAL_FAKE_END, {FAILED}),
+    ("js_fakes_the_end_from_a_signal_s_handler_with_node_s_ids", "javascript",
+     JS_SIGNAL_FAKE_END_WITH_IDS, {FAILED}),
     # tests that fail after the token went out (in a listener of beforeExit or exit, or what one
     # started), their failure hidden from node's exit status or by a handler of the program's
     ("js_fails_in_a_later_before_exit_listener", "javascript",
