@@ -121,7 +121,7 @@ if (programsOwn) {
   // hide under a window of others), told in a context of the harness's own, made at the first
   // beforeExit (~1 ms): the program's Error (its prepareStackTrace, stackTraceLimit, frozen or
   // replaced) plays no part
-  const { createContext, runInContext } = require("vm");
+  const { createContext, runInContext, Script, compileFunction } = require("vm");
   let callers;
   const files = (above) => {
     if (callers === undefined) {
@@ -204,7 +204,6 @@ if (programsOwn) {
   // in for here: in a string, a comment or a regular expression, both are as valid), sends no
   // token
   const source = fs.readFileSync(process.argv[1], "utf8");
-  const Script = require("vm").Script, compileFunction = require("vm").compileFunction;
   const compiles = (make) => {
     try {
       make();

@@ -412,7 +412,7 @@ class Worker:
             error = self._cxx(languages.uses_stdcxx(source), limits)
             if error:
                 return RunResult(SANDBOX_ERROR, error)
-        elif language == "javascript" and self.js not in self._trusted:
+        elif language == "javascript":
             self._js_preload()
         missing = [jar for jar in classpath if not os.path.exists(jar)]
         if language == "java" and missing:
@@ -543,7 +543,9 @@ class Worker:
 
     def _js_preload(self) -> None:
         """Write JavaScript's preload (``languages.JS_PRELOAD_SOURCE``) in :attr:`js`, out of the
-        programs' working directory. Trusted, as the C++ build outputs are."""
+        programs' working directory, once. Trusted, as the C++ build outputs are."""
+        if self.js in self._trusted:
+            return
         os.mkdir(self.js, 0o755)
         self._write(os.path.join(self.js, languages.JS_PRELOAD_FILE),
                     languages.JS_PRELOAD_SOURCE, None)
