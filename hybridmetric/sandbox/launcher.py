@@ -119,6 +119,9 @@ STANDARD_MODULES = ("typing", "math", "re", "collections", "itertools", "functoo
 _REHEARSALS = ("def check(candidate):\n    assert candidate(1) == 3\n\ncheck(lambda x: x + 1)\n",
                "def f(x):\n    return [x][x] + 1\n\nf(1)\n")
 _TAIL = 16384
+#: The interpreter's own ``sys.excepthook``: a program that set another has its errors written
+#: by that one.
+_PYTHON_EXCEPTHOOK = sys.__excepthook__
 #: ``unittest.main``'s file, as a traceback names it.
 _UNITTEST_MAIN = os.path.join("unittest", "main.py")
 #: What ``compile`` raises for a program that is not valid Python (ValueError: NUL bytes;
@@ -699,6 +702,36 @@ def _say_why(kind: bytes, exc: BaseException, source: str, path: str) -> None:
             pass
     if kind == b"X":
         exc = RuntimeError(_exit_text(exc))
+    else:
+        hook = sys.__dict__.get("excepthook", _say_why)  # (_say_why: none, not even None)
+        if hook is not _PYTHON_EXCEPTHOOK:
+            _program_s_hook(hook, exc, source, path)
+            return
+    write(2, _error_text(exc, source, path).encode("utf-8", "backslashreplace"))
+
+
+def _program_s_hook(hook: object, exc: BaseException, source: str, path: str) -> None:
+    """Have the program's own ``sys.excepthook`` write its error, as python does
+    (``PyErr_Print``): with ``sys.last_*`` set and the traceback from the program's frame;
+    where the hook raises, its error and then the original are shown, and where the program
+    deleted it, the original after a line that says so."""
+    program_frames = exc.__traceback__.tb_next if exc.__traceback__ else None
+    if hook is _say_why:
+        write(2, b"sys.excepthook is missing\n")
+    else:
+        traceback_kept = exc.__traceback__
+        sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, program_frames
+        if _PY312:
+            sys.last_exc = exc
+        try:
+            exc.__traceback__ = program_frames
+            hook(type(exc), exc, program_frames)  # type: ignore[operator]
+            return
+        except BaseException as failure:  # noqa: BLE001 - python shows it, then the original
+            text = "Error in sys.excepthook:\n" + _error_text(failure, source, path)
+            write(2, (text + "\nOriginal exception was:\n").encode("utf-8", "backslashreplace"))
+        finally:
+            exc.__traceback__ = traceback_kept
     write(2, _error_text(exc, source, path).encode("utf-8", "backslashreplace"))
 
 

@@ -425,3 +425,36 @@ def test_the_import_path_is_the_interpreter_s_own(sandbox: Sandbox) -> None:
               f"assert sys.path[1:] == {expected}\n")
     [result] = sandbox.run([Program("python", source, LIMITS)])
     assert result.outcome == PASSED, result
+
+
+#: Programs that set ``sys.excepthook`` and then fail: the hook writes the error text.
+EXCEPTHOOKS = {
+    "prints": "import sys, traceback\ndef hook(kind, value, frames):\n"
+              "    print('hooked', kind.__name__, value, traceback.extract_tb(frames)[0].name,\n"
+              "          file=sys.stderr)\nsys.excepthook = hook\n1 / 0\n",
+    "raises": "import sys\ndef hook(*args):\n    raise ValueError('in the hook')\n"
+              "sys.excepthook = hook\ndef f():\n    return 1 / 0\nf()\n",
+    "missing": "import sys\ndel sys.excepthook\nassert 1 == 2, 'no'\n",
+    "none": "import sys\nsys.excepthook = None\nassert 1 == 2\n",
+    "print_last": "import sys, traceback\nsys.excepthook = lambda *args: traceback.print_last()\n"
+                  "raise KeyError(3)\n",
+    "the_value_s_own_frames": "import sys, traceback\n"
+                              "sys.excepthook = lambda k, v, f: traceback.print_exception(v)\n"
+                              "raise KeyError(3)\n",
+    "python_s_own": "import sys\nsys.excepthook = sys.__excepthook__\n[][1]\n",
+}
+
+
+def test_a_program_s_excepthook_writes_its_error_as_under_python(sandbox: Sandbox,
+                                                                 tmp_path: Path) -> None:
+    """As ``PyErr_Print``: the program's hook gets the traceback from its own frame on, with
+    ``sys.last_*`` set; a hook that raises shows its error, then the original; a deleted one
+    is said to be missing. The same text as python's (without column markers, as the sandbox
+    runs Python)."""
+    results = sandbox.run([Program("python", source, ROOMY) for source in EXCEPTHOOKS.values()])
+    for (name, source), result in zip(EXCEPTHOOKS.items(), results, strict=True):
+        (tmp_path / "program.py").write_text(source)
+        python = subprocess.run([sys.executable, "-X", "no_debug_ranges", "program.py"],
+                                cwd=tmp_path, capture_output=True, text=True)
+        assert python.returncode == 1 and result.outcome == FAILED, (name, result)
+        assert result.error == python.stderr.replace(f"{tmp_path}{os.sep}", ""), name
