@@ -467,6 +467,8 @@ _JAVA_NOT_CODE = re.compile(r'//[^\n\r]*|/\*.*?(?:\*/|\Z)|"""(?:\\.|[^\\])*?(?:"
 #: What javac leaves out of identifiers (``Character.isIdentifierIgnorable``): the ISO control
 #: characters that are not white space (and, see :func:`java_code`, the format characters).
 _JAVA_IGNORABLE = re.compile(r"[\x00-\x08\x0e-\x1b\x7f-\x9f]")
+#: Anything but Java's white space (and SUB) after a SUB character.
+_JAVA_CODE_AFTER = re.compile(r"[^ \t\f\n\r\x1a]")
 
 
 def canonical(language: str) -> str:
@@ -509,12 +511,30 @@ def java_code(source: str) -> str:
     blanked out (line ends kept: a CR ends a ``//`` comment too); then the characters javac
     leaves out of identifiers left out of the code (``package hybridmetric_\\u200bharness`` is
     the harness's package), not out of comments, where ``*\\u200b/`` ends none."""
-    source = _JAVA_UNICODE_ESCAPE.sub(lambda m: m.group(1) + chr(int(m.group(2), 16)), source)
-    code = _JAVA_NOT_CODE.sub(lambda m: re.sub(r"[^\n\r]", " ", m.group()), source)
-    code = _JAVA_IGNORABLE.sub("", code)
+    code = _JAVA_IGNORABLE.sub("", _java_blanked(source))
     if not code.isascii():
         code = "".join(c for c in code if c.isascii() or unicodedata.category(c) != "Cf")
     return code
+
+
+def _java_blanked(source: str) -> str:
+    """``source`` with its Unicode escapes translated and its comments and literals blanked
+    out (line ends kept)."""
+    source = _JAVA_UNICODE_ESCAPE.sub(lambda m: m.group(1) + chr(int(m.group(2), 16)), source)
+    return _JAVA_NOT_CODE.sub(lambda m: re.sub(r"[^\n\r]", " ", m.group()), source)
+
+
+def java_refuse_early_end(source: str) -> None:
+    """ValueError where code follows a SUB character (U+001A, control-Z; raw or as
+    ``\\u001a``) outside comments and literals: javac ends the file there (JLS 3.5 allows it
+    only last), so what follows, the tests among it, would never compile, and a program that
+    closed its class before it would pass without running them."""
+    code = _java_blanked(source)
+    at = code.find("\x1a")
+    if at >= 0 and _JAVA_CODE_AFTER.search(code, at):
+        raise ValueError(f"javac ends the file at the SUB character (U+001A, control-Z) on line "
+                         f"{code.count(chr(10), 0, at) + 1}, outside a comment or literal: the "
+                         "code after it, the tests among it, would never be compiled")
 
 
 def java_public_type(source: str) -> str | None:
@@ -850,6 +870,7 @@ def build(language: str, source: str, memory_mb: int, cxx: str = ".",
                       "-o", "program", f"{cxx}/{CPP_MAIN}.o", "program.cpp"],
                      ["./program"])
     if language == "java":
+        java_refuse_early_end(source)
         public = java_public_type(source)
         name = f"{public}.java" if public else "Program.java"
         size = len(name.encode("utf-8", "surrogateescape"))

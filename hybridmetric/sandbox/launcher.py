@@ -42,6 +42,7 @@ import io
 import itertools
 import linecache
 import marshal
+import mmap
 import os
 import resource
 import select
@@ -157,10 +158,22 @@ _getrandom.restype = ctypes.c_ssize_t
 _c_write = _plain_libc.write
 _c_write.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t)
 _c_write.restype = ctypes.c_ssize_t
+_c_read = _plain_libc.read
+_c_read.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t)
+_c_read.restype = ctypes.c_ssize_t
+#: (the C library's: a profile function sees no call of it, as it sees ``os.getpid``'s)
+_c_getpid = _plain_libc.getpid
 _c_memset = _plain_libc.memset
 _c_memset.argtypes = (ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t)
-_malloc = _plain_libc.malloc
-_malloc.restype = ctypes.c_void_p
+_c_mmap = _plain_libc.mmap
+_c_mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
+                    ctypes.c_long)
+_c_mmap.restype = ctypes.c_void_p
+_c_madvise = _plain_libc.madvise
+_c_madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
+#: ``madvise``'s advice that a mapping's pages reach a forked child empty (linux/mman.h; Linux
+#: 4.14); not in every build's ``mmap`` module.
+MADV_WIPEONFORK = 18
 #: The bytes of each of a program's two secrets (random): its *pass token*, which its harness
 #: sends after ``T`` once the tests completed, and its *report key*, which the harness sends
 #: after any other report (``M``: out of memory; Python's ``S``, ``X``, ``E``). The token pipe
@@ -170,17 +183,22 @@ _malloc.restype = ctypes.c_void_p
 #: ``/proc/self/fd/4`` for reading: the pipe is its uid's): what it reads there is a key that
 #: authenticates no pass.
 TOKEN_BYTES = 16
-#: Where the two are, in memory that no Python object owns or shows (``malloc``\ ed once here):
-#: ``T`` and the pass token, then a byte that nothing reads and the report key. The forking
-#: process draws both into it before each fork and sends them on the token pipe from there; a
-#: Python child writes ``T`` and its token to fd 4 in one ``write`` from the copy the fork gave
-#: it, so a program that walks the frames below its own (``sys._getframe(1).f_locals``) or
-#: searches what the collector tracks does not find the token: only reading its process's
-#: memory would. (The report key, which authenticates no pass, a Python child is given as
-#: bytes.)
-_TOKEN_AT: int = _malloc(2 * (1 + TOKEN_BYTES)) or 0
-if not _TOKEN_AT:
+#: Where the two are, in memory that no Python object owns or shows (a page mapped once here,
+#: which every fork gives the child empty: ``MADV_WIPEONFORK``): ``T`` and the pass token, then
+#: a byte that nothing reads and the report key. The forking process draws both into it before
+#: each fork and sends them on the token pipe from there; a Python child reads its token from
+#: the pipe into its own page and writes ``T`` and the token to fd 4 in one ``write`` from
+#: there, so a program that walks the frames below its own (``sys._getframe(1).f_locals``) or
+#: searches what the collector tracks does not find the token (only reading its process's
+#: memory would), and a process that the program forks holds none to send. (The report key,
+#: which authenticates no pass, a Python child is given as bytes.)
+_TOKEN_AT: int = _c_mmap(None, mmap.PAGESIZE, mmap.PROT_READ | mmap.PROT_WRITE,
+                         mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS, -1, 0) or 0
+if _TOKEN_AT in (0, ctypes.c_void_p(-1).value):
     raise MemoryError("no memory for the programs' token")
+if _c_madvise(_TOKEN_AT, mmap.PAGESIZE, MADV_WIPEONFORK) != 0:
+    raise OSError(_errno_location()[0], "the programs' token needs MADV_WIPEONFORK "
+                                        "(Linux 4.14 or later)")
 _c_memset(_TOKEN_AT, ord("T"), 1)
 #: The byte before the report key.
 _REPORT_AT = _TOKEN_AT + 1 + TOKEN_BYTES
@@ -808,7 +826,8 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None, ke
     returns, or, where it raised, the report of its kind (``S``: it does not compile; ``M``:
     memory; ``X``: it exited; ``E``: another exception) on fd 4 with the report key right after
     it in the same write (the worker believes a report only where the key follows it; see
-    :data:`TOKEN_BYTES`); a process that the program forked (not this one) sends neither.
+    :data:`TOKEN_BYTES`); a process that the program forked (not this one) sends neither (nor
+    has it the token to: see :data:`_TOKEN_AT`).
     ``key``: the report key, as bytes. ``below``: the recursion levels the harness takes under
     this function's frame (see :func:`_exec_levels`). ``loader``: the module's ``__loader__``,
     as python gives a script. (Every object this touches is a page the child copies, so it does
@@ -816,9 +835,11 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None, ke
 
     The program can rebind this module's globals (its frames lead there, as does ``gc`` once
     it unfreezes what the fork server froze), and, from Python 3.13 on (PEP 667), the locals
-    of this frame too, from any thread, at any time. So the token goes out only where the
-    program's code returned: its parts are on the stack before the first runs, which no name
-    reaches; and a failure is reported with the report key as bytes made before the program
+    of this frame too, from any thread, at any time (before 3.13, a trace or profile function,
+    which is given this frame, writes its locals too). So the token goes out only on the line
+    that runs the program's code, where that code returned, whatever this frame holds: its
+    parts are on the stack before the first runs, which no name reaches; and a failure is
+    reported with the report key as bytes made before the program
     runs (it authenticates no pass: a program that finds it can only fail), never from the
     memory that holds the token. What it can rebind changes the error text, or keeps a pass
     from going out, not what a failure sends. (Calling the harness's own C functions, or
@@ -826,9 +847,13 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None, ke
     run, end, pid_now, say, report = run_code, _exit, getpid, _say_why, write
     caught, exited, starved = BaseException, SystemExit, MemoryError
     profile_with, trace_with = setprofile, settrace
+    token_at, token_out, token_size, pid_in_c = _TOKEN_AT, _c_write, 1 + TOKEN_BYTES, _c_getpid
     own_pid = pid_now()
-    # The secrets are at _TOKEN_AT already (the fork copied them): fd 3 closed, the program
-    # cannot read them there, nor find them in a Python object.
+    # The token, from its pipe into this process's page (see _TOKEN_AT), and fd 3 closed: the
+    # program cannot read it there, nor find it in a Python object.
+    _c_memset(token_at, ord("T"), 1)
+    if _c_read(TOKEN_FD, token_at + 1, TOKEN_BYTES) != TOKEN_BYTES:
+        raise OSError(_plain_errno(), "the token could not be read")
     close(TOKEN_FD)
     close(FAILURE_FD)  # what fails from here on is the program's (see FAILURE_FD)
     # Its folder first on the import path, from here: had the forking process looked it up
@@ -867,12 +892,17 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None, ke
         # onto the stack, with ``exec`` and the namespace, before the first part runs: nothing
         # between them that the first part could change (a name, ``builtins.exec``) or reach
         # (an iterator of ``code``). (``exec(tail, namespace, None)``: None stands for the
-        # namespace.)
+        # namespace.) Then, on the same line (no line of this frame's between them, where a
+        # trace function could act), ``T`` and the token, where the code returned (``exec``
+        # returns None) in this process: the tests are over. sent: False where fd 4 was closed.
+        sent = False
         try:
             if len(code) == 2:
-                run(code[1], namespace, run(code[0], namespace))
+                sent = run(code[1], namespace, run(code[0], namespace)) or (
+                    pid_in_c() != own_pid or token_out(4, token_at, token_size) == token_size)
             else:
-                run(code[0], namespace)
+                sent = run(code[0], namespace) or (
+                    pid_in_c() != own_pid or token_out(4, token_at, token_size) == token_size)
         except exited as exc:
             kind, error = b"X", exc
         except starved as exc:
@@ -890,13 +920,12 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None, ke
         namespace.pop("__file__", None)
         namespace.pop("__cached__", None)
         if not kind:
-            # The tests are over: the token, then what the interpreter does at exit
+            # The tests are over and the token out: then what the interpreter does at exit
             # (Py_FinalizeEx), in its order: wait for the program's other threads, run the
             # atexit callbacks, flush the standard streams (see _at_exit). The exit status must
             # still be 0 (a thread's ``os._exit(1)`` then fails the program, as its
             # ``os._exit(0)`` does not). Objects alive at the end are not finalized.
-            if (pid_now() == own_pid
-                    and _c_write(4, _TOKEN_AT, 1 + TOKEN_BYTES) != 1 + TOKEN_BYTES):
+            if not sent:
                 end(1)  # the program closed fd 4: no token, a failure
             _join_threads()
             end(_at_exit(0))

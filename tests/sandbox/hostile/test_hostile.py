@@ -98,6 +98,53 @@ sys.settrace(tracer)
 assert 1 == 1
 """
 
+#: A profile function, or a trace function, that clears the failure the harness's frame holds
+#: (a local, ``kind``) once the tests failed: before Python 3.13 the interpreter writes such a
+#: function's changes to a frame's locals back into the frame; from 3.13 any code's.
+_CLEARS_THE_FAILURE = """
+import sys
+def clear(frame, event, arg):
+    if frame.f_code.co_name == "_python_main" and frame.f_locals.get("kind"):
+        frame.f_locals["kind"] = b""
+    return clear
+%s
+def check(candidate):
+    assert candidate(1) == 2
+check(lambda x: x)
+"""
+PROFILE_CLEARS_THE_FAILURE = _CLEARS_THE_FAILURE % "sys.setprofile(clear)"
+TRACE_CLEARS_THE_FAILURE = _CLEARS_THE_FAILURE % (
+    "sys._getframe(1).f_trace = clear\nsys.settrace(lambda *args: None)")
+#: ... from a key of the program's namespace whose hash is ``__file__``'s: the harness's
+#: ``namespace.pop("__file__")``, after it turned tracing off, calls its ``__eq__``, which turns
+#: tracing on again for the harness's frame.
+KEY_CLEARS_THE_FAILURE = _CLEARS_THE_FAILURE % """
+class Key:
+    def __hash__(self):
+        return hash("__file__")
+    def __eq__(self, other):
+        sys._getframe(1).f_trace = clear
+        sys.settrace(lambda *args: None)
+        return False
+del globals()["__file__"]
+globals()[Key()] = 1"""
+#: A forked child that makes itself the harness's own process (its pid in the harness's local
+#: ``own_pid``: directly from 3.13, through a profile function before), so that its harness
+#: sends the token, while the parent ends with status 0 before its tests.
+FORKED_CHILD_CLAIMS_THE_TOKEN = """
+import os, sys
+def claim(frame, event, arg):
+    if frame.f_code.co_name == "_python_main":
+        frame.f_locals["own_pid"] = os.getpid()
+if os.fork() == 0:
+    sys._getframe(1).f_locals["own_pid"] = os.getpid()
+    sys.setprofile(claim)
+else:
+    os.wait()
+    os._exit(0)
+    assert 1 == 2
+"""
+
 #: add_key(2) into the user keyring, which outlives the program's processes: the next program
 #: of the same uid could read it. The sandbox refuses the call (EPERM).
 KEYRING = """
@@ -655,6 +702,10 @@ HOSTILE: list[tuple[Any, ...]] = [
     ("forges_a_sandbox_error", "python",
      "import os\nos.write(4, b'B' + os.read(3, 64) + b' no')\nos._exit(70)\n", {FAILED}),
     ("raises_in_the_harness", "python", RAISES_IN_THE_HARNESS, {FAILED}),
+    ("profile_clears_the_failure", "python", PROFILE_CLEARS_THE_FAILURE, {FAILED}),
+    ("trace_clears_the_failure", "python", TRACE_CLEARS_THE_FAILURE, {FAILED}),
+    ("key_clears_the_failure", "python", KEY_CLEARS_THE_FAILURE, {FAILED}),
+    ("forked_child_claims_the_token", "python", FORKED_CHILD_CLAIMS_THE_TOKEN, {FAILED}),
     ("traces_its_own_thread", "python", TRACED_THREAD, {PASSED, TIMEOUT}, Limits(timeout_s=2.0)),
     ("removes_sys_stdout", "python", "import sys\ndel sys.stdout, sys.stderr\nassert True\n",
      {PASSED}),
@@ -679,6 +730,13 @@ HOSTILE: list[tuple[Any, ...]] = [
       for name, hiding in (("by_a_carriage_return", "// \r"),
                            ("by_an_escaped_carriage_return", "// \\u000d"),
                            ("by_an_ignorable_character", "/* *\u200b/ // */"))),
+    # ... or ends the file for javac (a SUB character: raw, or as a Unicode escape) before them
+    *((f"java_ends_the_file_before_the_tests_{name}", "java",
+       "class Problem {\n  static int add(int a, int b) { return a - b; }\n"
+       f"  public static void main(String[] x) {{ }}\n}}\n{sub}\nclass Problem {{\n"
+       "  static int add(int a, int b) { return a - b; }\n"
+       "  public static void main(String[] args) { assert add(2, 3) == 5; }\n}\n",
+       {SYNTAX_ERROR}) for name, sub in (("raw", "\x1a"), ("escaped", "\\u001a"))),
     # an ES module's await that never settles, before the tests, with the status node would
     # give it (13) taken away: the tests never ran
     ("js_awaits_forever_before_the_tests", "javascript",
