@@ -916,7 +916,10 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None, ke
             profile_with(None)
         except caught:
             pass
-        trace_with(None)
+        try:  # noqa: SIM105 - (an audit hook of the program's may raise at either)
+            trace_with(None)
+        except caught:
+            pass
         namespace.pop("__file__", None)
         namespace.pop("__cached__", None)
         if not kind:

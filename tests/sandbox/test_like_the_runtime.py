@@ -268,6 +268,10 @@ CASES = [
      "#include <unistd.h>\n#include <sys/wait.h>\n"
      "int main() {\n  if (fork() == 0) return 0;\n  wait(nullptr);\n  return 2;\n}\n", FAILED),
     ("cpp_status_256_is_0", "cpp", "int main() { return 256; }\n", PASSED),
+    # ... its file holds what it wrote, no more (the line the sandbox adds to compile it, gone)
+    ("cpp_reads_its_own_file", "cpp",
+     "#include <fstream>\n#include <sstream>\nint main() {\n  std::ifstream f(\"program.cpp\");\n"
+     "  std::stringstream s;\n  s << f.rdbuf();\n  return s.str().size() != 160;\n}\n", PASSED),
     # ... a copy of itself that it runs keeps the status its main returns
     ("cpp_runs_a_copy_of_itself", "cpp", CPP_RUNS_ITSELF % 0, PASSED),
     ("cpp_runs_a_failing_copy_of_itself", "cpp", CPP_RUNS_ITSELF % 3, FAILED),
@@ -442,6 +446,12 @@ EXCEPTHOOKS = {
                               "sys.excepthook = lambda k, v, f: traceback.print_exception(v)\n"
                               "raise KeyError(3)\n",
     "python_s_own": "import sys\nsys.excepthook = sys.__excepthook__\n[][1]\n",
+    # (an audit hook that raises where the harness turns the program's tracing off, after its
+    # code: the error text is still the program's)
+    "audit_hook_at_the_harness_s_calls": "import sys\ndef hook(event, args):\n"
+                                         "    if event in ('sys.settrace', 'sys.setprofile'):\n"
+                                         "        raise SystemExit(0)\n"
+                                         "sys.addaudithook(hook)\nassert 1 == 2\n",
 }
 
 
