@@ -394,6 +394,48 @@ def test_a_command_stopped_while_it_starts_ends_as_at_any_other_time(tmp_path, s
     assert err.decode().strip() == "hybridmetric: interrupted"
 
 
+def test_ctrl_c_while_codebleu_scores_ends_its_worker_without_a_traceback(tmp_path):
+    """Ctrl-C to the command's process group while its CodeBLEU worker scores: the worker,
+    in a group of its own, gets none (no traceback of its own on the terminal), and the
+    command ends it."""
+    code = "def f(x):\n    return [i * 2 for i in range(x) if i %% 3] + [%d]\n"
+    rows = [{"task_id": f"t{i}", "candidate": code % i, "references": [code % (i + 1)],
+             "language": "python"} for i in range(4000)]
+    data = tmp_path / "g.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "hybridmetric.cli", "score", str(data), "-o",
+         str(tmp_path / "s.jsonl"), "--scorers", "codebleu", "--chunk-size", "4000",
+         "--no-progress"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+        preexec_fn=_as_from_a_terminal)
+    workers: list[int] = []
+    try:
+        for _ in range(6000):  # its worker up and scoring (the request sent)
+            workers = [int(pid) for pid in os.listdir("/proc") if pid.isdigit()
+                       and b"hybridmetric.scorers.codebleu" in _cmdline(int(pid))]
+            if workers:
+                break
+            time.sleep(0.01)
+        assert workers
+        time.sleep(1.0)
+        os.killpg(process.pid, signal.SIGINT)
+        _, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 130, err
+    [line] = err.decode().strip().splitlines()  # (its one line: no traceback)
+    assert line.startswith("hybridmetric: interrupted"), err
+    assert not any(_cmdline(pid) for pid in workers)
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:  # (gone)
+        return b""
+
+
 def _sandbox_programs() -> list[int]:
     """Processes of the sandbox's uids (programs: between programs only root's run)."""
     uids = range(pool.UID_BASE, pool.UID_BASE + pool.UID_SLOTS)

@@ -40,6 +40,8 @@ from hybridmetric.scorers.tokenize import TOKENIZERS
 #: hash seed: the same pair can score differently in two processes. Scores are computed in a
 #: worker process started with this fixed seed, so that a signature fixes the numbers.
 HASH_SEED = "0"
+#: Seconds :meth:`CodeBLEU.close` gives the worker to end once its input ends.
+CLOSE_WAIT_S = 5.0
 #: Record ``language`` names (as the sandbox reads them: ``py``, ``js``, ``c++``) that differ from
 #: codebleu's.
 LANGUAGE_ALIASES = {"csharp": "c_sharp", "c#": "c_sharp"}
@@ -105,11 +107,13 @@ class CodeBleu(Scorer):
                                  f"{error}") from None
 
     def _worker(self) -> subprocess.Popen:
-        """The worker process, started with PYTHONHASHSEED fixed (see the module docstring)."""
+        """The worker process, started with PYTHONHASHSEED fixed (see the module docstring), in
+        a process group of its own: a Ctrl-C reaches the caller alone, which then ends it
+        (:meth:`close`), and the worker prints no traceback of its own."""
         if self._process is None or self._process.poll() is not None:
             self._process = subprocess.Popen(
                 [sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                text=True, env={**os.environ, "PYTHONHASHSEED": HASH_SEED})
+                text=True, env={**os.environ, "PYTHONHASHSEED": HASH_SEED}, process_group=0)
         return self._process
 
     def score(self, frame: pd.DataFrame) -> pd.DataFrame:
@@ -130,9 +134,15 @@ class CodeBleu(Scorer):
         return single_column(self, frame, reply["values"])
 
     def close(self) -> None:
+        """End the worker: at once where it is idle (the end of its input); where it is still
+        scoring (the caller was interrupted), it is killed."""
         if self._process is not None:
             self._process.stdin.close()
-            self._process.wait()
+            try:
+                self._process.wait(timeout=CLOSE_WAIT_S)
+            except subprocess.TimeoutExpired:
+                self._process.kill()
+                self._process.wait()
             self._process = None
 
 
