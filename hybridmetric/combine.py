@@ -41,7 +41,7 @@ per-generation ``target`` (by default the mean rating).
 **Card format** (``hybridmetric-card/1``; JSON)::
 
     format       "hybridmetric-card/1"
-    model        "nonneg" | "ridge" | "ordinal" | "mixed";  alpha (ridge penalty)
+    model        "nonneg" | "ridge" | "ordinal" | "mixed";  alpha (ridge penalty; null for others)
     target       the rating column the card was fitted and validated against
     scale        [min, max] of the output; scale_source "given" | "observed"
     features     [{name: "score.chrf", scorer: "chrf", signature, mean, std}]  (training mean/SD)
@@ -721,7 +721,8 @@ def fit_card(
         calibration_block["points"] = {"x": full.iso_x_.tolist(), "y": full.iso_y_.tolist()}
     calibration_block["table"] = _calibration_table(out_of_fold, design.y)
     card: dict[str, Any] = {
-        "format": CARD_FORMAT, "model": model, "alpha": float(alpha), "target": target,
+        "format": CARD_FORMAT, "model": model,
+        "alpha": float(alpha) if model == "ridge" else None, "target": target,
         "scale": list(scale), "scale_source": scale_source,
         "features": [{"name": c, "scorer": scorers[c], "signature": scorer_signatures[scorers[c]],
                       "mean": float(full.mean_[j]), "std": float(full.scale_[j])}
@@ -859,7 +860,7 @@ class MetricCard:
     def estimator(self) -> HybridMetric:
         """The fitted :class:`HybridMetric` this card describes."""
         d = self.data
-        est = HybridMetric(model=d["model"], alpha=d["alpha"],
+        est = HybridMetric(model=d["model"], alpha=1.0 if d["alpha"] is None else d["alpha"],
                            calibration="isotonic" if d["calibration"]["method"] == "isotonic"
                            else "none", bounds=tuple(d["scale"]))
         est.n_features_in_ = len(d["features"])

@@ -142,19 +142,23 @@ def _read_jsonl(path: Path) -> tuple[pd.DataFrame, Location]:
 
 def _decode_containers(frame: pd.DataFrame, where: Location) -> pd.DataFrame:
     for column in filter(is_container, frame.columns):
-        decoded = []
-        for position, value in enumerate(frame[column].tolist()):
-            if isinstance(value, str):
-                try:
-                    value = json.loads(value)
-                except json.JSONDecodeError as error:
-                    hint = ("; strings in JSON take double quotes: [\"x = 1\"], not ['x = 1']"
-                            if "'" in value else "")
-                    raise RecordError(where.source, where.of(position), column,
-                                      f"not valid JSON text ({error.msg}){hint}") from None
-            decoded.append(value)
-        frame[column] = pd.Series(decoded, index=frame.index, dtype=object)
+        frame[column] = pd.Series([_decoded(value, where, position, column)
+                                   for position, value in enumerate(frame[column].tolist())],
+                                  index=frame.index, dtype=object)
     return frame
+
+
+def _decoded(value: Any, where: Location, position: int, column: str) -> Any:
+    """A container cell's value: JSON text decoded (a Parquet string column, a CSV cell)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        return json.loads(value)
+    except json.JSONDecodeError as error:
+        hint = ("; strings in JSON take double quotes: [\"x = 1\"], not ['x = 1']"
+                if "'" in value else "")
+        raise RecordError(where.source, where.of(position), column,
+                          f"not valid JSON text ({error.msg}){hint}") from None
 
 
 def _holds_array(value: Any) -> bool:
@@ -177,23 +181,27 @@ def _native(value: Any) -> Any:
 
 
 def _from_csv_text(frame: pd.DataFrame, where: Location) -> pd.DataFrame:
-    """Give CSV text cells their types. An empty cell is an absent value, except in
-    ``candidate``, where it is the empty program (CSV cannot tell the two apart)."""
-    for column in frame.columns:
-        if column == "candidate":
-            continue
-        values = [None if v == "" else v for v in frame[column]]
-        if column == "rating" or column.startswith("score."):
-            for position, value in enumerate(values):
-                if value is None:
-                    continue
+    """Give CSV text cells their types, row by row (an error names the first bad row). An
+    empty cell is an absent value, except in ``candidate``, where it is the empty program (CSV
+    cannot tell the two apart)."""
+    columns = [c for c in frame.columns if c != "candidate"]
+    cells = {c: [None if v == "" else v for v in frame[c]] for c in columns}
+    for position in range(len(frame)):
+        for column in columns:
+            value = cells[column][position]
+            if value is None:
+                continue
+            if column == "rating" or column.startswith("score."):
                 try:
-                    values[position] = float(value)
+                    cells[column][position] = float(value)
                 except ValueError:
                     raise RecordError(where.source, where.of(position), column,
                                       f"expected a number, got {value!r:.60}") from None
-        frame[column] = pd.Series(values, index=frame.index, dtype=object)
-    return _decode_containers(frame, where)
+            elif is_container(column):
+                cells[column][position] = _decoded(value, where, position, column)
+    for column in columns:
+        frame[column] = pd.Series(cells[column], index=frame.index, dtype=object)
+    return frame
 
 
 def read_generations(source: str | os.PathLike | pd.DataFrame) -> pd.DataFrame:

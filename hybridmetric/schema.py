@@ -107,19 +107,26 @@ def rows_label(frame: pd.DataFrame, positions: Sequence[int], limit: int = 5) ->
 def unshared_by_task(frame: pd.DataFrame, columns: Sequence[str] = ("references", "tests")
                      ) -> list[str]:
     """What the rows of one task do not share, where the contract says they do: for each of
-    ``columns``, a sentence naming the tasks whose rows hold different values (none: [])."""
+    ``columns``, a sentence naming the tasks whose rows hold different values, and one naming
+    those some of whose rows lack the value that others hold (none: [])."""
     if "task_id" not in frame.columns:
         return []
     found = []
+    tasks = frame["task_id"].astype(str)
     for column in (c for c in columns if c in frame.columns):
+        absent = frame[column].map(lambda v: v is None or (isinstance(v, float) and math.isnan(v)))
         texts = frame[column].map(lambda value: json.dumps(value, sort_keys=True, default=str))
-        counts = texts.groupby(frame["task_id"].astype(str), sort=True).nunique()
-        differ = counts.index[counts > 1].tolist()
-        if differ:
-            more = f" and {len(differ) - 3} more" if len(differ) > 3 else ""
-            found.append(f"the rows of task(s) {', '.join(map(repr, differ[:3]))}{more} hold "
-                         f"different {column}; each row is scored against its own (a task's "
-                         "rows are meant to share them)")
+        counts = texts[~absent].groupby(tasks[~absent], sort=True).nunique()
+        lacking = sorted(set(tasks[absent]) & set(tasks[~absent]))
+        for differ, says in (
+                (counts.index[counts > 1].tolist(),
+                 f"hold different {column}; each row is scored against its own"),
+                (lacking, f"hold {column} and some none; those rows get no score from the "
+                          f"scorers that need {column}")):
+            if differ:
+                more = f" and {len(differ) - 3} more" if len(differ) > 3 else ""
+                found.append(f"the rows of task(s) {', '.join(map(repr, differ[:3]))}{more} "
+                             f"{says} (a task's rows are meant to share them)")
     return found
 
 

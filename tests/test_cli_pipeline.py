@@ -9,6 +9,7 @@ import pytest
 
 from hybridmetric import read_generations, read_study, write_generations
 from hybridmetric.cli import main
+from hybridmetric.combine import MetricCard
 
 CONALA = Path(__file__).resolve().parents[1] / "studies" / "conala"
 SCORERS = ["--scorers", "edit_sim,chrf,rouge_l", "--no-progress"]
@@ -230,7 +231,9 @@ def test_ridge_penalty_is_an_option_of_fit(slice_file, tmp_path, capsys):
     # nor does a card of another model's signature name one
     assert main(["fit", str(scores), "-o", str(tmp_path / "c.json"), "--repeats", "1",
                  "--bootstrap", "0"]) == 0
-    assert "|alpha:" not in json.loads((tmp_path / "c.json").read_text())["signature"]
+    nonneg = json.loads((tmp_path / "c.json").read_text())
+    assert "|alpha:" not in nonneg["signature"] and nonneg["alpha"] is None  # (nor the card)
+    assert MetricCard.load(tmp_path / "c.json").estimator().model == "nonneg"
     assert main(["fit", str(scores), "-o", str(tmp_path / "c.json"), "--model", "ridge",
                  "--alpha", "inf"]) == 2
     assert "alpha must be a finite number >= 0, got inf" in capsys.readouterr().err
@@ -243,7 +246,7 @@ def test_a_scale_is_finite_increasing_and_may_be_negative(slice_file, tmp_path, 
                                         "--useful", "-1"])).scale == "-2,2"
     scores = tmp_path / "s.jsonl"
     assert main(["score", str(slice_file), "-o", str(scores), *SCORERS]) == 0
-    for scale in ("1,inf", "4,0", "2,2"):
+    for scale in ("1,inf", "4,0", "2,2", "-inf,5", "-.5,nan"):
         capsys.readouterr()
         assert main(["fit", str(scores), "-o", str(tmp_path / "c.json"), "--scale", scale]) == 2
         assert "--scale expects MIN,MAX with finite MIN < MAX" in capsys.readouterr().err

@@ -159,6 +159,11 @@ def test_csv_rows_are_numbered_like_a_spreadsheet(tmp_path):
     path.write_text('task_id,candidate,references\nt1,x,"[""x""]"\nt2,y,[not json\n')
     with pytest.raises(RecordError, match=r"row 3, field 'references': not valid JSON"):
         read_generations(path)
+    # the first bad row, whichever its field (the rating column is converted first)
+    path.write_text('task_id,candidate,references,rating\nt1,x,"[""x""]",1\nt2,y,[no,2\n'
+                    't3,z,"[""z""]",abc\n')
+    with pytest.raises(RecordError, match=r"row 3, field 'references': not valid JSON"):
+        read_generations(path)
     path.write_text("task_id,candidate,references\nt1,x,['x = 1']\n")  # a Python list
     with pytest.raises(RecordError, match=r"row 2, field 'references': not valid JSON text "
                        r"\(.*\); strings in JSON take double quotes"):

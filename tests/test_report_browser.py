@@ -76,6 +76,34 @@ def test_report_renders_with_no_console_errors(tmp_path: Path) -> None:
     assert dom.count("<img") == 4
 
 
+def _page_width(page: Path, work: Path) -> str:
+    """Whether ``page``, shown at :data:`WINDOW`'s width, scrolls sideways ("wider") or not
+    ("fits"), as a script in a copy of it measures the rendered document."""
+    probe = work / "probe.html"
+    probe.write_text(page.read_text(encoding="utf-8").replace(
+        "</body>", "<script>document.body.dataset.width = document.documentElement.scrollWidth"
+        " > window.innerWidth ? 'wider' : 'fits';</script></body>"), encoding="utf-8")
+    found = re.search(r'data-width="(\w+)"', chromium(probe, work, "--dump-dom").stdout)
+    assert found is not None
+    return found[1]
+
+
+def test_a_wide_table_scrolls_in_its_box_and_the_page_does_not(tmp_path: Path) -> None:
+    """One column per metric (the by-system table) outgrows the page's column: it scrolls in
+    a box of its own, and the page itself never scrolls sideways."""
+    results, frame, card = _sibling("test_report").make_case(hostile=True)
+    page = write_report(results, frame, tmp_path / "report", card=card)["html"]
+    wide = page.with_name("wide.html")
+    row = "".join(f"<td>{'w' * 60}</td>" for _ in range(30))
+    text = page.read_text(encoding="utf-8")
+    wide.write_text(text.replace("<tbody>", f"<tbody><tr>{row}</tr>", 1), encoding="utf-8")
+    assert _page_width(wide, tmp_path) == "fits"
+    unboxed = page.with_name("unboxed.html")
+    unboxed.write_text(wide.read_text(encoding="utf-8").replace(
+        "div.table { max-width: 100%; overflow-x: auto; }", ""), encoding="utf-8")
+    assert _page_width(unboxed, tmp_path) == "wider"  # (the probe can tell)
+
+
 def test_detectors_catch_errors_and_blank_pages(tmp_path: Path) -> None:
     """The checks above can fail: a blank page with script errors is caught by both."""
     page = tmp_path / "broken.html"

@@ -92,7 +92,8 @@ def test_the_audited_rows_are_saved_and_auditing_them_again_gives_the_same_repor
     again = tmp_path / "again"
     assert main(["audit", str(out / "audited.jsonl"), "--card", str(out / "card.json"),
                  "-o", str(again)]) == 0
-    assert "in-sample" not in capsys.readouterr().err
+    noted = capsys.readouterr().err
+    assert "in-sample" not in noted and "seed=3" in noted and "None" not in noted
     assert (again / "results.json").read_bytes() == (out / "report" / "results.json").read_bytes()
     # the command line wins over the sidecar; a sidecar's setting that is not one is refused
     assert main(["audit", str(out / "audited.jsonl"), "-o", str(tmp_path / "other"),

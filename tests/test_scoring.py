@@ -80,6 +80,12 @@ def test_rows_of_a_task_that_do_not_share_its_references_or_tests_are_noted(caps
     assert "the rows of task(s) 't2' hold different tests" in err
     score(pd.DataFrame(rows[2:3]), [EditSim()])
     assert "note" not in capsys.readouterr().err
+    # rows that lack what the others of their task hold are said to lack it
+    lacking = [*rows[2:], {"task_id": "t2", "candidate": "e"}]
+    score(pd.DataFrame(lacking), [EditSim()])
+    err = capsys.readouterr().err
+    assert "the rows of task(s) 't2' hold references and some none" in err
+    assert "different references" not in err
 
 
 def test_a_misnamed_field_and_a_scorer_without_any_value_are_noted(capsys):

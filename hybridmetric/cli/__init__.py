@@ -7,6 +7,7 @@ pandas, the better part of a second, and an interrupt meanwhile ends the command
 from __future__ import annotations
 
 import argparse
+import re
 import signal
 import sys
 import threading
@@ -33,13 +34,15 @@ def parser() -> argparse.ArgumentParser:
 #: Options whose value may start with a minus (a scale of -2 to 2), which argparse would take
 #: for an option of its own.
 SIGNED_VALUES = ("--scale", "--useful")
+#: What such a value may start with: a minus and a number, or what ``float`` reads as one.
+_SIGNED = re.compile(r"-(?:\d|\.|inf|nan)", re.IGNORECASE)
 
 
 def _joined(argv: Sequence[str]) -> list[str]:
     """``argv`` with ``--scale -2,2`` written ``--scale=-2,2``, as argparse reads it."""
     out: list[str] = []
     for arg in argv:
-        if out and out[-1] in SIGNED_VALUES and arg.startswith("-") and arg[1:2].isdigit():
+        if out and out[-1] in SIGNED_VALUES and _SIGNED.match(arg):
             out[-1] = f"{out[-1]}={arg}"
         else:
             out.append(arg)

@@ -100,7 +100,8 @@ def settings(args: argparse.Namespace, recorded: Any, where: str) -> dict[str, A
             if not _valid(name, value):
                 raise ValueError(f"{where}: the recorded audit setting {name!r} is {value!r}, "
                                  f"which is not one; give --{name} instead")
-            taken.append(f"{name}={value}")
+            if value is not None:  # (None: the default, as were it not recorded)
+                taken.append(f"{name}={value}")
             value = tuple(value) if name == "scale" and value is not None else value
         chosen[name] = DEFAULTS[name] if value is None else value
     if taken:

@@ -240,7 +240,7 @@ def _hybrid(card: Mapping[str, Any] | None) -> Section:
         f"from {features}, validated on held-out tasks."
     )
     details = {key: card[key] for key in ("model", "alpha", "target", "scale", "scale_source",
-                                          "bootstrap", "seed") if key in card}
+                                          "bootstrap", "seed") if card.get(key) is not None}
     section.blocks.append(key_value_table("Model", details, exact=True))
     fitted = {key: card[key] for key in ("intercept", "intercept_per_unit", "rater_sd",
                                          "ordinal") if key in card}

@@ -29,6 +29,7 @@ section.prominent { background: #fff8e6; border: 2px solid #e0a800; border-radiu
   padding: 4px 18px 12px; margin-top: 1.6em; }
 section.prominent h2 { border-bottom-color: #e0a800; }
 table { border-collapse: collapse; margin: 0.3em 0 0.2em; font-size: 0.9em; }
+div.table { max-width: 100%; overflow-x: auto; }
 th, td { border: 1px solid #d4d4d8; padding: 4px 9px; text-align: left; vertical-align: top; }
 th { background: #f4f4f5; }
 td { font-variant-numeric: tabular-nums; }
@@ -65,8 +66,9 @@ def _table(table: Table) -> str:
         )
         body.append(f"<tr>{cells}</tr>")
     note = f'<p class="note">{escape(table.note)}</p>' if table.note else ""
-    return (f"<h3>{escape(table.title)}</h3>\n<table><thead><tr>{head}</tr></thead>"
-            f"<tbody>{''.join(body)}</tbody></table>\n{note}")
+    # (in a box as wide as the page, which scrolls a wider table: one column per metric)
+    return (f'<h3>{escape(table.title)}</h3>\n<div class="table"><table><thead><tr>{head}</tr>'
+            f"</thead><tbody>{''.join(body)}</tbody></table></div>\n{note}")
 
 
 def _plot(plot: Plot) -> str:
