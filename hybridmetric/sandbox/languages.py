@@ -24,13 +24,12 @@ not a property of ordinary generated code.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import shutil
 import struct
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 LANGUAGES = ("python", "javascript", "cpp", "java")
 ALIASES = {"py": "python", "js": "javascript", "c++": "cpp", "cxx": "cpp"}
@@ -468,6 +467,9 @@ _JAVA_NOT_CODE = re.compile(r'//[^\n\r]*|/\*.*?(?:\*/|\Z)|"""(?:\\.|[^\\])*?(?:"
 #: What javac leaves out of identifiers (``Character.isIdentifierIgnorable``): the ISO control
 #: characters that are not white space (and, see :func:`java_code`, the format characters).
 _JAVA_IGNORABLE = re.compile(r"[\x00-\x08\x0e-\x1b\x7f-\x9f]")
+#: A type declared with the name ``String`` (a class, an interface, an annotation type, ...).
+_JAVA_STRING_TYPE = re.compile(rf"{_JAVA_WORD_START}(?:class|interface|enum|record|@\s*interface)"
+                               rf"\s+String{_JAVA_WORD_END}")
 #: Anything but Java's white space (and SUB) after a SUB character.
 _JAVA_CODE_AFTER = re.compile(r"[^ \t\f\n\r\x1a]")
 
@@ -498,35 +500,13 @@ class Build:
     """Files to write, an optional compile command, and the run command (argv).
 
     With ``javac_server`` the compile command is the argument list for the worker's warm
-    compiler (``javac.py``), not an argv to execute. ``shown``: files written anew once the
-    compile is done, as the program is to see them; ``unread_end``: what the compiler's output
-    says where it did not read the program to its end (see :func:`cpp_end_marker`).
+    compiler (``javac.py``), not an argv to execute.
     """
 
     files: dict[str, str]
     compile: list[str] | None
     run: list[str]
     javac_server: bool = False
-    shown: dict[str, str] = field(default_factory=dict)
-    unread_end: str = ""
-
-
-def cpp_end_marker(source: str) -> tuple[str, str]:
-    """(the text to append to a C++ program, its symbol): a top-level ``asm`` that defines a
-    global symbol after the program's last line, which the link requires
-    (``--require-defined``). An ``asm`` directive of the program's that makes the assembler
-    read no further (``.end``; an ``.if``, ``.macro`` or ``.rept`` left open), so that g++'s
-    ``main`` with the tests is never assembled and one of its own runs in its place, hides
-    this too, and the link fails. (g++ at -O0 emits the unit's top-level statements in their
-    order; what it instantiates from templates, after them.) The symbol's name holds the
-    source's hash, which no program can hold in itself to define the symbol; ``__asm__``, a
-    name reserved to the implementation, is no macro of a program's. It is given the number of
-    the program's last line, so that g++ says what it says of a program that ends too soon (a
-    brace left open) at that line."""
-    digest = hashlib.sha256(source.encode("utf-8", "surrogatepass")).hexdigest()
-    symbol = f"hybridmetric_end_{digest[:32]}"
-    last = max(source.count("\n") + (not source.endswith("\n")), 1)
-    return f'\n#line {last} "program.cpp"\n__asm__(".globl {symbol}\\n{symbol}:");\n', symbol
 
 
 def java_code(source: str) -> str:
@@ -700,6 +680,12 @@ def java_main_class(source: str) -> str:
     numbers (in a method, an anonymous class or an enum constant's body), or where a ``main``'s
     modifiers cannot be read (an annotation's arguments left open)."""
     code = java_code(source)
+    if _JAVA_STRING_TYPE.search(code):
+        raise ValueError("the program declares a type named String, which stands for it where "
+                         "it is in scope, so that a main(String[] args) there is no main the "
+                         "launcher runs: the sandbox could not tell the tests' main from "
+                         "another (a candidate's main(java.lang.String[] args) would run in "
+                         "its place); rename the type")
     backwards, opening = code[::-1], _paired_parentheses(code)
     closing = {open_: close for close, open_ in opening.items()}
     # (a main whose parameters do not close is taken: javac says what is wrong)
@@ -888,13 +874,10 @@ def build(language: str, source: str, memory_mb: int, cxx: str = ".",
                       "--unhandled-rejections=strict", "--require", js_preload, "program.js"])
     if language == "cpp":
         header = ["-I", cxx, "-include", PCH_NAME, "-Winvalid-pch"] if uses_stdcxx(source) else []
-        end, symbol = cpp_end_marker(source)
-        return Build({"program.cpp": source + end},
-                     [tool("g++"), *cxx_flags(cpp_standard), "-pipe", "-Wl,--wrap=main",
-                      f"-Wl,--require-defined={symbol}", *header, "-o", "program",
-                      f"{cxx}/{CPP_MAIN}.o", "program.cpp"],
-                     ["./program"], shown={"program.cpp": source},
-                     unread_end=f"required symbol `{symbol}' not defined")
+        return Build({"program.cpp": source},
+                     [tool("g++"), *cxx_flags(cpp_standard), "-pipe", "-Wl,--wrap=main", *header,
+                      "-o", "program", f"{cxx}/{CPP_MAIN}.o", "program.cpp"],
+                     ["./program"])
     if language == "java":
         java_refuse_early_end(source)
         public = java_public_type(source)

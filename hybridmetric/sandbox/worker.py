@@ -445,15 +445,7 @@ class Worker:
             os.chown(directory, owner, owner)
         failed = self._compile(recipe, limits, directory)
         if failed is not None:
-            if recipe.unread_end and recipe.unread_end in failed.error:
-                return RunResult(SYNTAX_ERROR, "the assembler did not read the program to its "
-                                 "end: an asm directive of the program's (.end, or an .if, "
-                                 ".macro or .rept left open) hides the code after it, the "
-                                 "tests among it", failed.escaped)
             return failed
-        for name, text in recipe.shown.items():  # (the program's own text, as it wrote it)
-            os.unlink(os.path.join(directory, name))
-            self._write(os.path.join(directory, name), text, owner)
         if language == "java":  # (whatever spelling of the package javac read as the harness's)
             package, _, main = languages.JAVA_HARNESS.rpartition(".")
             intruders = sorted(set(os.listdir(os.path.join(classes, package)))

@@ -268,7 +268,7 @@ CASES = [
      "#include <unistd.h>\n#include <sys/wait.h>\n"
      "int main() {\n  if (fork() == 0) return 0;\n  wait(nullptr);\n  return 2;\n}\n", FAILED),
     ("cpp_status_256_is_0", "cpp", "int main() { return 256; }\n", PASSED),
-    # ... its file holds what it wrote, no more (the line the sandbox adds to compile it, gone)
+    # ... its file holds what it wrote
     ("cpp_reads_its_own_file", "cpp",
      "#include <fstream>\n#include <sstream>\nint main() {\n  std::ifstream f(\"program.cpp\");\n"
      "  std::stringstream s;\n  s << f.rdbuf();\n  return s.str().size() != 160;\n}\n", PASSED),

@@ -261,17 +261,6 @@ int main() {
 """
 #: A program that calls the harness's wrapper of ``main`` itself (the linker lets it name it):
 #: the nested ``main`` returns 0 at once, and the program leaves before its tests.
-#: A C++ candidate whose top-level ``asm`` defines a ``main`` that returns 0 and then ends the
-#: assembler's input (``.end``): g++'s ``main``, with the tests, is never assembled.
-CPP_HIDES_THE_TESTS_FROM_THE_ASSEMBLER = """#include <cassert>
-long add_one(long x) {
-    return x;
-}
-asm(".globl main\\n.type main,@function\\nmain:\\n xor %eax, %eax\\n ret\\n.end\\n");
-int main() {
-    assert(add_one(1) == 2);
-}
-"""
 CPP_CALLS_THE_WRAPPER = """#include <cassert>
 #include <unistd.h>
 extern "C" int __wrap_main(int, char **, char **);
@@ -688,8 +677,6 @@ HOSTILE: list[tuple[Any, ...]] = [
      "assert.deepEqual(add(5, 7), 12);\n", {FAILED}),
     ("finds_the_token_in_the_harness_s_objects", "python", FINDS_THE_TOKEN, {FAILED}),
     ("cpp_ifunc_takes_the_token_first", "cpp", CPP_IFUNC_TAKES_THE_TOKEN, {SYNTAX_ERROR}),
-    ("cpp_hides_the_tests_from_the_assembler", "cpp", CPP_HIDES_THE_TESTS_FROM_THE_ASSEMBLER,
-     {SYNTAX_ERROR}),
     # a report the harness makes counts only with the token after it (a failure stays one)
     ("forges_a_syntax_error", "python", "import os\nos.write(4, b'S')\nassert 1 == 2\n",
      {FAILED}),
@@ -743,6 +730,19 @@ HOSTILE: list[tuple[Any, ...]] = [
       for name, hiding in (("by_a_carriage_return", "// \r"),
                            ("by_an_escaped_carriage_return", "// \\u000d"),
                            ("by_an_ignorable_character", "/* *\u200b/ // */"))),
+    # ... or makes the tests' main no main the launcher runs, by a type of its own named
+    # String (a member of the tests' class, or at top level), so that a main(java.lang.String[])
+    # of its own (inherited, or an overload) would run in its place
+    *((f"java_shadows_string_{name}", "java",
+       "class Problem {\n  static int add(int a, int b) { return a - b; }\n}\n"
+       f"{decoy}\n  static int add(int a, int b) {{ return a - b; }}\n"
+       "  public static void main(String[] args) { assert add(2, 3) == 5; }\n}\n",
+       {SYNTAX_ERROR})
+      for name, decoy in (
+          ("as_a_member", "class Base { public static void main(java.lang.String[] a) {} }\n"
+                          "class Fake extends Base {\n  static class String {}"),
+          ("at_top_level", "class String {}\nclass Fake {\n"
+                           "  public static void main(java.lang.String[] a) {}"))),
     # ... or ends the file for javac (a SUB character: raw, or as a Unicode escape) before them
     *((f"java_ends_the_file_before_the_tests_{name}", "java",
        "class Problem {\n  static int add(int a, int b) { return a - b; }\n"
