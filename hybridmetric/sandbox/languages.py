@@ -454,9 +454,9 @@ _JAVA_MODIFIER_BACKWARDS = re.compile(
     rf"\s*(cilbup|citats|lanif|dezinorhcnys|pftcirts|etavirp)(?!{_JAVA_NAME_PART})"
     rf"|\s*{_JAVA_EMAN}(?:\s*\.\s*{_JAVA_EMAN})*\s*@")
 _SPACE = re.compile(r"\s*")
-#: A Unicode escape (JLS 3.3): ``\u`` (or ``\uu...``) and four hex digits, after an even number
-#: of backslashes (an escaped backslash does not start one).
-_JAVA_UNICODE_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\u+([0-9a-fA-F]{4})")
+#: A Unicode escape (JLS 3.3) where a backslash may start one: ``\u`` (or ``\uu...``) and four
+#: hex digits.
+_JAVA_UNICODE_ESCAPE = re.compile(r"\\u+([0-9a-fA-F]{4})")
 #: Comments, text blocks, string and char literals: where "class X" is not a declaration. One
 #: left open runs to the end of the file (a comment, a text block) or of its line (a literal), as
 #: far as javac, which refuses it, reads; else each of a file's thousands of ``/*`` would be
@@ -523,8 +523,35 @@ def java_code(source: str) -> str:
 def _java_blanked(source: str) -> str:
     """``source`` with its Unicode escapes translated and its comments and literals blanked
     out (line ends kept)."""
-    source = _JAVA_UNICODE_ESCAPE.sub(lambda m: m.group(1) + chr(int(m.group(2), 16)), source)
+    source = _java_unescaped(source)
     return _JAVA_NOT_CODE.sub(lambda m: re.sub(r"[^\n\r]", " ", m.group()), source)
+
+
+def _java_unescaped(source: str) -> str:
+    """``source`` with its Unicode escapes translated as javac reads them (JDK 16 on:
+    ``com.sun.tools.javac.parser.UnicodeReader``), which is not quite the JLS's rule of an even
+    number of backslashes before one: a backslash starts an escape unless it follows a
+    backslash that started none, so one that an escape made (``\\u005c``) may be followed by
+    another escape, ``\\u005c\\u0022`` reading as a backslash and a quote. A backslash that
+    follows one that started none is a plain character and clears the state, as does any other
+    character. (A broken escape, ``\\u`` without four hex digits, javac refuses.)"""
+    out, copied, end = [], 0, -1  # end: where the last backslash, or escape, ended
+    was_backslash = was_escape = False
+    at = source.find("\\")
+    while at >= 0:
+        if at != end:  # (another character between)
+            was_backslash = was_escape = False
+        if was_backslash and not was_escape:  # (the second of a pair: a plain backslash)
+            was_backslash, end = False, at + 1
+        elif (escape := _JAVA_UNICODE_ESCAPE.match(source, at)) is not None:
+            character = chr(int(escape.group(1), 16))
+            out += [source[copied:at], character]
+            copied = end = escape.end()
+            was_backslash, was_escape = character == "\\" and not was_backslash, True
+        else:
+            was_backslash, was_escape, end = not was_backslash, False, at + 1
+        at = source.find("\\", end)
+    return "".join(out) + source[copied:]
 
 
 def java_refuse_early_end(source: str) -> None:

@@ -7,6 +7,7 @@ import json
 import math
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -38,6 +39,7 @@ from hybridmetric.sandbox import (
 )
 from hybridmetric.sandbox.cache import ResultCache, cache_key
 from hybridmetric.sandbox.languages import (
+    _java_unescaped,
     java_binary_name,
     java_code,
     java_main_class,
@@ -806,6 +808,29 @@ def test_java_reads_unicode_escapes_as_javac_does(sandbox: Sandbox, run: Run, ch
               f"    if (!({check})) throw new AssertionError();\n  }}\n}}\n")
     result = run(sandbox, "java", source)
     assert result.outcome == outcome, result
+
+
+#: Unicode escapes after backslashes, raw or escaped themselves (``\\u005c``), which javac
+#: (JDK 16 on) reads otherwise than the JLS's rule of an even number of backslashes.
+BACKSLASHED_ESCAPES = ["\\u0041", "\\\\u0041", "\\\\\\u0041", "\\u005c\\\\u0041",
+                       "\\u005c\\u005c\\u0041", "\\u005c\\u005c\\u005c\\\\u0041",
+                       "\\uuu005c\\\\u0041", "\\u005c\\u005c", "a\\\\\\\\b"]
+
+
+def test_java_unicode_escapes_are_read_as_javac_reads_them(tmp_path: Path) -> None:
+    """The sandbox's reading of a Java source (which finds the tests' class) translates
+    Unicode escapes as javac does, checked against javac itself: each sequence, in a string
+    literal, prints what the translation holds once its escaped backslashes are read."""
+    if not shutil.which("javac"):
+        pytest.skip("no javac")
+    lines = "".join(f'    System.out.println("[" + "{s}" + "]");\n' for s in BACKSLASHED_ESCAPES)
+    (tmp_path / "E.java").write_text(
+        f"public class E {{\n  public static void main(String[] a) {{\n{lines}  }}\n}}\n")
+    subprocess.run(["javac", "E.java"], cwd=tmp_path, check=True)
+    printed = subprocess.run(["java", "E"], cwd=tmp_path, check=True, capture_output=True,
+                             text=True).stdout.splitlines()
+    read = [f"[{_java_unescaped(s).replace(chr(92) * 2, chr(92))}]" for s in BACKSLASHED_ESCAPES]
+    assert read == printed
 
 
 def test_java_runs_the_tests_main(sandbox: Sandbox, run: Run) -> None:

@@ -730,6 +730,20 @@ HOSTILE: list[tuple[Any, ...]] = [
       for name, hiding in (("by_a_carriage_return", "// \r"),
                            ("by_an_escaped_carriage_return", "// \\u000d"),
                            ("by_an_ignorable_character", "/* *\u200b/ // */"))),
+    # ... or hides them from the harness's reading of the file behind escapes javac reads
+    # otherwise than the JLS's rule: after an escaped backslash (\u005c), \u0022 is a quote,
+    # so the harness saw a comment to the end of the file, and \u000a a line end, so the
+    # harness saw a line comment where javac closed the class
+    ("java_main_hidden_by_an_escaped_backslash_s_quote", "java",
+     "class Problem {\n  static int add(int a, int b) { return a - b; }\n"
+     "  static class Fake { public static void main(String[] a) { } }\n"
+     '  static String s = "\\u005c\\\\u0022 + "/*";\n'
+     "  public static void main(String[] args) { assert add(2, 3) == 5; }\n}\n", {FAILED}),
+    ("java_main_hidden_by_an_escaped_backslash_s_line_end", "java",
+     "class Problem {\n  static int add(int a, int b) { return a - b; }\n"
+     "  public static void main(String[] a) { }\n"
+     "  // \\u005c\\\\u000a } class Hidden extends Problem {\n"
+     "  public static void main(String[] args) { assert add(2, 3) == 5; }\n}\n", {FAILED}),
     # ... or makes the tests' main no main the launcher runs, by a type of its own named
     # String (a member of the tests' class, or at top level), so that a main(java.lang.String[])
     # of its own (inherited, or an overload) would run in its place
