@@ -160,13 +160,24 @@ if (programsOwn) {
   // can pass): an emission of the program's from a promise's reaction or from a handler that
   // node calls itself (a signal's), with no frame of its own below, runs on behalf of nothing,
   // or of the timer, immediate or handle that made it, and gets other arguments
-  const { executionAsyncResource, executionAsyncId, triggerAsyncId } = require("async_hooks");
+  const { executionAsyncResource, executionAsyncId, triggerAsyncId, AsyncResource }
+    = require("async_hooks");
   const fromNode = typeof executionAsyncResource === "function"  // (since Node 13.9)
     ? (args) => executionAsyncResource() === process && executionAsyncId() === 0
       && triggerAsyncId() === 0 && args.length === 1 && args[0] === 0
     : (args) => args.length === 1 && args[0] === 0;
-  // ... whose ids (and resources) the deprecated process.binding("async_wrap") could rewrite:
-  // closed to the program
+  // ... which a program could enter itself, running a callback in the scope of the process
+  // object as an AsyncResource's (runInAsyncScope.call(process, ...)) with ids 0 under the
+  // resource's symbols set on process, and stay in, where a hook of its own overflows the stack
+  // before the scope is left: the symbols cannot be set on process
+  for (const symbol of Object.getOwnPropertySymbols(new AsyncResource("hybridmetric"))) {
+    Object.defineProperty(process, symbol, { configurable: false, get() {
+      throw new Errors("the process object is no AsyncResource in the sandbox: its asynchronous "
+                       + "context is the one node's own beforeExit runs in");
+    }, set() {} });
+  }
+  // ... and whose ids (and resources) the deprecated process.binding("async_wrap") could
+  // rewrite: closed to the program
   const binding = process.binding;
   if (typeof binding === "function") {
     process.binding = { binding(name) {  // (named as node's)
@@ -213,7 +224,10 @@ if (programsOwn) {
     }
   };
   const body = source[0] === "\\ufeff" ? source.slice(1) : source;
-  const script = body.replace(/\\bnew\\s*\\.\\s*target\\b/g, "(void 0)");
+  // (the line ends within the words kept: they may span a line comment's end)
+  const script = body.replace(
+    /\\bnew\\s*\\.\\s*target\\b/g,
+    (words) => "(void 0)" + words.replace(/[^\\n\\r\\u2028\\u2029]/g, ""));
   const returnsEarly = () => !compiles(() => new Script(script));
   // Node runs the program as an ES module where its source is no CommonJS module's (a
   // function's body): it has import or export statements, import.meta or a top-level await

@@ -327,6 +327,9 @@ CASES = [
     # ... `new.target` at its top level (no `return`), with a hashbang line or `arguments`
     ("js_hashbang_and_new_target", "javascript",
      "#!/usr/bin/env node\nrequire('node:assert').equal(new.target, undefined);\n", PASSED),
+    ("js_new_target_split_by_a_line_comment", "javascript",
+     "const o = { target: [1, 2] };\nconst s = o // new\n  .target.reduce((a, b) => {\n"
+     "    return a + b;\n  });\nrequire('node:assert').equal(s, 3);\n", PASSED),
     ("js_arguments_and_new_target", "javascript",
      "require('node:assert').equal(arguments.length + (new.target ? 1 : 0), 5);\n", PASSED),
 ]

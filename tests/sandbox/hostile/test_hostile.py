@@ -415,6 +415,39 @@ globalThis.process = new Proxy(real, {
 setTimeout(() => assert.strictEqual(1, 2), 5);
 """
 
+#: A JavaScript candidate that runs a callback in the process object's asynchronous scope (ids
+#: 0, under an AsyncResource's symbols set on process) and overflows the stack in a hook before
+#: the scope is left, so that later callbacks run as node's own beforeExit does; then it emits
+#: beforeExit from a promise's reaction and exits before the awaited tests fail.
+JS_ENTERS_NODE_S_OWN_CONTEXT = """const ah = require('async_hooks');
+function leak() {
+  const [id, trigger] = Object.getOwnPropertySymbols(new ah.AsyncResource('X'));
+  const run = ah.AsyncResource.prototype.runInAsyncScope;
+  const hook = ah.createHook({ before() {} }).enable();
+  process[id] = 0; process[trigger] = 0;
+  let leaked = false;
+  function deeper(n) {
+    try { deeper(n + 1); } catch (e) {}
+    if (leaked) return;
+    try { run.call(process, () => {}); } catch (e) {}
+    if (ah.executionAsyncResource() === process) leaked = true;
+  }
+  for (let i = 0; i < 20 && !leaked; i++) deeper(0);
+  hook.disable();
+}
+function add(x, y) {
+  return new Promise((resolve) => {
+    Promise.resolve().then(leak);
+    setImmediate(() => {
+      Promise.resolve(0).then(process.emit.bind(process, 'beforeExit'))
+        .then(() => process.reallyExit(0)).then(() => resolve(x - y));
+    });
+  });
+}
+const assert = require('node:assert');
+async function test() { assert.deepEqual(await add(1, 2), 3); }
+test();
+"""
 JS_READS_BACK_ITS_REPORT = """
 const fs = require("fs");
 process.on("uncaughtException", () => {
@@ -777,6 +810,13 @@ HOSTILE: list[tuple[Any, ...]] = [
      "true }; return n(s, c); }`));\nprocess.exitCode = 0;\nawait new Promise(() => {});\n"
      "import assert from 'node:assert';\nassert.strictEqual(1, 2);\n", {FAILED}),
     # a CommonJS module's top-level return, before the tests
+    ("js_enters_node_s_own_context", "javascript", JS_ENTERS_NODE_S_OWN_CONTEXT, {FAILED}),
+    # ... hidden from the harness's reading by a `new` at a line comment's end and `.target`
+    # on the next line (the harness made them one line, the return part of the comment)
+    ("js_returns_after_a_new_target_split_by_a_comment", "javascript",
+     "function add(x, y) { return x - y; }\nconst o = { target: 1 };\n"
+     "const unused = o // new\n.target; return;\n"
+     "require('node:assert').deepEqual(add(1, 2), 3);\n", {FAILED}),
     ("js_returns_before_the_tests", "javascript",
      "return;\nconst assert = require('node:assert');\nassert.strictEqual(1, 2);\n", {FAILED}),
     # ... with an 'exit' listener of its own first (as node's module runner adds for a module)
