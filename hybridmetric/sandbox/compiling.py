@@ -120,10 +120,13 @@ def precompile(source: str, path: str, tail_at: int | None = None) -> bytes | st
 def _precompile_parts(source: str, path: str, at: int) -> bytes | None:
     """The code of ``source`` split at ``at`` (see :func:`precompile`); None where the split
     cannot stand in for the whole (the whole is then compiled): the tail does not start a line,
-    or the head names one of :data:`_HEAD_WORDS`. (A coding declaration of the head's, which
+    the head names one of :data:`_HEAD_WORDS`, or its last line ends in a backslash (Python
+    3.11 compiles a head that ends in ``\\`` and CRLF as if a blank line followed, where within
+    the whole the backslash joins the tail's first line). (A coding declaration of the head's, which
     would apply to the tail, :func:`precompile` has already sent to the child.)"""
     head, tail = source[:at], source[at:]
-    if not (head.endswith("\n") and tail) or any(word in head for word in _HEAD_WORDS):
+    if (not (head.endswith("\n") and tail) or any(word in head for word in _HEAD_WORDS)
+            or head.rstrip("\r\n").endswith("\\")):  # (see below)
         return None
     try:
         with warnings.catch_warnings(record=True) as shown:

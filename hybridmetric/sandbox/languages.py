@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import re
 import shutil
+import string
 import struct
 import unicodedata
 from collections.abc import Sequence
@@ -469,8 +470,8 @@ _JAVA_MODIFIER_BACKWARDS = re.compile(
     rf"|\s*{_JAVA_EMAN}(?:\s*\.\s*{_JAVA_EMAN})*\s*@")
 _SPACE = re.compile(r"\s*")
 #: A Unicode escape (JLS 3.3) where a backslash may start one: ``\u`` (or ``\uu...``) and four
-#: hex digits.
-_JAVA_UNICODE_ESCAPE = re.compile(r"\\u+([0-9a-fA-F]{4})")
+#: characters, hex digits as javac reads them (:func:`_java_hex`).
+_JAVA_UNICODE_ESCAPE = re.compile(r"\\u+(.{4})")
 #: Comments, text blocks, string and char literals: where "class X" is not a declaration. One
 #: left open runs to the end of the file (a comment, a text block) or of its line (a literal), as
 #: far as javac, which refuses it, reads; else each of a file's thousands of ``/*`` would be
@@ -479,7 +480,8 @@ _JAVA_NOT_CODE = re.compile(r'//[^\n\r]*|/\*.*?(?:\*/|\Z)|"""(?:\\.|[^\\])*?(?:"
                             r'|"(?:\\.|[^"\\\n\r])*(?:"|(?=[\n\r])|\Z)'
                             r"|'(?:\\.|[^'\\\n\r])*(?:'|(?=[\n\r])|\Z)", re.DOTALL)
 #: What javac leaves out of identifiers (``Character.isIdentifierIgnorable``): the ISO control
-#: characters that are not white space (and, see :func:`java_code`, the format characters).
+#: characters that are not white space (and, see :func:`java_code`, the format characters of the
+#: Basic Multilingual Plane).
 _JAVA_IGNORABLE = re.compile(r"[\x00-\x08\x0e-\x1b\x7f-\x9f]")
 #: A type declared with the name ``String`` (a class, an interface, an annotation type, ...).
 _JAVA_STRING_TYPE = re.compile(rf"{_JAVA_WORD_START}(?:class|interface|enum|record|@\s*interface)"
@@ -529,8 +531,9 @@ def java_code(source: str) -> str:
     leaves out of identifiers left out of the code (``package hybridmetric_\\u200bharness`` is
     the harness's package), not out of comments, where ``*\\u200b/`` ends none."""
     code = _JAVA_IGNORABLE.sub("", _java_blanked(source))
-    if not code.isascii():
-        code = "".join(c for c in code if c.isascii() or unicodedata.category(c) != "Cf")
+    if not code.isascii():  # (javac leaves them out one UTF-16 unit at a time: none above it)
+        code = "".join(c for c in code if c.isascii() or c > "\uffff"
+                       or unicodedata.category(c) != "Cf")
     return code
 
 
@@ -557,8 +560,9 @@ def _java_unescaped(source: str) -> str:
             was_backslash = was_escape = False
         if was_backslash and not was_escape:  # (the second of a pair: a plain backslash)
             was_backslash, end = False, at + 1
-        elif (escape := _JAVA_UNICODE_ESCAPE.match(source, at)) is not None:
-            character = chr(int(escape.group(1), 16))
+        elif ((escape := _JAVA_UNICODE_ESCAPE.match(source, at)) is not None
+              and (value := _java_hex(escape.group(1))) is not None):
+            character = chr(value)
             out += [source[copied:at], character]
             copied = end = escape.end()
             was_backslash, was_escape = character == "\\" and not was_backslash, True
@@ -566,6 +570,25 @@ def _java_unescaped(source: str) -> str:
             was_backslash, was_escape, end = not was_backslash, False, at + 1
         at = source.find("\\", end)
     return "".join(out) + source[copied:]
+
+
+def _java_hex(digits: str) -> int | None:
+    """The number that hex ``digits`` make as javac reads them (``Character.digit(c, 16)``):
+    ASCII ones, any other decimal digit of the Basic Multilingual Plane (``\\u٠٠٤١`` is ``A``)
+    and the fullwidth letters A to F; None where one is none."""
+    value = 0
+    for digit in digits:
+        if digit.isascii():
+            if digit not in string.hexdigits:
+                return None
+            value = 16 * value + int(digit, 16)
+        elif "\uff21" <= digit <= "\uff26" or "\uff41" <= digit <= "\uff46":
+            value = 16 * value + (ord(digit) & 0x1F) + 9
+        elif digit <= "\uffff" and unicodedata.category(digit) == "Nd":
+            value = 16 * value + unicodedata.decimal(digit)
+        else:
+            return None
+    return value
 
 
 def java_refuse_early_end(source: str) -> None:

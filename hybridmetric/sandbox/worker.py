@@ -394,7 +394,8 @@ class Worker:
         isolation.remove_tree(self.case)
 
     def _python(self, source: str, limits: Limits, work: str, tail_at: int | None) -> RunResult:
-        if source.startswith("\ufeff"):  # a byte order mark, as ``python path`` skips it
+        # a byte order mark, as ``python path`` skips it (one: a second is a syntax error there)
+        if source.startswith("\ufeff") and not source.startswith("\ufeff\ufeff"):
             source = source[1:]
             tail_at = tail_at - 1 if tail_at else None
         path = os.path.join(work, PROGRAM)

@@ -252,6 +252,9 @@ CASES = [
     ("coding_latin1_as_python_reads_it", "python",
      "# -*- coding: latin-1 -*-\nassert len('\u00e9') == 2\n", PASSED),
     ("coding_unknown", "python", "# coding: foobar\nx = 1\n", SYNTAX_ERROR),
+    # ... and starts with one byte order mark at most (python skips one; a second is an error)
+    ("one_byte_order_mark", "python", "\ufeffx = 1\n", PASSED),
+    ("two_byte_order_marks", "python", "\ufeff\ufeffx = 1\n", SYNTAX_ERROR),
     ("coding_ascii_with_utf8", "python", "# coding: ascii\ns = '\u00e9'\n", SYNTAX_ERROR),
     # the programs' uid has a name, as a user's has
     ("user_name", "python",

@@ -811,10 +811,14 @@ def test_java_reads_unicode_escapes_as_javac_does(sandbox: Sandbox, run: Run, ch
 
 
 #: Unicode escapes after backslashes, raw or escaped themselves (``\\u005c``), which javac
-#: (JDK 16 on) reads otherwise than the JLS's rule of an even number of backslashes.
+#: (JDK 16 on) reads otherwise than the JLS's rule of an even number of backslashes, and
+#: escapes whose hex digits are not ASCII.
 BACKSLASHED_ESCAPES = ["\\u0041", "\\\\u0041", "\\\\\\u0041", "\\u005c\\\\u0041",
                        "\\u005c\\u005c\\u0041", "\\u005c\\u005c\\u005c\\\\u0041",
-                       "\\uuu005c\\\\u0041", "\\u005c\\u005c", "a\\\\\\\\b"]
+                       "\\uuu005c\\\\u0041", "\\u005c\\u005c", "a\\\\\\\\b",
+                       # (hex digits as javac reads them: any decimal digit, fullwidth A to F)
+                       "\\u\u0660\u0660\u0664\u0661", "\\u\uff10\uff10\uff14\uff21",
+                       "\\u00\uff44\uff46"]
 
 
 def test_java_unicode_escapes_are_read_as_javac_reads_them(tmp_path: Path) -> None:

@@ -71,6 +71,10 @@ TRICKY = {
     # from 3.13 a class's first line is a constant of its code
     "tail_has_a_class": (HEADS["passes"], "class T:\n    pass\n\n"
                                           "first = getattr(T, '__firstlineno__', 0)\n"),
+    # a head whose last line ends in a backslash (3.11 compiled it alone as if a blank line
+    # followed, where CRLF ends it; within the whole the backslash joins the tail's first line)
+    "head_ends_in_a_backslash_and_crlf": ("x = 1 \\\r\n", "def f():\n    return 1\n"),
+    "head_ends_in_a_backslash": ("x = 1 \\\n", "+ 1\n"),
     "tail_reads_a_line": (HEADS["passes"],
                           "import sys\n\ndef where():\n    return sys._getframe().f_lineno\n\n"
                           "line = where()\n"),

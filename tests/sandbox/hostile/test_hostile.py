@@ -777,6 +777,19 @@ HOSTILE: list[tuple[Any, ...]] = [
      "  public static void main(String[] a) { }\n"
      "  // \\u005c\\\\u000a } class Hidden extends Problem {\n"
      "  public static void main(String[] args) { assert add(2, 3) == 5; }\n}\n", {FAILED}),
+    # ... or behind an escape whose hex digits javac reads and the harness did not (Arabic-Indic
+    # digits: a line end), or a format character javac keeps in a name (one above the Basic
+    # Multilingual Plane, which javac does not leave out: Pro\U000e0001blem is no Problem)
+    ("java_main_hidden_by_an_escape_of_other_digits", "java",
+     "class Problem {\n  static int add(int a, int b) { return a - b; }\n"
+     "  public static void main(String[] a) { }\n"
+     "// \\u\u0660\u0660\u0660a } class Y extends Problem {\n"
+     "  public static void main(String[] args) { assert add(2, 3) == 5; }\n}\n", {FAILED}),
+    ("java_main_hidden_by_a_format_character_above_the_bmp", "java",
+     "class Problem {\n  static int add(int a, int b) { return a - b; }\n"
+     "  public static void main(String[] a) { }\n}\n"
+     "class Pro\U000e0001blem extends Problem {\n"
+     "  public static void main(String[] args) { assert add(2, 3) == 5; }\n}\n", {FAILED}),
     # ... or makes the tests' main no main the launcher runs, by a type of its own named
     # String (a member of the tests' class, or at top level), so that a main(java.lang.String[])
     # of its own (inherited, or an overload) would run in its place
