@@ -121,8 +121,10 @@ if (programsOwn) {
   // The files of all the calls below the function `above` (a program's own frames cannot
   // hide under a window of others), told in a context of the harness's own, made at the first
   // beforeExit (~1 ms): the program's Error (its prepareStackTrace, stackTraceLimit, frozen or
-  // replaced) plays no part
+  // replaced) plays no part; nor does an Error of the program's on Object.prototype, which the
+  // context's global would find through an object of this context's (its own has no prototype)
   const { createContext, runInContext, Script, compileFunction } = require("vm");
+  const bare = Object.create;
   let callers;
   const files = (above) => {
     if (callers === undefined) {
@@ -133,7 +135,7 @@ if (programsOwn) {
           const holder = {};
           Error.captureStackTrace(holder, above);
           return holder.stack.map((site) => site.getFileName());
-        }`, createContext());
+        }`, createContext(bare(null)));
     }
     return callers(above);
   };
@@ -197,6 +199,10 @@ if (programsOwn) {
   const main = require("url").pathToFileURL(process.argv[1]).href;
   const load = (url) => import(url);
   const then = Function.prototype.call.bind(Promise.prototype.then);
+  // ... and which node's own awaits (its module loader's, while the module's code has not run
+  // to its end) would adopt through the program's Promise.prototype.then, were a promise's
+  // constructor no longer Promise (a getter of the program's): settled early, then. It stays
+  Object.defineProperty(Promise.prototype, "constructor", { writable: false, configurable: false });
   // ... unless the program registers loader hooks (module.register, module.registerHooks),
   // which could resolve that import to another module
   const Module = require("module"), apply = Reflect.apply;
@@ -225,19 +231,21 @@ if (programsOwn) {
     }
   };
   const body = source[0] === "\\ufeff" ? source.slice(1) : source;
-  // (the line ends within the words kept: they may span a line comment's end)
-  const script = body.replace(
-    /\\bnew\\s*\\.\\s*target\\b/g,
-    (words) => "(void 0)" + words.replace(/[^\\n\\r\\u2028\\u2029]/g, ""));
-  const returnsEarly = () => !compiles(() => new Script(script));
+  // (its word `new` alone made another name of the same length: no token of the program's
+  // removed, nor a line, which a line comment's end could have joined to the next)
+  const script = body.replace(/\\bnew(?=\\s*\\.\\s*target\\b)/g, "nEw");
   // Node runs the program as an ES module where its source is no CommonJS module's (a
   // function's body): it has import or export statements, import.meta or a top-level await
   // (Node 20.19+ tells so from the source; before, such a program.js fails to load). Told
   // here from the source read before any code of the program's runs, which can make nothing
   // else of it (a CommonJS program that named a function of its own after node's module
   // runner once passed for an ES module, and its top-level `return` for the end of its code)
-  const esModule = () => !compiles(() => compileFunction(
+  // Both told now, before any code of the program's runs, which could make either compile fail
+  // later (a getter of its own on Object.prototype that node's compileFunction reads, V8's
+  // flags changed: a CommonJS program that returned early then passed for an ES module)
+  const isModule = !compiles(() => compileFunction(
     body, ["exports", "require", "module", "__filename", "__dirname"]));
+  const returnsEarly = !isModule && !compiles(() => new Script(script));
   let thrown = false;  // an error nothing caught, whatever handler kept node going after it
   // Each beforeExit until one sends the token (a listener of the program's that ran before
   // this one may have given node more to do, or a program may emit its own)
@@ -294,13 +302,12 @@ if (programsOwn) {
           write(4, token);
         }
       };
-      const isModule = esModule();
       if (isModule && hooked) {
         write(2, "hybridmetric: the program registered module loader hooks (module.register), "
               + "through which the harness cannot tell that it ran to its end: no pass\\n");
       } else if (isModule) {
         then(load(main), report);
-      } else if (returnsEarly()) {
+      } else if (returnsEarly) {
         write(2, "hybridmetric: the program returns from its top level (a CommonJS module), "
               + "which may end it before its tests: no pass\\n");
       } else {

@@ -333,6 +333,12 @@ CASES = [
     ("js_new_target_split_by_a_line_comment", "javascript",
      "const o = { target: [1, 2] };\nconst s = o // new\n  .target.reduce((a, b) => {\n"
      "    return a + b;\n  });\nrequire('node:assert').equal(s, 3);\n", PASSED),
+    ("js_a_property_named_new", "javascript",
+     "const edge = { new: { target: 2 } };\nrequire('node:assert').equal(edge.new.target, 2);\n",
+     PASSED),
+    ("js_new_target_in_a_regular_expression", "javascript",
+     "const assert = require('node:assert');\nassert.ok(/[new.target]/v.test('w'));\n"
+     "assert.ok(/\\new.target/.test('\\new_target'));\n", PASSED),
     ("js_arguments_and_new_target", "javascript",
      "require('node:assert').equal(arguments.length + (new.target ? 1 : 0), 5);\n", PASSED),
 ]

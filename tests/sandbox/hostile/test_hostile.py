@@ -448,6 +448,49 @@ const assert = require('node:assert');
 async function test() { assert.deepEqual(await add(1, 2), 3); }
 test();
 """
+#: A JavaScript candidate that emits beforeExit from a promise's reaction between two due timers
+#: (whose context is node's own), having given the harness's frame reader a fake Error through
+#: Object.prototype, which a context's global once found.
+JS_FAKES_THE_FRAMES_THROUGH_OBJECT_PROTOTYPE = """function f(x) {
+  const Fake = function () {};
+  Fake.captureStackTrace = (holder) => { holder.stack = [{ getFileName: () => "node:events" }]; };
+  Object.prototype.Error = Fake;
+  setTimeout(() => {
+    Promise.resolve().then(() => {
+      process.emit("beforeExit", 0);
+      delete Object.prototype.Error;
+      process.exit(0);
+    });
+  }, 5);
+  return new Promise((resolve) => setTimeout(() => resolve(-1), 5).unref());
+}
+const assert = require('node:assert');
+async function test() { assert.deepEqual(await f(1), 2); }
+test();
+"""
+#: An ES module whose top-level await never settles, before its tests, and whose getter of
+#: Promise.prototype.constructor had node's own awaits adopt promises through its own `then`,
+#: which settled the harness's import of it early.
+JS_SETTLES_ITS_IMPORT_EARLY = """let armed = false;
+const originalThen = Promise.prototype.then;
+Object.defineProperty(Promise.prototype, "constructor", {
+  configurable: true, get() { return armed ? Object : Promise; } });
+Promise.prototype.then = function (onFulfilled, onRejected) {
+  if (armed && typeof onFulfilled === "function") {
+    let done = false;
+    originalThen.call(this, (v) => { if (!done) { done = true; onFulfilled(v); } },
+                      (e) => { if (!done) { done = true; onRejected(e); } });
+    setImmediate(() => { if (!done) { done = true; onFulfilled(undefined); } });
+    return;
+  }
+  return originalThen.call(this, onFulfilled, onRejected);
+};
+process.prependListener("beforeExit", () => { armed = true; });
+process.exitCode = 0;
+await new Promise(() => {});
+const assert = require('node:assert');
+assert.deepEqual(1, 2);
+"""
 JS_READS_BACK_ITS_REPORT = """
 const fs = require("fs");
 process.on("uncaughtException", () => {
@@ -824,6 +867,25 @@ HOSTILE: list[tuple[Any, ...]] = [
      "import assert from 'node:assert';\nassert.strictEqual(1, 2);\n", {FAILED}),
     # a CommonJS module's top-level return, before the tests
     ("js_enters_node_s_own_context", "javascript", JS_ENTERS_NODE_S_OWN_CONTEXT, {FAILED}),
+    ("js_fakes_the_frames_through_object_prototype", "javascript",
+     JS_FAKES_THE_FRAMES_THROUGH_OBJECT_PROTOTYPE, {FAILED}),
+    ("js_settles_its_import_early", "javascript", JS_SETTLES_ITS_IMPORT_EARLY, {FAILED}),
+    # ... or that returns early where the harness's compile of it, after its code ran, failed
+    # for other reasons (a getter on Object.prototype that node's compileFunction reads, V8's
+    # flags changed), and so took it for an ES module
+    *((f"js_returns_and_breaks_the_harness_s_compile_{name}", "javascript",
+       f"function f(x) {{ return x; }}\n{breaks}\nreturn;\n"
+       "require('node:assert').deepEqual(f(1), 2);\n", {FAILED})
+      for name, breaks in (
+          ("by_a_getter", "Object.defineProperty(Object.prototype, 'cachedDataRejected', "
+                          "{ get() { throw new Error('x'); }, configurable: true });"),
+          ("by_v8_s_flags", "const word = /^\\p{L}+$/v;\n"
+                            "require('v8').setFlagsFromString('--no-harmony-regexp-unicode-sets');"))),
+    # ... or hidden from it as an HTML close comment (`-->` at a line's start) once the harness
+    # took `.target` out after a `new` at a line comment's end
+    ("js_returns_after_an_html_close_comment", "javascript",
+     "function f(x) { return x; }\nconst obj = { target: 0 };\nobj // new\n.target --> 1; "
+     "return;\nrequire('node:assert').deepEqual(f(1), 2);\n", {FAILED}),
     # ... hidden from the harness's reading by a `new` at a line comment's end and `.target`
     # on the next line (the harness made them one line, the return part of the comment)
     ("js_returns_after_a_new_target_split_by_a_comment", "javascript",
