@@ -222,11 +222,17 @@ if (programsOwn) {
   // in for here: in a string, a comment or a regular expression, both are as valid), sends no
   // token
   const source = fs.readFileSync(process.argv[1], "utf8");
+  // (what fails to compile other than with a SyntaxError tells nothing: a program nested so
+  // deep that the parser's stack, a few frames deeper here than in node's own compile, ran
+  // out; such a program gets no pass)
+  let unread = false;
+  const SyntaxErrors = SyntaxError;
   const compiles = (make) => {
     try {
       make();
       return true;
-    } catch (_) {
+    } catch (error) {
+      unread ||= !(error instanceof SyntaxErrors);
       return false;
     }
   };
@@ -302,7 +308,11 @@ if (programsOwn) {
           write(4, token);
         }
       };
-      if (isModule && hooked) {
+      if (unread) {
+        write(2, "hybridmetric: the harness could not compile its copy of the program (nested "
+              + "too deep for its parser's stack), so cannot tell whether it returns from its "
+              + "top level: no pass\\n");
+      } else if (isModule && hooked) {
         write(2, "hybridmetric: the program registered module loader hooks (module.register), "
               + "through which the harness cannot tell that it ran to its end: no pass\\n");
       } else if (isModule) {
@@ -569,14 +579,31 @@ def _java_unescaped(source: str) -> str:
             was_backslash, end = False, at + 1
         elif ((escape := _JAVA_UNICODE_ESCAPE.match(source, at)) is not None
               and (value := _java_hex(escape.group(1))) is not None):
-            character = chr(value)
+            character, end = chr(value), escape.end()
+            if 0xD800 <= value <= 0xDBFF and source.startswith("\\", end):
+                character, end = _java_surrogate_pair(source, value, end)
             out += [source[copied:at], character]
-            copied = end = escape.end()
+            copied = end
             was_backslash, was_escape = character == "\\" and not was_backslash, True
         else:
             was_backslash, was_escape, end = not was_backslash, False, at + 1
         at = source.find("\\", end)
     return "".join(out) + source[copied:]
+
+
+def _java_surrogate_pair(source: str, high: int, at: int) -> tuple[str, int]:
+    """The character that an escaped high surrogate (``high``) and the escaped low one at
+    ``at`` make, as javac joins them, and where the two end. ValueError where no low half is
+    there: javac looks for it through its escape reader and reads the backslash at ``at`` again
+    with the state that look left behind, where its own rule (and the harness's) would not."""
+    low = _JAVA_UNICODE_ESCAPE.match(source, at)
+    value = _java_hex(low.group(1)) if low is not None else None
+    if value is None or not 0xDC00 <= value <= 0xDFFF:
+        raise ValueError("the program escapes a high surrogate (\\uD800 to \\uDBFF) without its "
+                         "low half, before a backslash, which javac then reads as it would "
+                         "nowhere else: the sandbox could not tell where its code is; write the "
+                         "character whole")
+    return chr(0x10000 + ((high - 0xD800) << 10) + value - 0xDC00), low.end()
 
 
 def _java_hex(digits: str) -> int | None:

@@ -833,6 +833,18 @@ HOSTILE: list[tuple[Any, ...]] = [
      "  public static void main(String[] a) { }\n}\n"
      "class Pro\U000e0001blem extends Problem {\n"
      "  public static void main(String[] args) { assert add(2, 3) == 5; }\n}\n", {FAILED}),
+    # ... or behind an escaped high surrogate with no low half before a backslash, which javac
+    # reads again with the state its look for the low half left (refused); a whole pair, which
+    # javac joins into one character of a name, runs the tests
+    ("java_main_hidden_by_a_lone_surrogate", "java",
+     "class Problem {\n  static int add(int a, int b) { return a - b; }\n}\nclass C {\n"
+     "  public static void main(String[] a) { }\n"
+     "  // \\uD800\\\\u000a } class T extends Problem {\n"
+     "  public static void main(String[] args) { assert add(2, 3) == 5; }\n}\n", {SYNTAX_ERROR}),
+    ("java_tests_in_a_class_named_with_an_escaped_pair", "java",
+     "class Problem {\n  static int add(int a, int b) { return a - b; }\n}\n"
+     "class P\\uD835\\uDC00 extends Problem {\n"
+     "  public static void main(String[] args) { assert add(2, 3) == 5; }\n}\n", {FAILED}),
     # ... or makes the tests' main no main the launcher runs, by a type of its own named
     # String (a member of the tests' class, or at top level), so that a main(java.lang.String[])
     # of its own (inherited, or an overload) would run in its place
@@ -1172,6 +1184,21 @@ class HostListener:
         self.watcher.join()
         self.socket.close()
         return self.received
+
+
+def test_a_return_nested_past_the_harness_s_compile_takes_no_pass(sandbox: Sandbox) -> None:
+    """A CommonJS program with a top-level `return` before its (failing) tests, behind an array
+    nested so deep that the harness's compile of a copy of it runs out of stack where node's own
+    compile, a few frames shallower, does not (with node 20, at 2012 levels): no depth passes.
+    (Its one-level window moves with node's version and build; the depths tried surround it
+    for node 20.)"""
+    programs = [Program("javascript", "function f(x) { return x + 1; }\nconst deep = "
+                        + "[" * depth + "]" * depth + ";\nif (true) return;\n"
+                        "require('node:assert').deepEqual(f(1), 3);\n", SLOW)
+                for depth in range(1990, 2040)]
+    results = sandbox.run(programs)
+    assert all(result.outcome != PASSED for result in results), [
+        (1990 + i, r.outcome) for i, r in enumerate(results) if r.outcome == PASSED]
 
 
 @pytest.mark.parametrize("kind", [socket.SOCK_STREAM, socket.SOCK_DGRAM])
