@@ -199,10 +199,13 @@ if (programsOwn) {
   const main = require("url").pathToFileURL(process.argv[1]).href;
   const load = (url) => import(url);
   const then = Function.prototype.call.bind(Promise.prototype.then);
-  // ... and which node's own awaits (its module loader's, while the module's code has not run
-  // to its end) would adopt through the program's Promise.prototype.then, were a promise's
-  // constructor no longer Promise (a getter of the program's): settled early, then. It stays
-  Object.defineProperty(Promise.prototype, "constructor", { writable: false, configurable: false });
+  // ... and which node's own promises (its module loader's, while the module's code has not
+  // run to its end) would settle through the program's Promise.prototype.then (a promise
+  // resolved with another looks up its `then`; an await one whose constructor is no longer
+  // Promise): settled early, then. Both stay node's
+  for (const name of ["then", "constructor"]) {
+    Object.defineProperty(Promise.prototype, name, { writable: false, configurable: false });
+  }
   // ... unless the program registers loader hooks (module.register, module.registerHooks),
   // which could resolve that import to another module
   const Module = require("module"), apply = Reflect.apply;

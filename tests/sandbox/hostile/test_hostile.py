@@ -882,6 +882,17 @@ HOSTILE: list[tuple[Any, ...]] = [
     ("js_fakes_the_frames_through_object_prototype", "javascript",
      JS_FAKES_THE_FRAMES_THROUGH_OBJECT_PROTOTYPE, {FAILED}),
     ("js_settles_its_import_early", "javascript", JS_SETTLES_ITS_IMPORT_EARLY, {FAILED}),
+    # ... through its own Promise.prototype.then alone, which the promise node resolves the
+    # import with, another promise, is adopted through
+    ("js_settles_its_import_through_its_then", "javascript",
+     "const nativeThen = Promise.prototype.then;\nlet armed = false;\n"
+     "Promise.prototype.then = function then(onFulfilled, onRejected) {\n"
+     "  if (armed && String(onFulfilled).includes('[native code]')) {\n"
+     "    onFulfilled(Object.create(null));\n    return undefined;\n  }\n"
+     "  return Reflect.apply(nativeThen, this, [onFulfilled, onRejected]);\n};\n"
+     "process.on('beforeExit', () => { armed = true; });\nprocess.exitCode = 0;\n"
+     "await new Promise(() => {});\n(await import('node:assert')).deepEqual(1, 2);\n",
+     {FAILED}),
     # ... or that returns early where the harness's compile of it, after its code ran, failed
     # for other reasons (a getter on Object.prototype that node's compileFunction reads, V8's
     # flags changed), and so took it for an ES module
