@@ -115,27 +115,35 @@ if (programsOwn) {
   const size = fs.readSync(3, buffer, 0, 64, null);
   fs.closeSync(3);
   // the pass token, then the key of any other report (see launcher.TOKEN_BYTES)
-  const token = buffer.subarray(0, size >> 1), key = buffer.subarray(size >> 1, size);
-  const write = fs.writeSync;
+  // (as text: a write of text reads no getter of the program's, as one of a typed array reads
+  // its byteLength, which a program could make 0 to keep a report from going out)
+  const text = (from, to) => Buffer.prototype.latin1Slice.call(buffer, from, to);
+  const token = text(0, size >> 1), key = text(size >> 1, size);
+  const writeSync = fs.writeSync;
+  const write = (fd, data) => writeSync(fd, data, null, "latin1");
   const Errors = Error;
   // The files of all the calls below the function `above` (a program's own frames cannot
   // hide under a window of others), told in a context of the harness's own, made at the first
   // beforeExit (~1 ms): the program's Error (its prepareStackTrace, stackTraceLimit, frozen or
   // replaced) plays no part; nor does an Error of the program's on Object.prototype, which the
   // context's global would find through an object of this context's (its own has no prototype)
-  const { createContext, runInContext, Script, compileFunction } = require("vm");
+  // (compiled now, before any code of the program's runs: options that vm would read from
+  // Object.prototype later, a code cache of the program's among them, could replace it)
+  const { createContext, Script, compileFunction } = require("vm");
   const bare = Object.create;
+  const reader = new Script(`"use strict";
+    Error.prepareStackTrace = (_, sites) => sites;
+    Error.stackTraceLimit = Infinity;
+    (above) => {
+      const holder = {};
+      Error.captureStackTrace(holder, above);
+      return holder.stack.map((site) => site.getFileName());
+    }`);
+  const runIn = Function.prototype.call.bind(Script.prototype.runInContext);
   let callers;
   const files = (above) => {
     if (callers === undefined) {
-      callers = runInContext(`"use strict";
-        Error.prepareStackTrace = (_, sites) => sites;
-        Error.stackTraceLimit = Infinity;
-        (above) => {
-          const holder = {};
-          Error.captureStackTrace(holder, above);
-          return holder.stack.map((site) => site.getFileName());
-        }`, createContext(bare(null)));
+      callers = runIn(reader, createContext(bare(null)));
     }
     return callers(above);
   };
@@ -260,6 +268,9 @@ if (programsOwn) {
   // this one may have given node more to do, or a program may emit its own)
   let sent = false;
   const listeners = Function.prototype.call.bind(require("events").prototype.listeners);
+  // (the functions as added: a stand-in of the program's whose .listener is the harness's own
+  // shows as that one among the listeners)
+  const rawListeners = Function.prototype.call.bind(require("events").prototype.rawListeners);
   const RangeErrors = RangeError;
   // node's and V8's words for memory they could not give the program (an ArrayBuffer, a
   // WebAssembly memory made or grown) and a worker thread's heap exhausted: its memory (V8 says
@@ -295,6 +306,9 @@ if (programsOwn) {
     } catch (_) {}  // (its getters may throw)
   };
   process.on("uncaughtExceptionMonitor", monitor);
+  // node calls process._fatalException for an error nothing caught, which emits that event; a
+  // program's own there that said the error was handled kept the harness from hearing of it
+  Object.defineProperty(process, "_fatalException", { writable: false, configurable: false });
   const includes = Function.prototype.call.bind(Array.prototype.includes);
   process.on("beforeExit", function send(...args) {
     if (sent) return;
@@ -302,7 +316,7 @@ if (programsOwn) {
     // node's own event: only its event emitter's frame is below (no code of the program's),
     // and those of async hooks and domains where they are on
     if (looped && !thrown && idle() && fromNode(args)
-        && includes(listeners(process, "uncaughtExceptionMonitor"), monitor)
+        && includes(rawListeners(process, "uncaughtExceptionMonitor"), monitor)
         && names.length >= 1 && emitter(names[0]) && throughHooks(names)) {
       sent = true;
       const report = () => {

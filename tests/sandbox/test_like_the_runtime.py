@@ -339,6 +339,15 @@ CASES = [
     ("js_new_target_in_a_regular_expression", "javascript",
      "const assert = require('node:assert');\nassert.ok(/[new.target]/v.test('w'));\n"
      "assert.ok(/\\new.target/.test('\\new_target'));\n", PASSED),
+    # ... options of node's vm on Object.prototype, typed arrays' byteLength redefined (which
+    # the harness's own calls do not read)
+    ("js_vm_options_on_object_prototype", "javascript",
+     "Object.prototype.timeout = function () { return 1; };\n"
+     "Object.defineProperty(Object.prototype, 'filename', { value: null, writable: true });\n"
+     "require('node:assert').equal(1 + 1, 2);\n", PASSED),
+    ("js_typed_arrays_byte_length", "javascript",
+     "Object.defineProperty(Uint8Array.prototype, 'byteLength', { get() { return 1; } });\n"
+     "require('node:assert').equal(1 + 1, 2);\n", PASSED),
     ("js_arguments_and_new_target", "javascript",
      "require('node:assert').equal(arguments.length + (new.target ? 1 : 0), 5);\n", PASSED),
 ]

@@ -884,6 +884,28 @@ HOSTILE: list[tuple[Any, ...]] = [
     ("js_settles_its_import_early", "javascript", JS_SETTLES_ITS_IMPORT_EARLY, {FAILED}),
     # ... through its own Promise.prototype.then alone, which the promise node resolves the
     # import with, another promise, is adopted through
+    # ... or that says node's fatal exceptions are handled (process._fatalException), so that
+    # the harness never hears of the failure
+    ("js_handles_node_s_fatal_exceptions", "javascript",
+     "function f(x) { process._fatalException = () => true; return 999; }\n"
+     "require('node:assert').deepEqual(f(1), 2);\n", {FAILED}),
+    # ... or that takes the harness's monitor off and adds a stand-in naming it as its .listener
+    ("js_stands_in_for_the_harness_s_monitor", "javascript",
+     "function f(x) {\n  const [m] = process.listeners('uncaughtExceptionMonitor');\n"
+     "  process.removeListener('uncaughtExceptionMonitor', m);\n"
+     "  const standIn = () => {};\n  standIn.listener = m;\n"
+     "  process.on('uncaughtExceptionMonitor', standIn);\n"
+     "  process.on('uncaughtException', () => {});\n  return 999;\n}\n"
+     "require('node:assert').deepEqual(f(1), 2);\n", {FAILED}),
+    # ... or whose failure after the token would have gone out with typed arrays' byteLength 0
+    ("js_empties_the_report_after_the_token", "javascript",
+     "function f(x) {\n  return new Promise((resolve) => {\n"
+     "    process.on('uncaughtException', () => {});\n    process.on('beforeExit', () => {\n"
+     "      const proto = Object.getPrototypeOf(Uint8Array.prototype);\n"
+     "      Object.defineProperty(proto, 'byteLength',\n"
+     "                            { configurable: true, get() { return 0; } });\n"
+     "      resolve(999);\n    });\n  });\n}\n"
+     "(async () => require('node:assert').deepEqual(await f(1), 2))();\n", {FAILED}),
     ("js_settles_its_import_through_its_then", "javascript",
      "const nativeThen = Promise.prototype.then;\nlet armed = false;\n"
      "Promise.prototype.then = function then(onFulfilled, onRejected) {\n"
