@@ -305,12 +305,17 @@ if (programsOwn) {
       }
     } catch (_) {}  // (its getters may throw)
   };
-  process.on("uncaughtExceptionMonitor", monitor);
+  // node's emitter calls each listener through its `apply`: the harness's own, which a program
+  // cannot change (one of the program's there, or on Function.prototype, skipped them)
+  const applyOf = Function.prototype.apply;
+  const sealed = (listener) => Object.freeze(Object.defineProperty(
+    listener, "apply", { value: applyOf, writable: false, configurable: false }));
+  process.on("uncaughtExceptionMonitor", sealed(monitor));
   // node calls process._fatalException for an error nothing caught, which emits that event; a
   // program's own there that said the error was handled kept the harness from hearing of it
   Object.defineProperty(process, "_fatalException", { writable: false, configurable: false });
   const includes = Function.prototype.call.bind(Array.prototype.includes);
-  process.on("beforeExit", function send(...args) {
+  process.on("beforeExit", sealed(function send(...args) {
     if (sent) return;
     const names = files(send);
     // node's own event: only its event emitter's frame is below (no code of the program's),
@@ -341,7 +346,7 @@ if (programsOwn) {
         report();
       }
     }
-  });
+  }));
 }
 """
 

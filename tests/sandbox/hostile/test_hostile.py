@@ -906,6 +906,22 @@ HOSTILE: list[tuple[Any, ...]] = [
      "                            { configurable: true, get() { return 0; } });\n"
      "      resolve(999);\n    });\n  });\n}\n"
      "(async () => require('node:assert').deepEqual(await f(1), 2))();\n", {FAILED}),
+    # ... or that skips the harness's monitor where node's emitter calls it, through its
+    # `apply` (an own one on the listener, or Function.prototype's)
+    ("js_skips_the_harness_s_monitor_through_its_apply", "javascript",
+     "function f(x) { return x + 100; }\n"
+     "for (const m of process.rawListeners('uncaughtExceptionMonitor')) {\n"
+     "  Object.defineProperty(m, 'apply', { value() {}, configurable: true });\n}\n"
+     "process.on('uncaughtException', () => {});\n"
+     "require('node:assert').deepEqual(f(1), 2);\n", {FAILED}),
+    ("js_skips_the_harness_s_monitor_through_function_apply", "javascript",
+     "function f(x) { return x + 100; }\nconst realApply = Function.prototype.apply;\n"
+     "Function.prototype.apply = function (self, args) {\n"
+     "  if (self === process && args && args[1] === 'uncaughtException' && this !== onErr) {\n"
+     "    return undefined;\n  }\n  return Reflect.apply(this, self, args);\n};\n"
+     "function onErr() { Function.prototype.apply = realApply; }\n"
+     "process.on('uncaughtException', onErr);\n"
+     "require('node:assert').deepEqual(f(1), 2);\n", {FAILED}),
     ("js_settles_its_import_through_its_then", "javascript",
      "const nativeThen = Promise.prototype.then;\nlet armed = false;\n"
      "Promise.prototype.then = function then(onFulfilled, onRejected) {\n"
