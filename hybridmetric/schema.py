@@ -114,7 +114,7 @@ def unshared_by_task(frame: pd.DataFrame, columns: Sequence[str] = ("references"
     found = []
     tasks = frame["task_id"].astype(str)
     for column in (c for c in columns if c in frame.columns):
-        absent = frame[column].map(lambda v: v is None or (isinstance(v, float) and math.isnan(v)))
+        absent = frame[column].map(_missing)
         texts = frame[column].map(lambda value: json.dumps(value, sort_keys=True, default=str))
         counts = texts[~absent].groupby(tasks[~absent], sort=True).nunique()
         lacking = sorted(set(tasks[absent]) & set(tasks[~absent]))

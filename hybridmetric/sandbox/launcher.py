@@ -722,35 +722,34 @@ def _say_why(kind: bytes, exc: BaseException, source: str, path: str) -> None:
         exc = RuntimeError(_exit_text(exc))
     else:
         hook = sys.__dict__.get("excepthook", _say_why)  # (_say_why: none, not even None)
-        if hook is not _PYTHON_EXCEPTHOOK:
-            _program_s_hook(hook, exc, source, path)
+        if hook is not _PYTHON_EXCEPTHOOK and _program_s_hook(hook, exc, source, path):
             return
     write(2, _error_text(exc, source, path).encode("utf-8", "backslashreplace"))
 
 
-def _program_s_hook(hook: object, exc: BaseException, source: str, path: str) -> None:
+def _program_s_hook(hook: object, exc: BaseException, source: str, path: str) -> bool:
     """Have the program's own ``sys.excepthook`` write its error, as python does
-    (``PyErr_Print``): with ``sys.last_*`` set and the traceback from the program's frame;
-    where the hook raises, its error and then the original are shown, and where the program
-    deleted it, the original after a line that says so."""
+    (``PyErr_Print``): with ``sys.last_*`` set and the traceback from the program's frame.
+    False where the original's text is still to follow: after the hook's own error where it
+    raised, or after a line that says it is missing where the program deleted it."""
     program_frames = exc.__traceback__.tb_next if exc.__traceback__ else None
     if hook is _say_why:
         write(2, b"sys.excepthook is missing\n")
-    else:
-        traceback_kept = exc.__traceback__
-        sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, program_frames
-        if _PY312:
-            sys.last_exc = exc
-        try:
-            exc.__traceback__ = program_frames
-            hook(type(exc), exc, program_frames)  # type: ignore[operator]
-            return
-        except BaseException as failure:  # noqa: BLE001 - python shows it, then the original
-            text = "Error in sys.excepthook:\n" + _error_text(failure, source, path)
-            write(2, (text + "\nOriginal exception was:\n").encode("utf-8", "backslashreplace"))
-        finally:
-            exc.__traceback__ = traceback_kept
-    write(2, _error_text(exc, source, path).encode("utf-8", "backslashreplace"))
+        return False
+    traceback_kept = exc.__traceback__
+    sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, program_frames
+    if _PY312:
+        sys.last_exc = exc
+    try:
+        exc.__traceback__ = program_frames
+        hook(type(exc), exc, program_frames)  # type: ignore[operator]
+        return True
+    except BaseException as failure:  # noqa: BLE001 - python shows it, then the original
+        text = "Error in sys.excepthook:\n" + _error_text(failure, source, path)
+        write(2, (text + "\nOriginal exception was:\n").encode("utf-8", "backslashreplace"))
+        return False
+    finally:
+        exc.__traceback__ = traceback_kept
 
 
 def _join_threads() -> None:
