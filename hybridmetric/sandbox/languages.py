@@ -140,6 +140,9 @@ if (programsOwn) {
       return holder.stack.map((site) => site.getFileName());
     }`);
   const runIn = Function.prototype.call.bind(Script.prototype.runInContext);
+  // (which calls its prototype's, node's native one, looked up at each call: it stays node's)
+  Object.defineProperty(Object.getPrototypeOf(Script.prototype), "runInContext",
+                        { writable: false, configurable: false });
   let callers;
   const files = (above) => {
     if (callers === undefined) {
@@ -187,17 +190,33 @@ if (programsOwn) {
                        + "context is the one node's own beforeExit runs in");
     }, set() {} });
   }
-  // ... and whose ids (and resources) the deprecated process.binding("async_wrap") could
-  // rewrite: closed to the program
+  // ... and whose ids (and resources) node's internal bindings could rewrite: the deprecated
+  // process.binding is closed to the program ("async_wrap" holds the ids; "fs" the functions the
+  // harness writes with, which fs.writeSync looks up at each call: a program's there could drop
+  // a report); and a handle's asyncReset, which gives a handle (any of node's: a pipe's, a
+  // zlib stream's) the resource and ids of the caller's choice, never gives it the process
+  // object's, nor ids (node's own callers give a resource alone)
   const binding = process.binding;
   if (typeof binding === "function") {
+    let handles = binding("pipe_wrap").Pipe.prototype;
+    while (!Object.prototype.hasOwnProperty.call(handles, "asyncReset")) {
+      handles = Object.getPrototypeOf(handles);
+    }
+    const asyncReset = handles.asyncReset;
+    Object.defineProperty(handles, "asyncReset", { writable: false, configurable: false,
+      value: { asyncReset(resource, ...ids) {  // (named as node's)
+        if (resource === process || ids.length > 0) {
+          throw new Errors("a handle's asyncReset with the process object or with ids is "
+                           + "closed in the sandbox: the test harness reads the asynchronous "
+                           + "context it would make");
+        }
+        return apply(asyncReset, this, [resource]);
+      } }.asyncReset });
     process.binding = { binding(name) {  // (named as node's)
-      const module = `${name}`;
-      if (module === "async_wrap") {
-        throw new Errors("process.binding('async_wrap') is closed in the sandbox: the test "
-                         + "harness reads the asynchronous ids it could rewrite");
-      }
-      return apply(binding, this, [module]);
+      throw new Errors(`process.binding(${JSON.stringify(`${name}`)}) is closed in the sandbox `
+                       + "(deprecated, DEP0111): node's internal bindings reach what the test "
+                       + "harness relies on (the asynchronous ids it reads, the functions it "
+                       + "writes with)");
     } }.binding;
   }
   setImmediate(() => { looped = true; });

@@ -402,6 +402,58 @@ process.prependListener('beforeExit', () => {
 });
 """
 
+#: A JavaScript candidate whose handle (a pipe server's) is given the process object's
+#: asynchronous context (ids 0) through its asyncReset, so that node calls the handle's close
+#: callback, an emission of beforeExit, as it calls its own, while its (failing) tests wait on
+#: work of node's thread pool.
+JS_HANDLE_IN_NODE_S_CONTEXT = """function add(x, y) { return x - y; }
+{
+  const handle = require('net').createServer().listen('socket')._handle;
+  process.on('beforeExit', () => process.exit(0));
+  Promise.resolve().then(() => {
+    handle.asyncReset(process, 0);
+    handle.close(process.emit.bind(process, 'beforeExit', 0));
+  });
+}
+const assert = require('node:assert');
+require('zlib').deflate(Buffer.alloc(5e7), () => assert.deepEqual(add(1, 2), 3));
+"""
+#: ... that replaces vm's native runInContext, through which the harness reads the frames under
+#: a beforeExit, so that its own emission, from a promise's reaction between two immediates
+#: (node's context, ids 0), reads as node's
+JS_REPLACES_THE_FRAME_READER = """function f(x) {
+  return new Promise((resolve) => {
+    Object.getPrototypeOf(require('vm').Script.prototype).runInContext = () => () => ['node:events'];
+    setImmediate(() => {
+      setImmediate(() => {
+        Promise.resolve().then(() => {
+          resolve(x + 100);
+          process.emit('beforeExit', 0);
+          process.exit(0);
+        });
+      });
+      setImmediate(() => {}).unref();
+    });
+  });
+}
+const assert = require('node:assert');
+async function test() { assert.deepEqual(await f(1), 2); }
+test();
+"""
+#: ... that drops the report of its failure after the token, through node's fs binding, whose
+#: writeString fs.writeSync looks up at each call
+JS_DROPS_ITS_REPORT = """const fsBinding = process.binding('fs');
+const writeString = fsBinding.writeString;
+let after = 0;
+fsBinding.writeString = function (fd, text, ...rest) {
+  if (fd === 4 && after === 2) return text.length;
+  if (fd === 4 && (after === 1 || text === 'T')) after++;
+  return Reflect.apply(writeString, this, [fd, text, ...rest]);
+};
+process.on('exit', () => { process.exitCode = 0; });
+process.once('beforeExit', () => require('assert').strictEqual(1, 2));
+"""
+
 JS_ANOTHER_PROCESS = """const assert = require('assert');
 const real = process;
 const [monitor] = real.listeners('uncaughtExceptionMonitor');
@@ -742,6 +794,11 @@ HOSTILE: list[tuple[Any, ...]] = [
     # a stand-in for the process object that shows the harness's error monitor, which the
     # program took off the real one before it swallowed its failure
     ("js_hides_its_failure_behind_another_process", "javascript", JS_ANOTHER_PROCESS, {FAILED}),
+    ("js_gives_a_handle_node_s_context", "javascript", JS_HANDLE_IN_NODE_S_CONTEXT, {FAILED}),
+    ("js_replaces_the_harness_s_frame_reader", "javascript", JS_REPLACES_THE_FRAME_READER,
+     {FAILED}),
+    ("js_drops_its_report_through_node_s_fs_binding", "javascript", JS_DROPS_ITS_REPORT,
+     {FAILED}),
     # a CommonJS candidate that passes for an ES module (its own function named after node's
     # module runner adds an 'exit' listener, as the runner does for an ES module), so that
     # its top-level `return` before the tests passes for the module's end
