@@ -423,7 +423,8 @@ require('zlib').deflate(Buffer.alloc(5e7), () => assert.deepEqual(add(1, 2), 3))
 #: (node's context, ids 0), reads as node's
 JS_REPLACES_THE_FRAME_READER = """function f(x) {
   return new Promise((resolve) => {
-    Object.getPrototypeOf(require('vm').Script.prototype).runInContext = () => () => ['node:events'];
+    const native = Object.getPrototypeOf(require('vm').Script.prototype);
+    native.runInContext = () => () => ['node:events'];
     setImmediate(() => {
       setImmediate(() => {
         Promise.resolve().then(() => {
