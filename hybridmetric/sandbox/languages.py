@@ -120,7 +120,15 @@ if (programsOwn) {
   const text = (from, to) => Buffer.prototype.latin1Slice.call(buffer, from, to);
   const token = text(0, size >> 1), key = text(size >> 1, size);
   const writeSync = fs.writeSync;
-  const write = (fd, data) => writeSync(fd, data, null, "latin1");
+  // Each report goes out in one write, whole in the pipe before anything of the program's can
+  // run: fs.writeSync reads its error object's errno and error after the write, through
+  // Object.prototype, where a getter of the program's may throw (or a value it set there
+  // reads as an error): what that throws is the program's, and the harness's write went out
+  const write = (fd, data) => {
+    try {
+      writeSync(fd, data, null, "latin1");
+    } catch (_) {}
+  };
   const Errors = Error;
   // The files of all the calls below the function `above` (a program's own frames cannot
   // hide under a window of others), told in a context of the harness's own, made at the first
@@ -173,13 +181,42 @@ if (programsOwn) {
   // no asynchronous context (ids 0), with one argument, the exit code (0 for a program that
   // can pass): an emission of the program's from a promise's reaction or from a handler that
   // node calls itself (a signal's), with no frame of its own below, runs on behalf of nothing,
-  // or of the timer, immediate or handle that made it, and gets other arguments
+  // or of the timer, immediate, promise or handle that made it, and gets other arguments.
+  // Told from node's own record of the asynchronous contexts (its async_wrap binding, taken
+  // before the program runs: see below): one context, ids 0, and the process object itself
+  // as its resource, not what async_hooks.executionAsyncResource() shows, which is a
+  // resource's own resource_symbol where it has one (a promise's, which a program may set)
+  const binding = process.binding;
   const { executionAsyncResource, executionAsyncId, triggerAsyncId, AsyncResource }
     = require("async_hooks");
-  const fromNode = typeof executionAsyncResource === "function"  // (since Node 13.9)
-    ? (args) => executionAsyncResource() === process && executionAsyncId() === 0
-      && triggerAsyncId() === 0 && args.length === 1 && args[0] === 0
-    : (args) => args.length === 1 && args[0] === 0;
+  let fromNode = (args) => args.length === 1 && args[0] === 0;
+  if (typeof binding === "function") {
+    // (quietly: node warns of that binding's use, DEP0111, once)
+    const own = Object.prototype.hasOwnProperty.call(process, "noDeprecation");
+    const quiet = process.noDeprecation;
+    process.noDeprecation = true;
+    const contexts = binding("async_wrap");
+    if (own) {
+      process.noDeprecation = quiet;
+    } else {
+      delete process.noDeprecation;
+    }
+    const { async_hook_fields: fields, async_id_fields: ids, constants } = contexts;
+    const { kStackLength, kExecutionAsyncId, kTriggerAsyncId } = constants;
+    // the resources that JavaScript pushed (node's callback trampoline, where async hooks are
+    // on, writes there the one C++ pushed), and those C++ pushed, by their place on the stack
+    const pushed = contexts.execution_async_resources;
+    const resourceAt = contexts.executionAsyncResource;
+    const hasOwn = Function.prototype.call.bind(Object.prototype.hasOwnProperty);
+    const plain = fromNode;
+    fromNode = (args) => fields[kStackLength] === 1 && ids[kExecutionAsyncId] === 0
+      && ids[kTriggerAsyncId] === 0
+      && (hasOwn(pushed, 0) ? pushed[0] : resourceAt(0)) === process && plain(args);
+  } else if (typeof executionAsyncResource === "function") {  // (since Node 13.9)
+    const plain = fromNode;
+    fromNode = (args) => executionAsyncResource() === process && executionAsyncId() === 0
+      && triggerAsyncId() === 0 && plain(args);
+  }
   // ... which a program could enter itself, running a callback in the scope of the process
   // object as an AsyncResource's (runInAsyncScope.call(process, ...)) with ids 0 under the
   // resource's symbols set on process, and stay in, where a hook of its own overflows the stack
@@ -196,7 +233,6 @@ if (programsOwn) {
   // a report); and a handle's asyncReset, which gives a handle (any of node's: a pipe's, a
   // zlib stream's) the resource and ids of the caller's choice, never gives it the process
   // object's, nor ids (node's own callers give a resource alone)
-  const binding = process.binding;
   if (typeof binding === "function") {
     let handles = binding("pipe_wrap").Pipe.prototype;
     while (!Object.prototype.hasOwnProperty.call(handles, "asyncReset")) {
@@ -306,11 +342,9 @@ if (programsOwn) {
     try {
       if ((error instanceof RangeErrors && has(starved, error.message))
           || (error instanceof Errors && error.code === "ERR_WORKER_OUT_OF_MEMORY")) {
-        write(4, "M");
-        write(4, key);
+        write(4, "M" + key);
       } else if (sent) {  // after the token (a listener of beforeExit or exit, or their work):
-        write(4, "E");    // it is taken back, whatever exit status the program then sets
-        write(4, key);
+        write(4, "E" + key);  // it is taken back, whatever exit status the program then sets
         write(2, "hybridmetric: an error nothing caught after node had nothing left to run "
               + "(in a beforeExit or exit listener, or what one started): no pass\\n");
       }
@@ -345,8 +379,7 @@ if (programsOwn) {
       sent = true;
       const report = () => {
         if (!thrown) {
-          write(4, "T");
-          write(4, token);
+          write(4, "T" + token);
         }
       };
       if (unread) {

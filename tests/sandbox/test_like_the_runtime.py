@@ -302,6 +302,18 @@ CASES = [
     ("js_async_local_storage", "javascript", ASYNC_LOCAL_STORAGE % 5, PASSED),
     ("js_async_local_storage_fails", "javascript", ASYNC_LOCAL_STORAGE % 6, FAILED),
     ("js_domain", "javascript", "require('node:domain');\n", PASSED),
+    ("js_async_hooks_before_and_after", "javascript",
+     "require('node:async_hooks').createHook({ before() {}, after() {} }).enable();\n"
+     "setTimeout(() => require('node:assert').strictEqual(1, 1), 5);\n", PASSED),
+    ("js_reads_its_asynchronous_resource", "javascript",
+     "const { executionAsyncResource } = require('node:async_hooks');\n"
+     "Promise.resolve().then(() => executionAsyncResource());\n"
+     "setImmediate(() => require('node:assert').ok(executionAsyncResource()));\n", PASSED),
+    # ... and an error object's fields on Object.prototype, which node's fs.writeSync, the
+    # harness's, reads after each write (the token went out all the same)
+    ("js_error_fields_on_object_prototype", "javascript",
+     "Object.prototype.error = null;\nObject.prototype.errno = 0;\n"
+     "require('node:assert').strictEqual(1 + 2, 3);\n", PASSED),
     ("js_node_children_elsewhere", "javascript", NODE_CHILDREN_ELSEWHERE, PASSED),
     # JavaScript: a listener of the program's that runs before the harness's and gives node
     # more to do, in CommonJS and in an ES module; the program's own emission of the event

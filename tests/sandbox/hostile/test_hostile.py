@@ -455,6 +455,46 @@ process.on('exit', () => { process.exitCode = 0; });
 process.once('beforeExit', () => require('assert').strictEqual(1, 2));
 """
 
+#: ... whose getter of errno on Object.prototype, which fs.writeSync reads after each write of
+#: the harness's, throws once the token went out: between the two writes of a report of its
+#: failure, the kind and the key, before they went out in one
+JS_THROWS_BETWEEN_A_REPORT_S_WRITES = """function add(x, y) { return x - y; }
+process.on('uncaughtException', () => {});
+process.on('beforeExit', () => {
+  Object.defineProperty(Object.prototype, 'errno', { configurable: true, get() { throw 0; } });
+});
+process.once('beforeExit', () => require('assert').deepEqual(add(1, 2), 3));
+"""
+#: ... that emits beforeExit from a promise's reaction with no frame of its own below (the last
+#: immediate's), the promise's async ids 0 (through its own symbols, which node's promise hook
+#: reads) and its resource_symbol the process object (what executionAsyncResource shows)
+JS_PROMISE_PASSES_FOR_THE_PROCESS = """function f(x) {
+  return new Promise(() => {
+    const { createHook, AsyncResource } = require('async_hooks');
+    const named = (object, name) =>
+      Object.getOwnPropertySymbols(object).find((s) => s.description === name);
+    const resource = new AsyncResource('x');
+    const idOf = named(resource, 'async_id_symbol');
+    const triggerOf = named(resource, 'trigger_async_id_symbol');
+    const handle = require('zlib').createDeflate()._handle;
+    handle.asyncReset({});
+    const publicOf = named(handle, 'resource_symbol');
+    createHook({ before() {} }).enable();
+    setImmediate(() => {
+      const emission = Promise.resolve(0).then(process.emit.bind(process, 'beforeExit'));
+      let reads = 0;
+      Object.defineProperty(emission, idOf, { get: () => (reads++ % 2 === 0 ? 1 : 0), set() {} });
+      emission[triggerOf] = 0;
+      emission[publicOf] = process;
+      emission.then(() => process.exit(0));
+    });
+  });
+}
+const assert = require('node:assert');
+async function test() { assert.deepEqual(await f(1), 2); }
+test();
+"""
+
 JS_ANOTHER_PROCESS = """const assert = require('assert');
 const real = process;
 const [monitor] = real.listeners('uncaughtExceptionMonitor');
@@ -799,6 +839,10 @@ HOSTILE: list[tuple[Any, ...]] = [
     ("js_replaces_the_harness_s_frame_reader", "javascript", JS_REPLACES_THE_FRAME_READER,
      {FAILED}),
     ("js_drops_its_report_through_node_s_fs_binding", "javascript", JS_DROPS_ITS_REPORT,
+     {FAILED}),
+    ("js_throws_between_a_report_s_writes", "javascript", JS_THROWS_BETWEEN_A_REPORT_S_WRITES,
+     {FAILED}),
+    ("js_promise_passes_for_the_process", "javascript", JS_PROMISE_PASSES_FOR_THE_PROCESS,
      {FAILED}),
     # a CommonJS candidate that passes for an ES module (its own function named after node's
     # module runner adds an 'exit' listener, as the runner does for an ES module), so that
