@@ -66,7 +66,8 @@ resamples gave a defined value; ``None`` stands for an undefined statistic)::
       "pass_value": {                    # absent without a 'score.pass' column (1.0 / 0.0)
           "n_missing": int,              # rows with NaN pass (no tests), left out below
           "grades": [int|str, ...],      # the grades: the scale's integers, or (a scale of
-                                         # more than 12 integers, or fewer than 3) 10 bins of
+                                         # more than 12 integers, or fewer than 3 of which
+                                         # some rating is none) 10 bins of
                                          # equal width named by their intervals, "[20, 30)"
                                          # (without a scale: over the observed range)
           "grading": "rounded"|"binned", # which of the two
@@ -364,7 +365,8 @@ def _ratio(numerator: np.ndarray, denominator: np.ndarray, counts: np.ndarray
 
 
 #: The most grades a scale's integers make (0-10 has 11); a scale with more of them (0-100), or
-#: fewer than 3 (0-1), is cut into :data:`GRADE_BINS` bins of equal width instead.
+#: fewer than 3 (0-1) where some rating is none of them, is cut into :data:`GRADE_BINS` bins of
+#: equal width instead.
 MAX_INTEGER_GRADES = 12
 GRADE_BINS = 10
 

@@ -519,13 +519,16 @@ def validate(frame: pd.DataFrame, where: Location) -> pd.DataFrame:
 
 def with_rater_mean(frame: pd.DataFrame, target: str) -> tuple[pd.DataFrame, str | None]:
     """A table whose raters' grades were never aggregated (a ``ratings`` column, no ``rating``)
-    gets ``rating``, the mean of each row's grades (NaN where a row has none), and a note that
+    gets ``rating``, the mean of each row's grades (NaN where a row has none; the same for the
+    same grades in any order), and a note that
     says so. A table with both whose ``rating`` is not that mean in some row (a median, a
     consensus, a slip) comes back as it is, with a note that says where: the human ceiling and
     the rater models are the grades'. Any other table, or another ``target``: as it is, None."""
     if target != "rating" or "ratings" not in frame.columns:
         return frame, None
-    means = [sum(grades.values()) / len(grades) if isinstance(grades, Mapping) and grades
+    # (fsum: the exact sum, rounded once, whatever order a row lists its raters in: equal
+    # grades give equal means, a tie that the rank correlations count)
+    means = [math.fsum(grades.values()) / len(grades) if isinstance(grades, Mapping) and grades
              else math.nan for grades in frame["ratings"]]
     if "rating" not in frame.columns:
         note = ("note: the table has no 'rating' column: the target is each row's mean grade "

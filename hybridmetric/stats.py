@@ -858,11 +858,14 @@ def rater_vs_rest(reliability: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     """
     data = np.asarray(reliability, float)
     rated = np.isfinite(data)
-    totals = np.where(rated, data, 0.0).sum(axis=0)
     numbers = rated.sum(axis=0)
     rater, unit = np.nonzero(rated & (numbers >= 2)[None, :])
     own = data[rater, unit]
-    rest = (totals[unit] - own) / (numbers[unit] - 1)
+    # each sum of the others exact, rounded once (math.fsum): equal grades give equal means
+    # in any order, a tie that the rank correlations count
+    grades = {u: data[rated[:, u], u].tolist() for u in np.unique(unit).tolist()}
+    rest = np.array([math.fsum([*grades[u], -value]) for u, value
+                     in zip(unit.tolist(), own.tolist(), strict=True)]) / (numbers[unit] - 1)
     return rater, unit, own, rest
 
 

@@ -53,8 +53,13 @@ def test_fit_then_apply_card_then_audit(slice_file, tmp_path, capsys):
     # the audit leaves them out when asked, and says which they are
     assert main(["audit", str(tmp_path / "p.jsonl"), "-o", str(tmp_path / "pr"), "--missing",
                  "drop-rows", "--resamples", "20", "--permutations", "20"]) == 0
+    said = capsys.readouterr().err
     assert (f"note: 3 row(s) left out for a missing value: {tmp_path / 'p.jsonl'}, lines 1, "
-            "2, 3") in capsys.readouterr().err
+            "2, 3") in said
+    # too few draws for a 95% interval's tails, or for a small p-value, are noted
+    assert ("note: --resamples 20 gives the 95% CIs from 20 resamples; their tails need at "
+            "least 40") in said
+    assert "note: --permutations 20 gives p-values of at least 1/21 = 0.0476" in said
     # a study of another scale: the card's hybrid stays on its own, and a note says so
     for name, scale, noted in (("same", "min = 0\nmax = 4", False),
                                ("other", "min = 1\nmax = 7", True)):
@@ -82,6 +87,26 @@ def test_fit_then_apply_card_then_audit(slice_file, tmp_path, capsys):
     assert applied_here["hybrid_source"].startswith(f"the card {card} applied to these rows")
     assert applied_here["scorers"] == json.loads(Path(f"{scores}.signature.json").read_text())[
         "scorers"]
+    # the card that made a table's score.hybrid may come with it; another is refused (the report
+    # would show its model and weights beside the first one's predictions), and so is any card
+    # for a score.hybrid that no card's signature is recorded for
+    assert main(["audit", str(applied), "-o", str(tmp_path / "r3"), "--card", str(card),
+                 "--resamples", "20", "--permutations", "20", "--scale", "0,4"]) == 0
+    other = tmp_path / "other.json"
+    assert main(["fit", str(scores), "-o", str(other), "--repeats", "1", "--bootstrap", "0",
+                 "--seed", "1"]) == 0
+    capsys.readouterr()
+    assert main(["audit", str(applied), "-o", str(tmp_path / "r4"), "--card", str(other)]) == 2
+    said = capsys.readouterr().err
+    assert f"{applied} already holds score.hybrid, made by the card whose signature" in said
+    assert f"not by the card {other}" in said
+    bare = tmp_path / "bare.csv"
+    bare.write_bytes(applied.read_bytes())
+    Path(f"{bare}.signature.json").write_text(json.dumps(
+        {k: v for k, v in sidecar.items() if k != "hybrid"}))
+    assert main(["audit", str(bare), "-o", str(tmp_path / "r5"), "--card", str(card)]) == 2
+    assert "made by no card that its signature records" in capsys.readouterr().err
+    assert not (tmp_path / "r4").exists() and not (tmp_path / "r5").exists()
 
 
 def test_a_card_s_scorers_come_back_with_their_names_and_settings(slice_file, tmp_path):

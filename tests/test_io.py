@@ -427,3 +427,13 @@ def test_a_rating_apart_from_its_raters_mean_grade_is_noted():
     derived, note = with_rater_mean(frame.drop(columns="rating"), "rating")
     assert derived["rating"].tolist() == [2.0, 4.0, 1.0, 1.5]
     assert "no 'rating' column" in note
+
+
+def test_the_raters_mean_grade_is_the_same_in_any_order():
+    """Equal grades listed in another order are a tie of the target: summed in order,
+    0.1 + 0.2 + 0.3 is 0.6000000000000001, 0.3 + 0.2 + 0.1 is 0.6."""
+    frame = pd.DataFrame({"task_id": ["a", "b"], "candidate": ["x", "y"],
+                          "ratings": [{"r1": 0.1, "r2": 0.2, "r3": 0.3},
+                                      {"r3": 0.1, "r2": 0.2, "r1": 0.3}]})
+    first, second = with_rater_mean(frame, "rating")[0]["rating"]
+    assert first == second == 0.6 / 3

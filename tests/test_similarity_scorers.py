@@ -92,6 +92,18 @@ def test_rouge_l_hand_value():
         pytest.approx(5 * p * r / (r + 4 * p))]
 
 
+def test_equal_exact_scores_are_equal_floats():
+    """Two pairs whose exact scores are equal tie (what rank correlations count): ROUGE-L's F
+    of 4/5, which its floating-point steps made 0.7999999999999999 for one pair and 0.8 for the
+    other, and chrF's 5/96 (sacrebleu's counts), 0.05208333333333332 and 0.05208333333333333."""
+    rouge = values(RougeL(), [("(a ** 2 + b ** 2) ** 0.5", ["(a * a + b * b) ** 0.5"]),
+                              ("str(a + b)", ["str(a) + str(b)"])])
+    assert rouge == [0.8, 0.8]
+    chrf = values(Chrf(), [("g x b f ( f * b", ["f x min * max max ( +"]),
+                           ("b - g , , min", ["* g a max"])])
+    assert chrf[0] == chrf[1] == pytest.approx(5 / 96, abs=1e-12)
+
+
 def test_codebleu_matches_package_and_known_cases():
     code = "x = a + b\ny = x * 2"
     cand = "y = a + b\nz = y * 3"
@@ -214,7 +226,7 @@ def test_settings_are_checked():
 
 def test_signature_records_settings_and_versions():
     sig = Bleu(tokenize="13a").signature()
-    assert sig.startswith("scorer:bleu|v:2|tokenize:13a|")
+    assert sig.startswith("scorer:bleu|v:3|tokenize:13a|")
     assert "sacrebleu:" in sig and "effective_order:yes" in sig
     assert Bleu().signature() != sig
 

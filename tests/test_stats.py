@@ -461,6 +461,18 @@ def test_rater_vs_rest_and_leave_one_rater_out():
     assert r0 == pytest.approx(scipy.stats.pearsonr([1, 2, 3, 4], [2.5, 2.0, 1.0, 4.0]).statistic)
 
 
+def test_the_rest_of_the_raters_mean_the_same_in_any_order():
+    """The others' mean of the same grades, whoever gave them, is one value, a tie: summed in
+    the raters' order and less the rater's own, {0.2, 0.3} came out as 0.25000000000000006 in
+    one unit and 0.25 in another, {0.1, 0.2} as 0.15000000000000005 and 0.15."""
+    data = np.array([[0.1, 0.3, 0.1], [0.3, 0.2, 0.4], [0.2, 0.1, 0.5]])
+    rater, unit, own, rest = stats.rater_vs_rest(data)
+    cells = {(int(r), int(u)): s for r, u, s in zip(rater, unit, rest, strict=True)}
+    assert cells[(0, 0)] == cells[(2, 1)] == 0.25  # others 0.2 and 0.3
+    assert cells[(0, 1)] == cells[(1, 0)] == (0.1 + 0.2) / 2  # others 0.1 and 0.2
+    assert cells[(1, 1)] == cells[(2, 0)] == 0.2  # others 0.1 and 0.3
+
+
 # ---- published numbers ------------------------------------------------------------------------
 
 def test_reproduce_tables_matches_published_numbers(shared_data, capsys):

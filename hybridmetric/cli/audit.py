@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from hybridmetric.audit import audit, finite_values
-from hybridmetric.cli.fit import parse_scale
+from hybridmetric.cli.fit import FEW_RESAMPLES, parse_scale
 from hybridmetric.cli.options import add_where_option, check_output, seed
 from hybridmetric.combine import HYBRID_COLUMN, MetricCard
 from hybridmetric.report import write_report
@@ -25,6 +25,20 @@ def add_audit_options(parser: argparse.ArgumentParser) -> None:
                         help="bootstrap resamples (over tasks) for CIs (default: 10000)")
     parser.add_argument("--permutations", type=int, default=10000,
                         help="permutations of the PERM-BOTH significance test (default: 10000)")
+
+
+def note_few_draws(resamples: int, permutations: int) -> None:
+    """Say where ``--resamples`` or ``--permutations`` are too few for what they give: a 95%
+    interval whose tails (2.5% of the resamples each) hold less than one resample, p-values
+    that cannot fall below 1/(permutations + 1)."""
+    if 0 < resamples < FEW_RESAMPLES:
+        print(f"note: --resamples {resamples} gives the 95% CIs from {resamples} resamples; "
+              f"their tails need at least {FEW_RESAMPLES} (the default is 10000): read them as "
+              "rough", file=sys.stderr)
+    if 0 < permutations < FEW_RESAMPLES:
+        print(f"note: --permutations {permutations} gives p-values of at least "
+              f"1/{permutations + 1} = {1 / (permutations + 1):.3g} (the default is 10000)",
+              file=sys.stderr)
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -124,6 +138,7 @@ def run(args: argparse.Namespace) -> int:
     frame, meta = read_scored(args.scores)
     signatures = dict(meta["scorers"])
     chosen = settings(args, meta.get("audit"), str(signature_path(args.scores)))
+    note_few_draws(chosen["resamples"], chosen["permutations"])
     frame, note = with_rater_mean(frame, chosen["target"])
     if note:
         print(note, file=sys.stderr)
@@ -133,6 +148,14 @@ def run(args: argparse.Namespace) -> int:
     if args.card:
         card = MetricCard.load(args.card)
     applied = meta.get("hybrid") if isinstance(meta.get("hybrid"), str) else None
+    if card is not None and HYBRID_COLUMN in frame.columns and applied != card.data["signature"]:
+        # (the report would show the card's model and weights beside another's predictions)
+        made_by = (f"the card whose signature {signature_path(args.scores)} records ({applied})"
+                   if applied is not None else "no card that its signature records")
+        raise ValueError(f"{args.scores} already holds {HYBRID_COLUMN}, made by {made_by}, not "
+                         f"by the card {args.card} ({card.data['signature']}): audit it without "
+                         "--card, give the card that made it, or score the rows again "
+                         "(hybridmetric score --card) with this one")
     if HYBRID_COLUMN in frame.columns:
         if isinstance(meta.get("hybrid_source"), str):  # run's out-of-fold predictions
             hybrid = meta["hybrid_source"]

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from hybridmetric.audit import audit, systems_of
-from hybridmetric.cli.audit import add_audit_options, note_dropped
+from hybridmetric.cli.audit import add_audit_options, note_dropped, note_few_draws
 from hybridmetric.cli.fit import add_fit_options, fit_options
 from hybridmetric.cli.options import (
     add_scorer_options,
@@ -166,6 +166,7 @@ def run(args: argparse.Namespace) -> int:
     out = Path(args.output)
     scorers = build_scorers(args)
     options = fit_options(args)
+    note_few_draws(args.resamples, args.permutations)
     produced = [c for s in scorers for c in s.columns]
     unknown = [f for f in options["features"] or () if score_column(f) not in produced]
     if unknown:  # (before scoring, which may take hours)

@@ -201,5 +201,19 @@ def best_over_references(
     return scores
 
 
+#: The decimals that a score made in several floating-point steps keeps (:func:`settled`).
+SETTLED_DECIMALS = 12
+
+
+def settled(values: Sequence[float]) -> np.ndarray:
+    """``values`` rounded to :data:`SETTLED_DECIMALS`. A score made in several floating-point
+    steps (an F-measure of ratios, a geometric mean, a weighted sum) can come out a unit in the
+    last place apart for two pairs whose exact scores are equal (ROUGE-L's 4/5 as
+    0.7999999999999999 and 0.8, chrF's 5/96 as 0.05208333333333332 and 0.05208333333333333),
+    which splits a tie that the rank correlations count; twelve decimals are far finer than any
+    difference these metrics make between two texts."""
+    return np.round(np.asarray(values, dtype=float), SETTLED_DECIMALS)
+
+
 def single_column(scorer: Scorer, frame: pd.DataFrame, values: Sequence[float]) -> pd.DataFrame:
     return pd.DataFrame({scorer.columns[0]: np.asarray(values, dtype=float)}, index=frame.index)

@@ -18,6 +18,7 @@ from hybridmetric.scorers.base import (
     Setting,
     best_over_references,
     references_of,
+    settled,
     single_column,
 )
 from hybridmetric.scorers.tokenize import tranx_tokens
@@ -26,7 +27,7 @@ from hybridmetric.scorers.tokenize import tranx_tokens
 class Bleu(Scorer):
     name = "bleu"
     needs = ("references",)
-    version = "2"  # 2: at most 1
+    version = "3"  # 2: at most 1; 3: settled (rounded to 12 decimals)
     description = "sentence BLEU (sacrebleu, effective order) / 100"
     settings_spec = {
         "tokenize": Setting(
@@ -73,7 +74,7 @@ class Bleu(Scorer):
 
     def score(self, frame: pd.DataFrame) -> pd.DataFrame:
         if self.settings["refs"] == "best":
-            return single_column(self, frame, best_over_references(frame, self.pair))
+            return single_column(self, frame, settled(best_over_references(frame, self.pair)))
         values = [self.joint(c, refs) if refs else float("nan")
                   for c, refs in zip(frame["candidate"], references_of(frame), strict=True)]
-        return single_column(self, frame, values)
+        return single_column(self, frame, settled(values))

@@ -10,11 +10,18 @@ from __future__ import annotations
 import pandas as pd
 from sacrebleu.metrics import CHRF
 
-from hybridmetric.scorers.base import Scorer, Setting, best_over_references, single_column
+from hybridmetric.scorers.base import (
+    Scorer,
+    Setting,
+    best_over_references,
+    settled,
+    single_column,
+)
 
 
 class Chrf(Scorer):
     name = "chrf"
+    version = "2"  # 2: settled (rounded to 12 decimals)
     needs = ("references",)
     description = "character n-gram F-score (sacrebleu sentence chrF / 100)"
     settings_spec = {
@@ -35,4 +42,4 @@ class Chrf(Scorer):
         return self._metric.sentence_score(candidate, [reference]).score / 100
 
     def score(self, frame: pd.DataFrame) -> pd.DataFrame:
-        return single_column(self, frame, best_over_references(frame, self.pair))
+        return single_column(self, frame, settled(best_over_references(frame, self.pair)))

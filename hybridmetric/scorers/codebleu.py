@@ -32,6 +32,7 @@ from hybridmetric.scorers.base import (
     Setting,
     languages_of,
     references_of,
+    settled,
     single_column,
 )
 from hybridmetric.scorers.tokenize import TOKENIZERS
@@ -61,6 +62,7 @@ def _weights(text: str) -> tuple[float, float, float, float]:
 
 class CodeBleu(Scorer):
     name = "codebleu"
+    version = "2"  # 2: settled (rounded to 12 decimals)
     needs = ("references",)
     description = "CodeBLEU: n-gram, weighted n-gram, AST and data-flow match (codebleu package)"
     settings_spec = {
@@ -131,7 +133,7 @@ class CodeBleu(Scorer):
         reply = json.loads(answer)
         if "error" in reply:
             raise RuntimeError(reply["error"])
-        return single_column(self, frame, reply["values"])
+        return single_column(self, frame, settled(reply["values"]))
 
     def close(self) -> None:
         """End the worker: at once where it is idle (the end of its input); where it is still

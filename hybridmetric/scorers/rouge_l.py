@@ -10,12 +10,19 @@ from __future__ import annotations
 import pandas as pd
 from rapidfuzz.distance import LCSseq
 
-from hybridmetric.scorers.base import Scorer, Setting, best_over_references, single_column
+from hybridmetric.scorers.base import (
+    Scorer,
+    Setting,
+    best_over_references,
+    settled,
+    single_column,
+)
 from hybridmetric.scorers.tokenize import TOKENIZERS
 
 
 class RougeL(Scorer):
     name = "rouge_l"
+    version = "2"  # 2: settled (rounded to 12 decimals)
     needs = ("references",)
     description = "ROUGE-L F-measure over code tokens (best reference)"
     settings_spec = {
@@ -37,4 +44,4 @@ class RougeL(Scorer):
         return (1 + beta2) * precision * recall / (recall + beta2 * precision)
 
     def score(self, frame: pd.DataFrame) -> pd.DataFrame:
-        return single_column(self, frame, best_over_references(frame, self.pair))
+        return single_column(self, frame, settled(best_over_references(frame, self.pair)))
