@@ -40,7 +40,10 @@ resamples gave a defined value; ``None`` stands for an undefined statistic)::
         "system":      {metric: {"pearson"|"spearman"|"kendall_tau_b"|"kendall_tau_c"
                                  |"pairwise_accuracy": Estimate}}      # absent without systems
       },                                 # "*_tc" estimates also hold "epsilon": the calibrated
-                                         # metric tie threshold (Deutsch et al. 2023)
+                                         # metric tie threshold (Deutsch et al. 2023); those
+                                         # within task "n_tasks": the tasks counted (a mean over
+                                         # those where the statistic is defined; tau_darr: with
+                                         # two rows rated apart)
       "comparisons": [{
           "a": str, "b": str, "level": str, "statistic": str,
           "value_a": float|None, "value_b": float|None,
@@ -235,6 +238,7 @@ def _within(data: _Data, metric: np.ndarray, counts: np.ndarray, confidence: flo
     total = cdt.sum(axis=0)
     values = {"tau_darr": (total[0] - total[1]) / total.sum() if total.sum() else math.nan}
     resampled = {"tau_darr": stats.bootstrap_darr(cdt, counts)}
+    tasks_counted = {"tau_darr": int(np.count_nonzero(cdt.sum(axis=1)))}  # (rated apart)
     epsilon, _ = stats.tie_calibration(h, metric, tasks)
     for name, eps in (("pairwise_accuracy", 0.0), ("pairwise_accuracy_tc", epsilon),
                       ("pearson", 0.0), ("spearman", 0.0), ("kendall_tau_b", 0.0),
@@ -243,9 +247,12 @@ def _within(data: _Data, metric: np.ndarray, counts: np.ndarray, confidence: flo
         per_task = stats.per_group(base, h, metric, tasks, eps)
         defined = np.isfinite(per_task)
         values[name] = float(per_task[defined].mean()) if defined.any() else math.nan
+        tasks_counted[name] = int(defined.sum())
         resampled[name] = stats.bootstrap_group_mean(per_task, counts)
     out = {name: _estimate(values[name], resampled[name], confidence) for name in WITHIN_STATISTICS}
     out["pairwise_accuracy_tc"]["epsilon"] = epsilon
+    for name, n in tasks_counted.items():
+        out[name]["n_tasks"] = n
     return out, resampled
 
 
@@ -378,13 +385,15 @@ def _grades(human: np.ndarray, scale: tuple[float, float] | None
     3 to :data:`MAX_INTEGER_GRADES` of them); else ``"binned"``, :data:`GRADE_BINS` bins of
     equal width over the scale, each named by its interval (``[20, 30)``; the last one closed).
     A scale of 2 integers (0-1) is rounded where every rating is one of them. Without a scale,
-    the ratings' observed range stands for it (rounded, where rounding is used)."""
+    the ratings' observed range stands for it (rounded, where rounding is used). A scale whose
+    ends are not integers (0.5 to 3.5) is binned: its ratings would round past them."""
     if scale is None:
         scale = (float(human.min()), float(human.max())) if human.size else (0.0, 0.0)
         low, high = math.floor(scale[0] + 0.5), math.floor(scale[1] + 0.5)
+        integers = high - low + 1
     else:
         low, high = math.ceil(scale[0]), math.floor(scale[1])
-    integers = high - low + 1
+        integers = high - low + 1 if (low, high) == scale else 0
     if 3 <= integers <= MAX_INTEGER_GRADES or (
             integers <= 2 and bool(np.all(human == np.round(human)))):
         rounded = np.floor(human + 0.5).astype(int)

@@ -61,7 +61,9 @@ per-generation ``target`` (by default the mean rating).
     calibration  {method: "clip" | "isotonic", points: {x, y} (isotonic only),
                  table: [{lo, hi, n, predicted, observed}]}; the table bins the out-of-fold
                  predictions of the first CV repeat into 10 equal-count bins
-    cv           {folds, repeats, grouped_by: "task_id", n_folds_run,
+    cv           {folds, repeats (1 where there are as many folds as tasks: every repeat
+                 would split them alike; ``note`` then says so), grouped_by: "task_id",
+                 n_folds_run,
                  hybrid | features[name] | dibia_combined: {kendall|spearman|pearson:
                  {mean, sd (over folds), values (one per fold, in grouped_folds order),
                  undefined (folds where it is undefined)}},
@@ -598,6 +600,12 @@ def _cross_validate(
                 f"{error} (in a cross-validation fold holding out tasks "
                 f"{sorted(map(str, np.unique(design.tasks[test])))[:5]}: {why}; fewer "
                 "--folds keeps more tasks in each fold's training rows)") from None
+        except RuntimeError as error:  # (a model that did not converge on this fold's rows)
+            raise RuntimeError(
+                f"{error} (in a cross-validation fold holding out tasks "
+                f"{sorted(map(str, np.unique(design.tasks[test])))[:5]}, fitted on the other "
+                f"{np.unique(design.tasks_train[train]).size} tasks' rows; fewer --folds keeps "
+                "more tasks in each fold's training rows)") from None
         tick()
         predicted = fitted.predict(design.X[test])
         if repeat == 0:
@@ -664,6 +672,10 @@ def fit_card(
         check_grades_on_scale(frame, scale, target)  # (first: it names the row and the rater)
         check_on_scale(frame, target, scale)
 
+    repeats_asked = repeats
+    if folds == np.unique(design.tasks).size:  # (a fold for each task: every repeat splits alike)
+        repeats = 1
+
     def estimator() -> HybridMetric:
         return HybridMetric(model=model, alpha=alpha, calibration=calibration, bounds=scale)
 
@@ -691,6 +703,9 @@ def fit_card(
 
     cv = {"folds": folds, "repeats": repeats, "grouped_by": "task_id",
           "n_folds_run": folds * repeats,
+          **({"note": f"a fold for each of the {folds} tasks: every repeat would split them "
+                      f"alike, so 1 repeat was run, not {repeats_asked}"}
+             if repeats != repeats_asked else {}),
           "hybrid": {m: _summary_stats(v) for m, v in per_fold["hybrid"].items()},
           "features": {c: {m: _summary_stats(v) for m, v in per_fold[c].items()} for c in columns},
           "dibia_combined": (
@@ -932,7 +947,8 @@ class MetricCard:
             + (f"; the rows where {where_text(t['where'])}, of the table's {t['n_table_rows']}"
                if t.get("where") else ""),
             f"held-out agreement with {d['target']}: {cv['folds']}-fold CV grouped by task, "
-            f"{cv['repeats']} repeats (mean ± sd over {cv['n_folds_run']} folds)",
+            f"{cv['repeats']} repeats (mean ± sd over {cv['n_folds_run']} folds)"
+            + (f"; {cv['note']}" if cv.get("note") else ""),
         ]
         width = max(len(n) for n in [*cv["features"], "dibia_combined"]) + 2
         lines.append(f"{'':{width}}{'kendall':>16}{'spearman':>16}{'pearson':>16}"

@@ -336,10 +336,25 @@ def per_group(statistic: str, human: np.ndarray, metric: np.ndarray, groups: np.
     return out
 
 
+#: The significant digits (of the largest) that means keep (:func:`settled_means`).
+MEAN_DIGITS = 12
+
+
+def settled_means(means: np.ndarray) -> np.ndarray:
+    """``means`` rounded to :data:`MEAN_DIGITS` significant digits of the largest of them: the
+    means of equal values summed in another order differ by a unit in the last place (5/3 as
+    1.6666666666666665 and 1.6666666666666667), which would split a tie that rank statistics
+    count, or make a constant side vary."""
+    finite = np.abs(means[np.isfinite(means)])
+    largest = max(1.0, float(finite.max())) if finite.size else 1.0
+    return np.round(means, MEAN_DIGITS - int(np.floor(np.log10(largest))) - 1)
+
+
 def system_means(values: np.ndarray, systems: np.ndarray) -> np.ndarray:
-    """Mean of ``values`` per system, in the order of the sorted unique system labels."""
+    """Mean of ``values`` per system, in the order of the sorted unique system labels
+    (:func:`settled_means`)."""
     _, codes = group_codes(systems)
-    return np.bincount(codes, weights=values) / np.bincount(codes)
+    return settled_means(np.bincount(codes, weights=values) / np.bincount(codes))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -577,14 +592,15 @@ def bootstrap_darr(counts_cdt: np.ndarray, counts: np.ndarray) -> np.ndarray:
 
 def bootstrap_system_means(values: np.ndarray, codes: np.ndarray, system_codes: np.ndarray,
                            counts: np.ndarray) -> np.ndarray:
-    """Per-system means of ``values`` in each group resample: (B, S); nan for absent systems."""
+    """Per-system means of ``values`` in each group resample: (B, S); nan for absent systems
+    (:func:`settled_means`)."""
     n_groups, n_systems = counts.shape[1], int(system_codes.max()) + 1
     cell_sum = np.zeros((n_groups, n_systems))
     cell_n = np.zeros((n_groups, n_systems))
     np.add.at(cell_sum, (codes, system_codes), values)
     np.add.at(cell_n, (codes, system_codes), 1.0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return (counts @ cell_sum) / (counts @ cell_n)
+        return settled_means((counts @ cell_sum) / (counts @ cell_n))
 
 
 # ----------------------------------------------------------------------------------------------

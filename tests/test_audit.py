@@ -339,6 +339,30 @@ def test_systems_named_by_every_row_or_by_none(frame):
                                          n_permutations=50)["agreement"]
 
 
+def test_within_task_means_say_how_many_tasks_they_cover(frame):
+    """A task with one row, or a constant rating, has no within-task correlation: the mean is
+    over the others, and results and report say over how many."""
+    few = frame.copy()
+    tasks = few["task_id"].unique()
+    few.loc[few["task_id"] == tasks[0], "rating"] = 2.0  # constant within the task
+    few = few.drop(few.index[(few["task_id"] == tasks[1])][1:])  # one row left
+    result = audit(few, metrics=["score.good"], n_resamples=20, n_permutations=20)
+    within = result["agreement"]["within_task"]["score.good"]
+    human, metric = few["rating"].to_numpy(), few["score.good"].to_numpy()
+    groups = few["task_id"].to_numpy()
+    for name in ("pearson", "spearman", "kendall_tau_b"):
+        defined = np.isfinite(stats.per_group(name, human, metric, groups)).sum()
+        assert within[name]["n_tasks"] == defined == len(tasks) - 2
+    # (DARR counts the pairs whose ratings differ: the constant task has none)
+    assert within["tau_darr"]["n_tasks"] == len(tasks) - 2
+    from hybridmetric.report.tables import agreement_tables
+    [table] = [t for t in agreement_tables(result) if "ithin" in t.title]
+    assert (f"Over fewer of the {len(tasks)} tasks (those where the statistic is defined"
+            in table.note)
+    assert (f"score.good: tau darr {len(tasks) - 2}, pairwise accuracy {len(tasks) - 1},"
+            in table.note)
+
+
 def test_one_candidate_a_task_has_no_within_task_level(frame):
     single = frame[frame["system"] == "beta"].reset_index(drop=True)
     result = audit(single, n_resamples=50, n_permutations=50)
@@ -404,6 +428,10 @@ def test_a_wide_or_fractional_scale_is_cut_into_bins_of_equal_width():
     from hybridmetric.audit import _grades
     assert _grades(np.array([0.3, 0.6, 0.7, 0.29, 1.0, 0.0]), (0, 1))[0].tolist() == [
         3, 6, 7, 2, 9, 0]
+    # a scale whose ends are not integers is binned (rounded, 3.5 would be a grade 4 past it)
+    grades, names, how = _grades(np.array([0.5, 3.5, 2.0]), (0.5, 3.5))
+    assert (grades.tolist(), names[0], names[-1], how) == ([0, 9, 5], "[0.5, 0.8)", "[3.2, 3.5]",
+                                                          "binned")
     labels = unit.assign(rating=(unit["rating"] >= 0.5).astype(float))
     value = audit(labels, metrics=["score.x"], seed=5, n_resamples=50, n_permutations=20,
                   scale=(0, 1))["pass_value"]

@@ -628,6 +628,21 @@ def test_a_card_saves_when_no_fold_has_a_tau(tmp_path):
         card.data["cv"]["comparison"]
 
 
+def test_a_fold_for_each_task_is_run_once():
+    """With as many folds as tasks every repeat splits them alike: one repeat is run (ten
+    would count ten copies of each fold, an SD too small and ten times the folds), and the card
+    says so."""
+    frame = study_frame(n_tasks=4, per_task=3)
+    card = quick_card(frame, folds=4, repeats=10, n_boot=0)
+    cv = card.data["cv"]
+    assert (cv["repeats"], cv["n_folds_run"]) == (1, 4)
+    assert len(cv["hybrid"]["pearson"]["values"]) == 4
+    assert cv["note"] == ("a fold for each of the 4 tasks: every repeat would split them "
+                          "alike, so 1 repeat was run, not 10")
+    assert cv["note"] in card.summary()
+    assert "note" not in quick_card(frame, folds=2, repeats=3, n_boot=0).data["cv"]
+
+
 def test_ratings_outside_the_given_scale_are_refused():
     frame = study_frame()
     frame.loc[5, "rating"] = 4.5

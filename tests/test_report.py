@@ -100,7 +100,7 @@ def formatted_numbers(node: Any) -> set[str]:
         for value in node:
             found |= formatted_numbers(value)
     elif isinstance(node, int | float) and not isinstance(node, bool):
-        found |= {fmt(node), fmt_p(node), str(node)}
+        found |= {fmt(node), fmt_p(node), fmt_p(node, 0.05), str(node)}
     elif isinstance(node, str):  # numbers inside text, e.g. a year in a method's description
         found |= set(re.findall(r"\d+(?:\.\d+)?", node))
     return found
@@ -202,6 +202,9 @@ def test_number_formats() -> None:
     assert fmt(None) == "—" and fmt(float("nan")) == "—" and fmt(12) == "12"
     assert fmt(0.41249) == "0.412" and fmt(-0.0005) == "-0.001"
     assert fmt_p(1 / 10001) == "1.0e-04" and fmt_p(0.03125) == "0.031" and fmt_p(None) == "—"
+    # never shown on the other side of the level it is judged at (500/10001: not "0.050")
+    assert fmt_p(500 / 10001, 0.05) == "0.049995" and fmt_p(500 / 10001) == "0.050"
+    assert fmt_p(0.0499, 0.05) == "0.0499" and fmt_p(0.0501, 0.05) == "0.050"
     assert fmt_estimate({"value": 0.5, "ci": [0.25, 0.75]}) == "0.500 [0.250, 0.750]"
     assert fmt_estimate({"value": 0.5, "ci": None}) == "0.500"
 

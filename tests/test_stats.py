@@ -461,6 +461,21 @@ def test_rater_vs_rest_and_leave_one_rater_out():
     assert r0 == pytest.approx(scipy.stats.pearsonr([1, 2, 3, 4], [2.5, 2.0, 1.0, 4.0]).statistic)
 
 
+def test_system_means_of_the_same_values_in_another_order_tie():
+    """Summed in the table's order, 0.1, 0.2 and 0.3 came to 0.20000000000000004 for one system
+    and 0.19999999999999998 for another (three 0.2: 0.20000000000000004): a tie split apart, or
+    a constant side that varied and got a correlation."""
+    values = np.array([0.1, 0.2, 0.3, 0.3, 0.2, 0.1, 0.2, 0.2, 0.2])
+    systems = np.array(list("AAABBBCCC"))
+    means = stats.system_means(values, systems)
+    assert means.tolist() == [0.2, 0.2, 0.2]
+    assert math.isnan(stats.POINT_STATISTICS["pearson"](means, np.array([1.0, 2.0, 3.0])))
+    codes = np.tile(np.arange(3), 3)  # (each system's rows in tasks 0, 1 and 2)
+    system_codes = np.repeat(np.arange(3), 3)
+    resampled = stats.bootstrap_system_means(values, codes, system_codes, np.ones((2, 3)))
+    assert resampled.tolist() == [[0.2, 0.2, 0.2]] * 2
+
+
 def test_the_rest_of_the_raters_mean_the_same_in_any_order():
     """The others' mean of the same grades, whoever gave them, is one value, a tie: summed in
     the raters' order and less the rater's own, {0.2, 0.3} came out as 0.25000000000000006 in

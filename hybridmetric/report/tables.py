@@ -59,11 +59,18 @@ def fmt(value: Any) -> str:
     return str(value)
 
 
-def fmt_p(value: Any) -> str:
-    """A p-value: three decimals, or scientific notation below 0.001."""
+def fmt_p(value: Any, alpha: float | None = None) -> str:
+    """A p-value: three decimals, or scientific notation below 0.001; with more decimals where
+    three would show it on the other side of ``alpha`` (0.049995 is 0.049995, not 0.050)."""
     if value is None:
         return DASH
-    return f"{value:.3f}" if value >= 0.001 else f"{value:.1e}"
+    if value < 0.001:
+        return f"{value:.1e}"
+    decimals = 3
+    while (alpha is not None and decimals < 9
+           and (float(f"{value:.{decimals}f}") < alpha) != (value < alpha)):
+        decimals += 1
+    return f"{value:.{decimals}f}"
 
 
 def is_estimate(value: Any) -> bool:
@@ -115,9 +122,14 @@ def agreement_tables(results: Mapping[str, Any]) -> list[Table]:
         stats = statistics_of(by_metric)
         notes = [f"Cells: estimate [{ci_name(results)} over tasks].", LEVEL_NOTES.get(level, "")]
         table = Table(LEVEL_TITLES.get(level, label(level)), ["metric", *map(label, stats)])
-        short, none = [], []
+        short, none, fewer = [], [], []
         for metric, values in by_metric.items():
             table.rows.append([Cell(metric)] + [Cell(fmt_estimate(values.get(s))) for s in stats])
+            counted = [(label(s), values[s]["n_tasks"]) for s in stats
+                       if is_estimate(values.get(s)) and "n_tasks" in values[s]
+                       and values[s]["n_tasks"] < results.get("n_tasks", 0)]
+            if counted:
+                fewer.append(f"{metric}: " + ", ".join(f"{s} {n}" for s, n in counted))
             for s in stats:
                 valid = values[s].get("n_valid", resamples) if is_estimate(values.get(s)) else None
                 if resamples is None or valid is None or valid >= resamples:
@@ -126,6 +138,10 @@ def agreement_tables(results: Mapping[str, Any]) -> list[Table]:
                     none.append(f"{metric} {label(s)}")
                 else:
                     short.append(f"{metric} {label(s)} ({valid} of {resamples})")
+        if fewer:
+            notes.append(f"Over fewer of the {results['n_tasks']} tasks (those where the statistic "
+                         "is defined: two rows or more, neither side constant; tau_darr: those "
+                         "with two rows rated apart): " + "; ".join(fewer) + ".")
         if short:
             notes.append("CIs from fewer resamples, where the statistic was undefined in the "
                          "others: " + "; ".join(short) + ".")
@@ -140,7 +156,7 @@ def agreement_tables(results: Mapping[str, Any]) -> list[Table]:
 def _p_cell(value: Any, alpha: float) -> Cell:
     if value is None:
         return Cell(DASH, "muted")
-    return Cell(fmt_p(value), "good" if value < alpha else "")
+    return Cell(fmt_p(value, alpha), "good" if value < alpha else "")
 
 
 def comparison_table(comparisons: Sequence[Mapping[str, Any]], alpha: float) -> Table:
@@ -149,7 +165,8 @@ def comparison_table(comparisons: Sequence[Mapping[str, Any]], alpha: float) -> 
         "Differences in agreement (a − b)",
         ["a", "b", "level", "statistic", "value a", "value b", "delta [95% CI]", "p Williams",
          "p Williams Holm", "p permutation", "p permutation Holm"],
-        note=(f"One-sided tests of a > b; p-values of resampling tests are (c+1)/(n+1); Holm "
+        note=(f"One-sided tests of a > b; p-values of permutation tests are (c+1)/(n+1) over n "
+              "random swaps, or c/n over all n swap patterns where they are no more; Holm "
               f"corrects across the metric family; highlighted where below {alpha}. {DASH}: the "
               "test does not apply to this statistic, or has no value on these data (two metrics "
               "one up to a linear map, or ranking every row alike)."),
@@ -197,7 +214,7 @@ def significance_matrix(comparisons: Sequence[Mapping[str, Any]], alpha: float) 
             p, delta = row.get("p_holm"), row.get("delta")
             good = p is not None and p < alpha and delta is not None and delta > 0
             style = "good" if good else "muted"
-            line.append(Cell(f"{fmt(delta)} ({fmt_p(p)})", style))
+            line.append(Cell(f"{fmt(delta)} ({fmt_p(p, alpha)})", style))
         table.rows.append(line)
     return table
 
