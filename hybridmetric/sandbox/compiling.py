@@ -17,7 +17,13 @@ import warnings
 from collections.abc import Iterator
 from types import CodeType
 
-from hybridmetric.sandbox.launcher import _TAIL, COMPILE_ERRORS, _error_text, file_bytes
+from hybridmetric.sandbox.launcher import (
+    _TAIL,
+    COMPILE_ERRORS,
+    _error_text,
+    file_bytes,
+    file_source,
+)
 
 #: Python sources of up to this many characters are compiled by the worker (:func:`precompile`)
 #: and their code loaded by their own child; larger ones compiled in the child, under the
@@ -107,7 +113,7 @@ def precompile(source: str, path: str, tail_at: int | None = None) -> bytes | st
             return parts
     try:
         with warnings.catch_warnings(record=True) as shown:  # (the filters as they are)
-            code = compile(file_bytes(source), path, "exec", dont_inherit=True)
+            code = compile(file_source(file_bytes(source)), path, "exec", dont_inherit=True)
     except (RecursionError, MemoryError):
         return None
     except COMPILE_ERRORS as exc:  # (after a warning, the child shows both)
@@ -130,7 +136,7 @@ def _precompile_parts(source: str, path: str, at: int) -> bytes | None:
         return None
     try:
         with warnings.catch_warnings(record=True) as shown:
-            first = compile(file_bytes(head), path, "exec", dont_inherit=True)
+            first = compile(file_source(file_bytes(head)), path, "exec", dont_inherit=True)
     except (*COMPILE_ERRORS, MemoryError):  # the whole's error is the one to show
         return None
     shared = _shared_tail(tail, path, first.co_flags & FUTURE_FLAGS)
@@ -156,7 +162,7 @@ def _shared_tail(tail: str, path: str, future_flags: int) -> CodeType | None:
         return None
     try:
         with warnings.catch_warnings(record=True) as shown:
-            code = compile(file_bytes(tail), path, "exec", flags=future_flags,
+            code = compile(file_source(file_bytes(tail)), path, "exec", flags=future_flags,
                            dont_inherit=True)
     except (*COMPILE_ERRORS, MemoryError):
         return None

@@ -60,8 +60,9 @@ _C_HEADERS = frozenset(f"{name}.h" for name in (
     "stdio", "stdlib", "string", "tgmath", "time", "uchar", "wchar", "wctype"))
 
 #: The module node loads before a JavaScript program (``--require``): it takes the token from fd
-#: 3 and closes it before the program runs, and sends it when node has nothing left to run (its
-#: ``beforeExit``), so asynchronous tests end first; ``process.exit``, or an error or rejection
+#: 3 and closes it before the program runs, and sends it at node's own ``exit``, once node's own
+#: ``beforeExit`` said that nothing was left to run, so asynchronous tests end first, and those
+#: a ``beforeExit`` listener of the program's starts too; ``process.exit``, or an error or rejection
 #: that nothing caught, ends node without it. An error nothing caught stops the module's code
 #: (or the callback) where it was thrown, before the tests end, even where the program's own
 #: ``uncaughtException`` handler, domain or capture callback keeps node going: node tells the
@@ -130,6 +131,7 @@ if (programsOwn) {
     } catch (_) {}
   };
   const Errors = Error;
+  const reallyExit = process.reallyExit;  // (node's own end of the process, no 'exit' event)
   // The files of all the calls below the function `above` (a program's own frames cannot
   // hide under a window of others), told in a context of the harness's own, made at the first
   // beforeExit (~1 ms): the program's Error (its prepareStackTrace, stackTraceLimit, frozen or
@@ -145,7 +147,7 @@ if (programsOwn) {
     (above) => {
       const holder = {};
       Error.captureStackTrace(holder, above);
-      return holder.stack.map((site) => site.getFileName());
+      return holder.stack.map((site) => [site.getFileName(), site.getFunctionName()]);
     }`);
   const runIn = Function.prototype.call.bind(Script.prototype.runInContext);
   // (which calls its prototype's, node's native one, looked up at each call: it stays node's)
@@ -163,11 +165,21 @@ if (programsOwn) {
   // domain module is loaded, node's call into JavaScript goes through their frames first
   const hooks = new Set(["node:internal/async_hooks", "node:domain",
                          "internal/async_hooks.js", "domain.js"]);  // (before Node 16)
-  const throughHooks = (names) => {
-    for (let at = 1; at < names.length; at++) {
-      if (!has(hooks, names[at])) return false;
+  const throughHooks = (sites) => {
+    for (let at = 1; at < sites.length; at++) {
+      if (!has(hooks, sites[at][0])) return false;
     }
     return true;
+  };
+  // ... but not through the domain module's callback for node's own calls (once a domain
+  // exists, or async hooks are on): it calls process.domain.enter(), which a program can make
+  // any function, as node's context is entered (process, ids 0): an emission of its own there
+  // has no frame of its own below
+  const throughDomain = (sites) => {
+    for (let at = 1; at < sites.length; at++) {
+      if (sites[at][1] === "topLevelDomainCallback") return true;
+    }
+    return false;
   };
   let looped = false;  // the event loop has run (a promise settled before it cannot send it)
   // What keeps node's event loop alive (Node 17+): nothing when node itself says beforeExit,
@@ -190,6 +202,7 @@ if (programsOwn) {
   const { executionAsyncResource, executionAsyncId, triggerAsyncId, AsyncResource }
     = require("async_hooks");
   let fromNode = (args) => args.length === 1 && args[0] === 0;
+  let unclosed = false;  // an asynchronous scope of the program's was left open (see below)
   if (typeof binding === "function") {
     // (quietly: node warns of that binding's use, DEP0111, once)
     const own = Object.prototype.hasOwnProperty.call(process, "noDeprecation");
@@ -209,9 +222,31 @@ if (programsOwn) {
     const resourceAt = contexts.executionAsyncResource;
     const hasOwn = Function.prototype.call.bind(Object.prototype.hasOwnProperty);
     const plain = fromNode;
+    // (and no more resources than contexts: a context left on the stack, above node's own,
+    // whose pop node then took for its own, leaves a hole at the bottom)
     fromNode = (args) => fields[kStackLength] === 1 && ids[kExecutionAsyncId] === 0
-      && ids[kTriggerAsyncId] === 0
+      && ids[kTriggerAsyncId] === 0 && pushed.length === (hasOwn(pushed, 0) ? 1 : 0)
       && (hasOwn(pushed, 0) ? pushed[0] : resourceAt(0)) === process && plain(args);
+    // That record stays node's: the array of resources that JavaScript pushed, which node pops
+    // through its prototype (where a pop of the program's that threw left a context on the
+    // stack), has a prototype of the harness's own; and a scope that an AsyncResource opened
+    // but did not close (a hook of the program's that overflowed the stack cut node's pop
+    // short) makes the program one that cannot pass: node's own context left below it would
+    // be the program's to run code in
+    Object.setPrototypeOf(pushed, Object.freeze({ __proto__: null, pop: Array.prototype.pop }));
+    const inScope = AsyncResource.prototype.runInAsyncScope;
+    // (as node's, one a program may replace: node's own it cannot reach)
+    Object.defineProperty(AsyncResource.prototype, "runInAsyncScope", {
+      value: { runInAsyncScope(fn, thisArg, ...args) {  // (node's name and length)
+        const depth = fields[kStackLength];
+        try {
+          return apply(inScope, this, [fn, thisArg, ...args]);
+        } finally {
+          if (fields[kStackLength] !== depth) {
+            unclosed = true;
+          }
+        }
+      } }.runInAsyncScope });
   } else if (typeof executionAsyncResource === "function") {  // (since Node 13.9)
     const plain = fromNode;
     fromNode = (args) => executionAsyncResource() === process && executionAsyncId() === 0
@@ -319,9 +354,13 @@ if (programsOwn) {
     body, ["exports", "require", "module", "__filename", "__dirname"]));
   const returnsEarly = !isModule && !compiles(() => new Script(script));
   let thrown = false;  // an error nothing caught, whatever handler kept node going after it
-  // Each beforeExit until one sends the token (a listener of the program's that ran before
-  // this one may have given node more to do, or a program may emit its own)
-  let sent = false;
+  // The token goes out at node's own exit (process.exit emits 'exit' from code of the
+  // program's), once node's own beforeExit said, with nothing left to run, that the program
+  // can pass (see below): work that a beforeExit listener of the program's started (its tests)
+  // then ends first, as node ends only when none is left, where the harness cannot see it all
+  // (node's thread pool, a crypto or zlib job, is no resource it counts), and a program's
+  // process.exit(0) in its time gets no pass
+  let ready = false, refused = false, sent = false;
   const listeners = Function.prototype.call.bind(require("events").prototype.listeners);
   // (the functions as added: a stand-in of the program's whose .listener is the harness's own
   // shows as that one among the listeners)
@@ -343,20 +382,28 @@ if (programsOwn) {
       if ((error instanceof RangeErrors && has(starved, error.message))
           || (error instanceof Errors && error.code === "ERR_WORKER_OUT_OF_MEMORY")) {
         write(4, "M" + key);
-      } else if (sent) {  // after the token (a listener of beforeExit or exit, or their work):
+      } else if (sent) {  // after the token (an exit listener after the harness's):
         write(4, "E" + key);  // it is taken back, whatever exit status the program then sets
-        write(2, "hybridmetric: an error nothing caught after node had nothing left to run "
-              + "(in a beforeExit or exit listener, or what one started): no pass\\n");
+        write(2, "hybridmetric: an error nothing caught after node's own exit began (in an "
+              + "exit listener): no pass\\n");
       }
     } catch (_) {}
     try {  // what a handler of the program's keeps from view (else node shows it as it ends)
-      if (listeners(process, "uncaughtException").length > 0 || captured()) {
+      const kept = listeners(process, "uncaughtException").length > 0 || captured();
+      if (kept) {
         write(2, `hybridmetric: an error nothing caught (${origin}), which a handler of the `
               + "program's own (an uncaughtException listener, a domain, "
-              + "process.setUncaughtExceptionCaptureCallback) then kept from ending node:\\n"
-              + `${error && error.stack || error}\n`);
+              + "process.setUncaughtExceptionCaptureCallback) then kept from ending node:\\n");
+      }
+      if (kept || sent) {
+        write(2, `${error && error.stack || error}\n`);
       }
     } catch (_) {}  // (its getters may throw)
+    // After the token, the program ends at once, and fails: the report of its error is the
+    // program's to drop (it can close fd 4, or read the pipe empty), its exit status is not
+    if (sent) {
+      reallyExit(1);
+    }
   };
   // node's emitter calls each listener through its `apply`: the harness's own, which a program
   // cannot change (one of the program's there, or on Function.prototype, skipped them)
@@ -368,36 +415,54 @@ if (programsOwn) {
   // program's own there that said the error was handled kept the harness from hearing of it
   Object.defineProperty(process, "_fatalException", { writable: false, configurable: false });
   const includes = Function.prototype.call.bind(Array.prototype.includes);
-  process.on("beforeExit", sealed(function send(...args) {
-    if (sent) return;
-    const names = files(send);
-    // node's own event: only its event emitter's frame is below (no code of the program's),
-    // and those of async hooks and domains where they are on
-    if (looped && !thrown && idle() && fromNode(args)
-        && includes(rawListeners(process, "uncaughtExceptionMonitor"), monitor)
-        && names.length >= 1 && emitter(names[0]) && throughHooks(names)) {
-      sent = true;
-      const report = () => {
-        if (!thrown) {
-          write(4, "T" + token);
-        }
-      };
-      if (unread) {
-        write(2, "hybridmetric: the harness could not compile its copy of the program (nested "
-              + "too deep for its parser's stack), so cannot tell whether it returns from its "
-              + "top level: no pass\\n");
-      } else if (isModule && hooked) {
-        write(2, "hybridmetric: the program registered module loader hooks (module.register), "
-              + "through which the harness cannot tell that it ran to its end: no pass\\n");
-      } else if (isModule) {
-        then(load(main), report);
-      } else if (returnsEarly) {
-        write(2, "hybridmetric: the program returns from its top level (a CommonJS module), "
-              + "which may end it before its tests: no pass\\n");
-      } else {
-        report();
-      }
+  // node's own emission of the event (beforeExit, exit), in its own context: only its event
+  // emitter's frame is below (no code of the program's), and those of async hooks and domains
+  // where they are on; nothing caught the harness's monitor did not hear of, no scope left open
+  const fromNodeItself = (above, args) => {
+    if (thrown || unclosed || !fromNode(args)
+        || !includes(rawListeners(process, "uncaughtExceptionMonitor"), monitor)) {
+      return false;
     }
+    const sites = files(above);
+    if (sites.length >= 1 && throughDomain(sites)) {
+      write(2, "hybridmetric: node's own end came through the domain module's callback (a "
+            + "domain made, or async hooks on, with it loaded), which calls what a program "
+            + "makes process.domain.enter: no pass\\n");
+      return false;
+    }
+    return sites.length >= 1 && emitter(sites[0][0]) && throughHooks(sites);
+  };
+  // Node's own beforeExit, with nothing left to run: the program ran (an ES module: once its
+  // import settles, which it does only once its code ran to its end, whatever a top-level
+  // await of it waited for); a program that emits its own, or while a timer, an immediate or
+  // I/O waits, readies nothing, nor does node's own while a listener of the program's that ran
+  // before the harness's gave node more to do: the next one decides
+  process.on("beforeExit", sealed(function settle(...args) {
+    if (ready || refused || !looped || !idle() || !fromNodeItself(settle, args)) return;
+    if (unread) {
+      write(2, "hybridmetric: the harness could not compile its copy of the program (nested "
+            + "too deep for its parser's stack), so cannot tell whether it returns from its "
+            + "top level: no pass\\n");
+    } else if (isModule && hooked) {
+      write(2, "hybridmetric: the program registered module loader hooks (module.register), "
+            + "through which the harness cannot tell that it ran to its end: no pass\\n");
+    } else if (returnsEarly) {
+      write(2, "hybridmetric: the program returns from its top level (a CommonJS module), "
+            + "which may end it before its tests: no pass\\n");
+    } else if (isModule) {
+      then(load(main), () => { ready = true; });
+      return;
+    } else {
+      ready = true;
+      return;
+    }
+    refused = true;
+  }));
+  // Node's own exit, which comes only when nothing is left to run, with status 0
+  process.on("exit", sealed(function send(...args) {
+    if (sent || !ready || !fromNodeItself(send, args)) return;
+    sent = true;
+    write(4, "T" + token);
   }));
 }
 """

@@ -44,6 +44,7 @@ import linecache
 import marshal
 import mmap
 import os
+import re
 import resource
 import select
 import signal
@@ -103,7 +104,7 @@ from resource import (
 )
 from sys import setprofile, settrace
 from types import CodeType, FrameType, ModuleType, TracebackType
-from typing import Any, NoReturn, TextIO
+from typing import Any, AnyStr, NoReturn, TextIO
 
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
@@ -625,11 +626,89 @@ def _repeated(count: int) -> list[str]:
 
 
 def file_bytes(source: str) -> bytes:
-    """The bytes of the program's file (UTF-8; lone surrogates stand for the bytes they escape):
-    compiled as bytes, as ``python path`` reads the file, a coding declaration (PEP 263) decides
-    how they are decoded. (The caller compiles: no frame of the harness is left between a
-    syntax error and the program.)"""
+    """The bytes of the program's file (UTF-8; lone surrogates stand for the bytes they escape),
+    which :func:`file_source` makes what ``python path`` compiles. (The caller compiles: no
+    frame of the harness is left between a syntax error and the program.)"""
     return source.encode("utf-8", "surrogateescape")
+
+
+#: A line as python's file reader reads one (any of its line ends), and its line ends; a line
+#: of the text it decodes.
+_FILE_LINE, _LINE_END = re.compile(rb"[^\r\n]*(?:\r\n|\r|\n)?"), re.compile(rb"\r\n|\r|\n")
+_TEXT_LINE = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)?")
+#: A coding declaration (PEP 263) as python's reader finds one in a line: a comment whose
+#: first ``coding:`` or ``coding=`` followed by a name names the codec; and a line before it.
+_CODING = re.compile(rb"[ \t\f]*#[^\r\n]*?coding[:=][ \t]*([-\w.]+)")
+_BLANK_OR_COMMENT = re.compile(rb"[ \t\f]*(?:[#\r\n]|\Z)")
+_PEP_263 = "see https://peps.python.org/pep-0263/ for details"
+
+
+def file_source(data: bytes, path: str | None = None) -> bytes | str:
+    """What ``python path`` compiles of a file that holds ``data``: the bytes themselves, or,
+    where a coding declaration names another codec than UTF-8, the text python's file reader
+    makes of them: the lines up to the declaration's own read as they are, the rest decoded
+    with the codec. (compile() of the bytes decodes the declaration's own line with the codec
+    too, so that an escaped line end in the declaration of a ``raw_unicode_escape`` file, a
+    comment to python, would end a line for it alone; and it lets bytes that are not UTF-8 pass
+    in a comment of a file without a declaration, which python refuses.) ``path``: first check
+    the file as python's reader does, SyntaxError in python's words where it refuses it: bytes
+    that are not UTF-8 where no byte order mark or declaration says otherwise (in the lines
+    before a declaration too), another codec declared after a byte order mark, one python does
+    not know or whose decoding fails."""
+    bom = data.startswith(b"\xef\xbb\xbf")
+    body = data[3:] if bom else data
+    at, line, found = 0, b"", None
+    for number in (1, 2):  # (a declaration on the second line counts after a blank or comment)
+        line = _FILE_LINE.match(body, at).group()
+        found = _CODING.match(line)
+        if found or not line or (number == 1 and not _BLANK_OR_COMMENT.match(line)):
+            break
+        at += len(line)
+    codec = _codec_name(found.group(1).decode("ascii")) if found else None
+    if path is not None:
+        checked = b"" if bom else body if codec is None else body[:at]
+        try:
+            checked.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            number = len(_LINE_END.findall(checked, 0, exc.start)) + 1
+            raise SyntaxError(f"Non-UTF-8 code starting with '\\x{checked[exc.start]:02x}' in "
+                              f"file {path} on line {number}, but no encoding declared; "
+                              f"{_PEP_263}") from None
+    if codec is None or codec == "utf-8":
+        return _last_line_end(data)
+    if bom and path is not None:
+        raise SyntaxError(f"encoding problem: {codec} with BOM")
+    end = at + len(line)
+    try:  # (python's reader decodes from the declaration's line end on, then skips a line)
+        rest = body[end - 1:].decode(codec)
+    except (LookupError, UnicodeError):
+        if path is not None:
+            raise SyntaxError(f"encoding problem: {codec}") from None
+        return data  # (compile says so)
+    rest = rest[_TEXT_LINE.match(rest).end():]
+    return _last_line_end(body[:end].decode("utf-8", "replace") + rest)
+
+
+def _last_line_end(source: AnyStr) -> AnyStr:
+    """``source`` with a newline for the carriage return and newline that end it after a
+    backslash: Python 3.11's compile() takes such a source as if a blank line followed, where
+    python's file reader (as any later Python) finds the line the backslash leaves open, a syntax
+    error. Nothing else changes: python reads both line ends alike."""
+    if sys.version_info < (3, 12) and source[-3:] in ("\\\r\n", b"\\\r\n"):
+        return source[:-2] + source[-1:]
+    return source
+
+
+def _codec_name(name: str) -> str:
+    """The codec a declaration names, as python's tokenizer names it (``get_normal_name``: its
+    first 12 characters tell UTF-8 and Latin-1 in their spellings)."""
+    head = name[:12].replace("_", "-").lower()
+    if head == "utf-8" or head.startswith("utf-8-"):
+        return "utf-8"
+    if (head in ("latin-1", "iso-8859-1", "iso-latin-1")
+            or head.startswith(("latin-1-", "iso-8859-1-", "iso-latin-1-"))):
+        return "iso-8859-1"
+    return name
 
 
 def _rehearse(times: int = 8) -> None:
@@ -841,8 +920,9 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None, ke
     reported with the report key as bytes made before the program
     runs (it authenticates no pass: a program that finds it can only fail), never from the
     memory that holds the token. What it can rebind changes the error text, or keeps a pass
-    from going out, not what a failure sends. (Calling the harness's own C functions, or
-    reading its memory, is another matter: see docs/SANDBOX.md.)"""
+    from going out, not what a failure sends. (Calling the harness's own functions, C
+    or Python, this one again among them, or reading its memory, is another matter: see
+    docs/SANDBOX.md.)"""
     run, end, pid_now, say, report = run_code, _exit, getpid, _say_why, write
     caught, exited, starved = BaseException, SystemExit, MemoryError
     profile_with, trace_with = setprofile, settrace
@@ -871,7 +951,7 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None, ke
     kind, error = b"", None
     try:
         if code is None:
-            code = (compile(file_bytes(source), path, "exec", dont_inherit=True),)
+            code = (compile(file_source(file_bytes(source)), path, "exec", dont_inherit=True),)
     except COMPILE_ERRORS as exc:
         kind, error = b"S", exc
     except MemoryError as exc:

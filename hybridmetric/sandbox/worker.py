@@ -33,7 +33,9 @@ from hybridmetric.sandbox.launcher import (
     InProcess,
     LauncherError,
     Rlimits,
+    _error_text,
     file_bytes,
+    file_source,
     process_settings,
     read_message,
     set_dumpable,
@@ -394,11 +396,15 @@ class Worker:
         isolation.remove_tree(self.case)
 
     def _python(self, source: str, limits: Limits, work: str, tail_at: int | None) -> RunResult:
+        path = os.path.join(work, PROGRAM)
+        try:  # a file python's reader refuses, which compile() may take (see file_source)
+            file_source(file_bytes(source), path)
+        except SyntaxError as exc:
+            return RunResult(SYNTAX_ERROR, _error_text(exc.with_traceback(None), source, path))
         # a byte order mark, as ``python path`` skips it (one: a second is a syntax error there)
         if source.startswith("\ufeff") and not source.startswith("\ufeff\ufeff"):
             source = source[1:]
             tail_at = tail_at - 1 if tail_at else None
-        path = os.path.join(work, PROGRAM)
         self._write(path, source, self.uid)
         code = precompile(source, path, tail_at) if self.launcher.compiles_here else None
         if isinstance(code, str):  # it does not compile: no child needed

@@ -256,6 +256,23 @@ CASES = [
     ("one_byte_order_mark", "python", "\ufeffx = 1\n", PASSED),
     ("two_byte_order_marks", "python", "\ufeff\ufeffx = 1\n", SYNTAX_ERROR),
     ("coding_ascii_with_utf8", "python", "# coding: ascii\ns = '\u00e9'\n", SYNTAX_ERROR),
+    # ... as python's file reader reads it: the declaration's own line as it is (an escaped line
+    # end in a raw_unicode_escape declaration, a comment, ends no line), bytes that are not UTF-8
+    # refused where nothing declares a codec (in a comment too, in a line before a declaration)
+    # but after a byte order mark, no other codec after one; and (3.11's compile() aside) no
+    # backslash left open at the end of a file whose lines end in CRLF
+    ("coding_declaration_line_read_as_it_is", "python",
+     "# -*- coding: raw_unicode_escape -*- see \\u000a)\nx = 1\nassert x == 1\n", PASSED),
+    ("coding_declaration_hides_no_line", "python",
+     "# coding: raw_unicode_escape \\u000adef add(a, b): return a + b\\u000a'''\n"
+     "def add(a, b):\n    return a - b\n#'''\nassert add(2, 3) == 5\n", FAILED),
+    ("not_utf_8_in_a_comment", "python", "x = 1\n# \udcff\nassert x == 1\n", SYNTAX_ERROR),
+    ("not_utf_8_before_the_declaration", "python", "# \udcff\n# coding: latin-1\nx = 1\n",
+     SYNTAX_ERROR),
+    ("not_utf_8_after_a_byte_order_mark", "python", "\ufeffx = 1  # \udcff\n", PASSED),
+    ("codec_after_a_byte_order_mark", "python", "\ufeff# coding: latin-1\nx = 1\n",
+     SYNTAX_ERROR),
+    ("backslash_open_at_the_end", "python", "x = 1\nassert x == 1\\\r\n", SYNTAX_ERROR),
     # the programs' uid has a name, as a user's has
     ("user_name", "python",
      "import getpass, os, pwd\nassert getpass.getuser() == pwd.getpwuid(os.getuid()).pw_name\n",
@@ -371,7 +388,7 @@ def by_the_runtime(language: str, source: str, folder: Path, limits: Limits = LI
     """The outcome when the runtime runs the file itself within ``limits``' time: exit 0
     passes."""
     name = {"python": "program.py", "javascript": "program.js", "cpp": "program.cpp"}[language]
-    (folder / name).write_text(source, encoding="utf-8")
+    (folder / name).write_bytes(source.encode("utf-8", "surrogateescape"))
     command = RUNTIMES.get(language, ["./program"])
     if language == "cpp":
         subprocess.run(["g++", "-std=c++17", "program.cpp", "-o", "program"], cwd=folder,

@@ -764,16 +764,28 @@ def test_a_javascript_error_that_the_program_kept_from_ending_node_is_shown(
 
 def test_a_javascript_failure_after_the_end_takes_the_pass_back(sandbox: Sandbox,
                                                                  run: Run) -> None:
-    """Tests in a beforeExit listener that runs after the harness's: the token is out when they
-    fail, and the exit status is the program's to set."""
+    """Tests in a beforeExit listener that runs after the harness's fail before the token, which
+    waits for node's own exit; in an exit listener after the harness's, after it: the harness
+    ends the program at once, whatever exit status the program would set."""
     result = run(sandbox, "javascript",
                  "process.on('exit', () => { process.exitCode = 0; });\n"
                  "process.once('beforeExit', () => require('assert').strictEqual(1, 2));\n")
     assert result.outcome == FAILED, result
-    assert result.error.startswith("hybridmetric: an error nothing caught after node had "
-                                   "nothing left to run (in a beforeExit or exit listener, or "
-                                   "what one started): no pass\n"), result.error
     assert "1 !== 2" in result.error
+    result = run(sandbox, "javascript",
+                 "process.on('uncaughtException', () => { process.exitCode = 0; });\n"
+                 "process.on('exit', () => require('assert').strictEqual(1, 2));\n")
+    assert result.outcome == FAILED, result
+    assert result.error.startswith("hybridmetric: an error nothing caught after node's own "
+                                   "exit began (in an exit listener): no pass\n"), result.error
+    assert "1 !== 2" in result.error
+    # tests that a beforeExit listener starts, and a process.exit(0) before they end
+    result = run(sandbox, "javascript",
+                 "function add(a, b) { return a - b; }\n"
+                 "process.once('beforeExit', () => {\n"
+                 "  setTimeout(() => require('assert').strictEqual(add(1, 2), 3), 10);\n"
+                 "  setImmediate(() => process.exit(0));\n});\n")
+    assert result.outcome == FAILED, result
 
 
 def test_javascript_s_bindings_are_closed(sandbox: Sandbox, run: Run) -> None:

@@ -495,6 +495,106 @@ async function test() { assert.deepEqual(await f(1), 2); }
 test();
 """
 
+#: ... that leaves an asynchronous context open above node's own (process, ids 0) while node
+#: runs its timers: its pop of node's array of resources throws (Array.prototype.pop), node's
+#: own pop then removes the program's, and a promise's reaction emits beforeExit in node's
+#: context while its (failing) tests wait on the thread pool (which node counts no resource)
+JS_LEAVES_A_CONTEXT_OPEN = """const { AsyncResource } = require("async_hooks");
+function add(a, b) { return a + b + 1; }
+setImmediate(() => {
+  setTimeout(() => {
+    Promise.resolve().then(() => {
+      const pop = Array.prototype.pop;
+      Array.prototype.pop = function () { Array.prototype.pop = pop; throw new Error("leak"); };
+      try { new AsyncResource("x").runInAsyncScope(() => {}); } catch (_) {}
+      Array.prototype.pop = pop;
+    });
+  }, 1);
+  setTimeout(() => {
+    process.on("beforeExit", () => process.exit(0));
+    Promise.resolve(0).then(process.emit.bind(process, "beforeExit"));
+  }, 1);
+});
+const assert = require("assert");
+require("crypto").pbkdf2("a", "b", 1000000, 8, "sha1", () => {
+  assert.strictEqual(add(1, 2), 3);
+});
+"""
+#: ... the same, its context left open by an after hook that overflows the stack
+JS_OVERFLOWS_OUT_OF_A_CONTEXT = """const ah = require("async_hooks");
+function add(a, b) { return a + b + 1; }
+function leak() {
+  const res = new ah.AsyncResource("x");
+  for (const s of Object.getOwnPropertySymbols(res)) res[s] = 0;
+  const hook = ah.createHook({ after() {} });
+  let leaked = false;
+  const tail = () => {
+    hook.enable();
+    try { res.runInAsyncScope(() => {}); } catch (_) {}
+    hook.disable();
+    if (ah.executionAsyncResource() === res) leaked = true;
+  };
+  const pads = [];
+  for (let k = 0; k < 64; k++) pads.push(new Array(k).fill(0));
+  const at = (k) => { try { at(k); } catch (_) {} if (!leaked) tail.apply(null, pads[k]); };
+  for (let k = 0; k < 64 && !leaked; k++) { try { at(k); } catch (_) {} }
+}
+setImmediate(() => {
+  setTimeout(() => { Promise.resolve().then(leak); }, 1);
+  setTimeout(() => {
+    process.on("beforeExit", () => process.exit(0));
+    Promise.resolve(0).then(process.emit.bind(process, "beforeExit"));
+  }, 1);
+});
+const assert = require("assert");
+require("crypto").pbkdf2("a", "b", 1000000, 8, "sha1", () => {
+  assert.strictEqual(add(1, 2), 3);
+});
+"""
+#: ... that closes the report pipe after the token, so that the report of its failure then
+#: cannot go out, and sets its exit status back to 0
+JS_CLOSES_ITS_REPORT_PIPE = """const fs = require("fs");
+function add(a, b) { return a + b + 1; }
+let once = false;
+process.on("beforeExit", () => {
+  if (once) return;
+  once = true;
+  fs.closeSync(4);
+  process.on("exit", () => { process.exitCode = 0; });
+  require("assert").strictEqual(add(1, 2), 3);
+});
+"""
+
+#: ... that makes process.domain's enter an emission of beforeExit, which the domain module's
+#: callback for node's own calls (async hooks on) calls in node's context, while its (failing)
+#: tests wait on the thread pool
+JS_ENTERS_A_DOMAIN_OF_ITS_OWN = """function add(a, b) { return a - b; }
+require('async_hooks').createHook({ before() {} }).enable();
+require('domain');
+let armed = true;
+process.on('beforeExit', () => { if (armed) { armed = false; process.exit(0); } });
+let ticks = 0;
+setInterval(() => {
+  if (++ticks !== 3) return;
+  process.domain = { enter: process.emit.bind(process, 'beforeExit', 0), exit() {} };
+  setImmediate(() => {}).unref();
+}, 2).unref();
+const assert = require('assert');
+require('crypto').pbkdf2('pw', 'salt', 3000000, 32, 'sha256', () => {
+  assert.strictEqual(add(1, 2), 3);
+});
+"""
+#: ... an ES module that waits at its top level for node's own beforeExit, then starts its
+#: (failing) tests and exits before they end
+JS_MODULE_STARTS_ITS_TESTS_AT_THE_END = """import { createRequire } from 'node:module';
+const require = createRequire(import.meta.url);
+await new Promise((resolve) => process.once('beforeExit', resolve));
+setImmediate(() => process.exit(0));
+function add(a, b) { return a - b; }
+const assert = require('node:assert');
+setTimeout(() => { assert.strictEqual(add(1, 2), 3); }, 50);
+"""
+
 JS_ANOTHER_PROCESS = """const assert = require('assert');
 const real = process;
 const [monitor] = real.listeners('uncaughtExceptionMonitor');
@@ -844,6 +944,12 @@ HOSTILE: list[tuple[Any, ...]] = [
      {FAILED}),
     ("js_promise_passes_for_the_process", "javascript", JS_PROMISE_PASSES_FOR_THE_PROCESS,
      {FAILED}),
+    ("js_leaves_a_context_open", "javascript", JS_LEAVES_A_CONTEXT_OPEN, {FAILED}),
+    ("js_overflows_out_of_a_context", "javascript", JS_OVERFLOWS_OUT_OF_A_CONTEXT, {FAILED}),
+    ("js_closes_its_report_pipe", "javascript", JS_CLOSES_ITS_REPORT_PIPE, {FAILED}),
+    ("js_enters_a_domain_of_its_own", "javascript", JS_ENTERS_A_DOMAIN_OF_ITS_OWN, {FAILED}),
+    ("js_module_starts_its_tests_at_the_end", "javascript",
+     JS_MODULE_STARTS_ITS_TESTS_AT_THE_END, {FAILED}),
     # a CommonJS candidate that passes for an ES module (its own function named after node's
     # module runner adds an 'exit' listener, as the runner does for an ES module), so that
     # its top-level `return` before the tests passes for the module's end
