@@ -414,12 +414,29 @@ if (programsOwn) {
   // node calls process._fatalException for an error nothing caught, which emits that event; a
   // program's own there that said the error was handled kept the harness from hearing of it
   Object.defineProperty(process, "_fatalException", { writable: false, configurable: false });
+  // node emits its events through process.emit, looked up at each call: a program's there (a
+  // Proxy of node's, called through a bound function, leaves no frame) could turn the event that
+  // tells the harness of an error into another, or emit node's own end at its own time. Once a
+  // program set one, it gets no pass (node's stays its own property, whatever the program
+  // makes of EventEmitter.prototype.emit)
+  let emit = process.emit, replaced = false, told = false;
+  Object.defineProperty(process, "emit", { configurable: false, enumerable: false,
+    get: { emit() { return emit; } }.emit,  // (named as the property)
+    set: { emit(value) {
+      emit = value;
+      replaced = true;
+    } }.emit });
   const includes = Function.prototype.call.bind(Array.prototype.includes);
   // node's own emission of the event (beforeExit, exit), in its own context: only its event
   // emitter's frame is below (no code of the program's), and those of async hooks and domains
   // where they are on; nothing caught the harness's monitor did not hear of, no scope left open
   const fromNodeItself = (above, args) => {
-    if (thrown || unclosed || !fromNode(args)
+    if (replaced && !told) {
+      told = true;
+      write(2, "hybridmetric: the program replaced process.emit, through which node tells the "
+            + "harness of its end and of errors: no pass\\n");
+    }
+    if (thrown || unclosed || replaced || !fromNode(args)
         || !includes(rawListeners(process, "uncaughtExceptionMonitor"), monitor)) {
       return false;
     }

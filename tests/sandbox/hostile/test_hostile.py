@@ -595,6 +595,19 @@ const assert = require('node:assert');
 setTimeout(() => { assert.strictEqual(add(1, 2), 3); }, 50);
 """
 
+#: ... that makes process.emit a Proxy of node's, called through a bound function (no frame of
+#: its own), which turns every event into node's exit once node's own beforeExit came: the
+#: error of its (failing) test, emitted for the harness to hear, then reads as node's end
+JS_PROXIES_PROCESS_EMIT = """const assert = require("assert"), emit = process.emit;
+let once = false;
+process.on("beforeExit", () => {
+  if (once) return;
+  once = true;
+  process.emit = new Proxy(emit, { apply: Reflect.apply.bind(null, emit, process, ["exit", 0]) });
+  setTimeout(() => assert.strictEqual(1, 2), 10);
+});
+"""
+
 JS_ANOTHER_PROCESS = """const assert = require('assert');
 const real = process;
 const [monitor] = real.listeners('uncaughtExceptionMonitor');
@@ -950,6 +963,7 @@ HOSTILE: list[tuple[Any, ...]] = [
     ("js_enters_a_domain_of_its_own", "javascript", JS_ENTERS_A_DOMAIN_OF_ITS_OWN, {FAILED}),
     ("js_module_starts_its_tests_at_the_end", "javascript",
      JS_MODULE_STARTS_ITS_TESTS_AT_THE_END, {FAILED}),
+    ("js_proxies_process_emit", "javascript", JS_PROXIES_PROCESS_EMIT, {FAILED}),
     # a CommonJS candidate that passes for an ES module (its own function named after node's
     # module runner adds an 'exit' listener, as the runner does for an ES module), so that
     # its top-level `return` before the tests passes for the module's end
