@@ -495,21 +495,12 @@ async function test() { assert.deepEqual(await f(1), 2); }
 test();
 """
 
-#: ... that leaves an asynchronous context open above node's own (process, ids 0) while node
-#: runs its timers: its pop of node's array of resources throws (Array.prototype.pop), node's
-#: own pop then removes the program's, and a promise's reaction emits beforeExit in node's
-#: context while its (failing) tests wait on the thread pool (which node counts no resource)
-JS_LEAVES_A_CONTEXT_OPEN = """const { AsyncResource } = require("async_hooks");
-function add(a, b) { return a + b + 1; }
-setImmediate(() => {
-  setTimeout(() => {
-    Promise.resolve().then(() => {
-      const pop = Array.prototype.pop;
-      Array.prototype.pop = function () { Array.prototype.pop = pop; throw new Error("leak"); };
-      try { new AsyncResource("x").runInAsyncScope(() => {}); } catch (_) {}
-      Array.prototype.pop = pop;
-    });
-  }, 1);
+#: What follows a candidate's ``leak``, which leaves an asynchronous context of its own open
+#: above node's (process, ids 0) while node runs its timers: a promise's reaction then emits
+#: beforeExit in node's context while the (failing) tests wait on the thread pool (for which
+#: node counts no resource).
+_LEFT_OPEN_THEN_A_FAKE_END = """setImmediate(() => {
+  setTimeout(() => { Promise.resolve().then(leak); }, 1);
   setTimeout(() => {
     process.on("beforeExit", () => process.exit(0));
     Promise.resolve(0).then(process.emit.bind(process, "beforeExit"));
@@ -520,6 +511,17 @@ require("crypto").pbkdf2("a", "b", 1000000, 8, "sha1", () => {
   assert.strictEqual(add(1, 2), 3);
 });
 """
+#: ... whose pop of node's array of resources throws (Array.prototype.pop): node's own pop
+#: then removes the program's context
+JS_LEAVES_A_CONTEXT_OPEN = """const { AsyncResource } = require("async_hooks");
+function add(a, b) { return a + b + 1; }
+function leak() {
+  const pop = Array.prototype.pop;
+  Array.prototype.pop = function () { Array.prototype.pop = pop; throw new Error("leak"); };
+  try { new AsyncResource("x").runInAsyncScope(() => {}); } catch (_) {}
+  Array.prototype.pop = pop;
+}
+""" + _LEFT_OPEN_THEN_A_FAKE_END
 #: ... the same, its context left open by an after hook that overflows the stack
 JS_OVERFLOWS_OUT_OF_A_CONTEXT = """const ah = require("async_hooks");
 function add(a, b) { return a + b + 1; }
@@ -539,18 +541,7 @@ function leak() {
   const at = (k) => { try { at(k); } catch (_) {} if (!leaked) tail.apply(null, pads[k]); };
   for (let k = 0; k < 64 && !leaked; k++) { try { at(k); } catch (_) {} }
 }
-setImmediate(() => {
-  setTimeout(() => { Promise.resolve().then(leak); }, 1);
-  setTimeout(() => {
-    process.on("beforeExit", () => process.exit(0));
-    Promise.resolve(0).then(process.emit.bind(process, "beforeExit"));
-  }, 1);
-});
-const assert = require("assert");
-require("crypto").pbkdf2("a", "b", 1000000, 8, "sha1", () => {
-  assert.strictEqual(add(1, 2), 3);
-});
-"""
+""" + _LEFT_OPEN_THEN_A_FAKE_END
 #: ... that closes the report pipe after the token, so that the report of its failure then
 #: cannot go out, and sets its exit status back to 0
 JS_CLOSES_ITS_REPORT_PIPE = """const fs = require("fs");
