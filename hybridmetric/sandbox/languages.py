@@ -66,9 +66,8 @@ _C_HEADERS = frozenset(f"{name}.h" for name in (
 #: that nothing caught, ends node without it. An error nothing caught stops the module's code
 #: (or the callback) where it was thrown, before the tests end, even where the program's own
 #: ``uncaughtException`` handler, domain or capture callback keeps node going: node tells the
-#: preload's
-#: ``uncaughtExceptionMonitor`` first, and no token goes out (or, after it went out, a report
-#: ``E`` with the report key takes it back); a rejection nothing handled is
+#: preload first (``process._fatalException``, the preload's, which calls node's), and no token
+#: goes out (or, after it went out, a report ``E`` with the report key takes it back); a rejection nothing handled is
 #: such an error too (``--unhandled-rejections=strict``), whatever ``unhandledRejection`` handler
 #: the program has. (A promise that never settles is no work to node: it ends the program as it
 #: would anyway, token and all; but for an ES module's top-level ``await`` of one, after which
@@ -362,9 +361,6 @@ if (programsOwn) {
   // process.exit(0) in its time gets no pass
   let ready = false, refused = false, sent = false;
   const listeners = Function.prototype.call.bind(require("events").prototype.listeners);
-  // (the functions as added: a stand-in of the program's whose .listener is the harness's own
-  // shows as that one among the listeners)
-  const rawListeners = Function.prototype.call.bind(require("events").prototype.rawListeners);
   const RangeErrors = RangeError;
   // node's and V8's words for memory they could not give the program (an ArrayBuffer, a
   // WebAssembly memory made or grown) and a worker thread's heap exhausted: its memory (V8 says
@@ -410,10 +406,17 @@ if (programsOwn) {
   const applyOf = Function.prototype.apply;
   const sealed = (listener) => Object.freeze(Object.defineProperty(
     listener, "apply", { value: applyOf, writable: false, configurable: false }));
-  process.on("uncaughtExceptionMonitor", sealed(monitor));
-  // node calls process._fatalException for an error nothing caught, which emits that event; a
-  // program's own there that said the error was handled kept the harness from hearing of it
-  Object.defineProperty(process, "_fatalException", { writable: false, configurable: false });
+  // The harness hears of an error nothing caught where node reports it: node calls
+  // process._fatalException, looked up at each call, before anything the program controls (the
+  // uncaughtExceptionMonitor event it emits, whose listeners a program can take off and put
+  // back, or edit in process._events; its uncaughtException listeners; a capture callback): the
+  // harness's, which hears of the error, then calls node's own
+  const fatal = process._fatalException;
+  Object.defineProperty(process, "_fatalException", { writable: false, configurable: false,
+    value: { _fatalException(error, fromPromise) {  // (named as node's)
+      monitor(error, fromPromise ? "unhandledRejection" : "uncaughtException");
+      return apply(fatal, this, [error, fromPromise]);
+    } }._fatalException });
   // node emits its events through process.emit, looked up at each call: a program's there (a
   // Proxy of node's, called through a bound function, leaves no frame) could turn the event that
   // tells the harness of an error into another, or emit node's own end at its own time. Once a
@@ -426,7 +429,6 @@ if (programsOwn) {
       emit = value;
       replaced = true;
     } }.emit });
-  const includes = Function.prototype.call.bind(Array.prototype.includes);
   // node's own emission of the event (beforeExit, exit), in its own context: only its event
   // emitter's frame is below (no code of the program's), and those of async hooks and domains
   // where they are on; nothing caught the harness's monitor did not hear of, no scope left open
@@ -436,8 +438,7 @@ if (programsOwn) {
       write(2, "hybridmetric: the program replaced process.emit, through which node tells the "
             + "harness of its end and of errors: no pass\\n");
     }
-    if (thrown || unclosed || replaced || !fromNode(args)
-        || !includes(rawListeners(process, "uncaughtExceptionMonitor"), monitor)) {
+    if (thrown || unclosed || replaced || !fromNode(args)) {
       return false;
     }
     const sites = files(above);

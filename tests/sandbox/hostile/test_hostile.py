@@ -599,6 +599,17 @@ process.on("beforeExit", () => {
 });
 """
 
+#: ... that hides its (failing) test's error from the monitor the harness once listened with
+#: (its entry in process._events taken out, then put back where its own handler swallows
+#: the error); the harness hears of it through node's process._fatalException
+JS_HIDES_ITS_ERROR_FROM_THE_MONITOR = """const ev = process._events;
+const m = ev.uncaughtExceptionMonitor;
+ev.uncaughtExceptionMonitor = undefined;
+process.on('uncaughtException', () => { ev.uncaughtExceptionMonitor = m; });
+function f(x) { return x; }
+require('assert').strictEqual(f(1), 2);
+"""
+
 JS_ANOTHER_PROCESS = """const assert = require('assert');
 const real = process;
 const [monitor] = real.listeners('uncaughtExceptionMonitor');
@@ -955,6 +966,8 @@ HOSTILE: list[tuple[Any, ...]] = [
     ("js_module_starts_its_tests_at_the_end", "javascript",
      JS_MODULE_STARTS_ITS_TESTS_AT_THE_END, {FAILED}),
     ("js_proxies_process_emit", "javascript", JS_PROXIES_PROCESS_EMIT, {FAILED}),
+    ("js_hides_its_error_from_the_monitor", "javascript", JS_HIDES_ITS_ERROR_FROM_THE_MONITOR,
+     {FAILED}),
     # a CommonJS candidate that passes for an ES module (its own function named after node's
     # module runner adds an 'exit' listener, as the runner does for an ES module), so that
     # its top-level `return` before the tests passes for the module's end
