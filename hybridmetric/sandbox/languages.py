@@ -67,8 +67,8 @@ _C_HEADERS = frozenset(f"{name}.h" for name in (
 #: (or the callback) where it was thrown, before the tests end, even where the program's own
 #: ``uncaughtException`` handler, domain or capture callback keeps node going: node tells the
 #: preload first (``process._fatalException``, the preload's, which calls node's), and no token
-#: goes out (or, after it went out, a report ``E`` with the report key takes it back); a rejection nothing handled is
-#: such an error too (``--unhandled-rejections=strict``), whatever ``unhandledRejection`` handler
+#: goes out (or, after it went out, a report ``E`` with the report key takes it back); a
+#: rejection nothing handled is such an error too (``--unhandled-rejections=strict``), whatever ``unhandledRejection`` handler
 #: the program has. (A promise that never settles is no work to node: it ends the program as it
 #: would anyway, token and all; but for an ES module's top-level ``await`` of one, after which
 #: the module's code never ran: node's module runner then ends node with status 13 where the
