@@ -59,35 +59,34 @@ _C_HEADERS = frozenset(f"{name}.h" for name in (
     "locale", "math", "setjmp", "signal", "stdalign", "stdarg", "stdbool", "stddef", "stdint",
     "stdio", "stdlib", "string", "tgmath", "time", "uchar", "wchar", "wctype"))
 
-#: The module node loads before a JavaScript program (``--require``): it takes the token from fd
-#: 3 and closes it before the program runs, and sends it at node's own ``exit``, once node's own
-#: ``beforeExit`` said that nothing was left to run, so asynchronous tests end first, and those
-#: a ``beforeExit`` listener of the program's starts too; ``process.exit``, or an error or rejection
-#: that nothing caught, ends node without it. An error nothing caught stops the module's code
-#: (or the callback) where it was thrown, before the tests end, even where the program's own
+#: The module node loads before a JavaScript program (``--require``): it takes the token from fd 3
+#: and closes it before the program runs, and sends it at node's own ``exit``, once node's own
+#: ``beforeExit`` said that nothing was left to run, so asynchronous tests end first, and those a
+#: ``beforeExit`` listener of the program's starts too; ``process.exit``, or an error or rejection
+#: that nothing caught, ends node without it. An error nothing caught stops the module's code (or
+#: the callback) where it was thrown, before the tests end, even where the program's own
 #: ``uncaughtException`` handler, domain or capture callback keeps node going: node tells the
-#: preload first (``process._fatalException``, the preload's, which calls node's), and no token
-#: goes out (or, after it went out, a report ``E`` with the report key takes it back); a
-#: rejection nothing handled is such an error too (``--unhandled-rejections=strict``), whatever ``unhandledRejection`` handler
-#: the program has. (A promise that never settles is no work to node: it ends the program as it
-#: would anyway, token and all; but for an ES module's top-level ``await`` of one, after which
-#: the module's code never ran: node's module runner then ends node with status 13 where the
-#: program set no ``process.exitCode``, and the preload, which tells an ES module from its
-#: source before it runs (no CommonJS function body), sends the token only once the module's
-#: import settles, unless the program registered loader hooks; and for a CommonJS module's
-#: top-level ``return``, which ends it before the tests: a source that a script cannot hold
-#: sends none.) Nor does a ``beforeExit`` emitted while node still has a timer, an immediate or
-#: I/O waiting (``process.getActiveResourcesInfo``): node says it only once none is left. An
-#: ArrayBuffer node could not allocate, a WebAssembly memory V8
-#: could not make or grow, or a worker thread whose heap ran out, nothing caught, is the
-#: program's memory: the monitor reports ``M`` with the report key (a program that prints node's
-#: words for it itself fails; one that throws a RangeError with them, or makes its error pass
-#: for one, gets ``memory``, as Python's ``raise MemoryError`` does: never a pass). What it
-#: sends the token with it holds from before the program runs, which can replace none of it;
-#: and it sends nothing when the event comes from the program's own code (``process.emit``),
-#: not from node (told in a V8 context of its own, which the program's ``Error`` cannot reach),
-#: but waits for the next. It is a file of the worker's own (:data:`JS_PRELOAD_FILE`), out of
-#: the program's working directory, which holds ``program.js`` alone.
+#: preload first (``process._fatalException``, the preload's, which calls node's), and no token goes
+#: out (or, after it went out, a report ``E`` with the report key takes it back); a rejection
+#: nothing handled is such an error too (``--unhandled-rejections=strict``), whatever
+#: ``unhandledRejection`` handler the program has. (A promise that never settles is no work to node:
+#: it ends the program as it would anyway, token and all; but for an ES module's top-level ``await``
+#: of one, after which the module's code never ran: node's module runner then ends node with status
+#: 13 where the program set no ``process.exitCode``, and the preload, which tells an ES module from
+#: its source before it runs (no CommonJS function body), sends the token only once the module's
+#: import settles, unless the program registered loader hooks; and for a CommonJS module's top-level
+#: ``return``, which ends it before the tests: a source that a script cannot hold sends none.) Nor
+#: does a ``beforeExit`` emitted while node still has a timer, an immediate or I/O waiting
+#: (``process.getActiveResourcesInfo``): node says it only once none is left. An ArrayBuffer node
+#: could not allocate, a WebAssembly memory V8 could not make or grow, or a worker thread whose heap
+#: ran out, nothing caught, is the program's memory: the monitor reports ``M`` with the report key
+#: (a program that prints node's words for it itself fails; one that throws a RangeError with them,
+#: or makes its error pass for one, gets ``memory``, as Python's ``raise MemoryError`` does: never a
+#: pass). What it sends the token with it holds from before the program runs, which can replace none
+#: of it; and it sends nothing when the event comes from the program's own code (``process.emit``),
+#: not from node (told in a V8 context of its own, which the program's ``Error`` cannot reach), but
+#: waits for the next. It is a file of the worker's own (:data:`JS_PRELOAD_FILE`), out of the
+#: program's working directory, which holds ``program.js`` alone.
 JS_PRELOAD_FILE = "hybridmetric_token.js"
 JS_PRELOAD_SOURCE = """"use strict";
 // (the process object, whatever the program later makes of the global that names it)
