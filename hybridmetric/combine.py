@@ -126,6 +126,7 @@ from hybridmetric.schema import (
     where_text,
 )
 from hybridmetric.signature import changed, environment, signature
+from hybridmetric.stats import rounding_decimals
 
 CARD_FORMAT = "hybridmetric-card/1"
 MODELS = ("nonneg", "ridge", "ordinal", "mixed")
@@ -398,8 +399,7 @@ class HybridMetric(RegressorMixin, BaseEstimator):
 
 def _decimals(bounds: tuple[float, float]) -> int:
     """The decimals of :data:`OUTPUT_DIGITS` significant digits on a scale with ``bounds``."""
-    largest = max(abs(float(bounds[0])), abs(float(bounds[1])), 1.0)
-    return OUTPUT_DIGITS - int(np.floor(np.log10(largest))) - 1
+    return rounding_decimals(max(abs(float(bounds[0])), abs(float(bounds[1]))), OUTPUT_DIGITS)
 
 
 # --------------------------------------------------------------------------- data preparation

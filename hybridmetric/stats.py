@@ -346,8 +346,13 @@ def settled_means(means: np.ndarray) -> np.ndarray:
     1.6666666666666665 and 1.6666666666666667), which would split a tie that rank statistics
     count, or make a constant side vary."""
     finite = np.abs(means[np.isfinite(means)])
-    largest = max(1.0, float(finite.max())) if finite.size else 1.0
-    return np.round(means, MEAN_DIGITS - int(np.floor(np.log10(largest))) - 1)
+    return np.round(means, rounding_decimals(float(finite.max()) if finite.size else 1.0))
+
+
+def rounding_decimals(largest: float, digits: int = MEAN_DIGITS) -> int:
+    """The decimals that keep ``digits`` significant digits of ``largest`` (of 1, where its
+    magnitude is smaller)."""
+    return digits - int(np.floor(np.log10(max(1.0, abs(largest))))) - 1
 
 
 def system_means(values: np.ndarray, systems: np.ndarray) -> np.ndarray:
