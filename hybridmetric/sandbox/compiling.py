@@ -131,7 +131,7 @@ def _precompile_parts(source: str, path: str, at: int) -> bytes | None:
     the whole the backslash joins the tail's first line). (A coding declaration of the head's, which
     would apply to the tail, :func:`precompile` has already sent to the child.)"""
     head, tail = source[:at], source[at:]
-    if (not (head.endswith("\n") and tail) or any(word in head for word in _HEAD_WORDS)
+    if (not (head.endswith("\n") and tail) or any(word in _as_names(head) for word in _HEAD_WORDS)
             or head.rstrip("\r\n").endswith("\\")):  # (see below)
         return None
     try:
@@ -147,6 +147,16 @@ def _precompile_parts(source: str, path: str, at: int) -> bytes | None:
     return _marshalled((first, _moved(shared, lines)))
 
 
+def _as_names(text: str) -> str:
+    """``text`` with its names as python reads them (NFKC: ``__ｆuture__`` is ``__future__``), to
+    look for words in."""
+    if text.isascii():
+        return text
+    import unicodedata  # (here: see InProcess.compiles_here; ASCII text, most, needs none)
+
+    return unicodedata.normalize("NFKC", text)
+
+
 @functools.lru_cache(maxsize=SHARED_TAILS_KEPT)
 def _shared_tail(tail: str, path: str, future_flags: int) -> CodeType | None:
     """The code of a program's shared tail, compiled on its own (from line 1) with the
@@ -157,7 +167,7 @@ def _shared_tail(tail: str, path: str, future_flags: int) -> CodeType | None:
     whole, made as the file starts), uses a name of :data:`_WHOLE_FILE_NAMES`, or has a class
     whose first line is a constant of its code (``__firstlineno__``, from 3.13: it would not
     move with the code)."""
-    if (any(word in tail for word in _TAIL_WORDS) or tail.startswith("\ufeff")
+    if (any(word in _as_names(tail) for word in _TAIL_WORDS) or tail.startswith("\ufeff")
             or _declares_coding(tail)):
         return None
     try:

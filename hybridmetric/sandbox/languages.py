@@ -534,10 +534,11 @@ extern "C" int __wrap_main(int argc, char **argv, char **envp) {
 #: unnamed package, or one of its own) can stand for a name it uses (a program's ``class Math``
 #: or ``class java`` did), it calls the test's ``main`` by reflection. A program that declares
 #: that package is refused (its ``class java`` would stand for ``java.io`` there). It writes
-#: ``R`` on fd 4 once the JVM runs it (the JVM's words for a start-up that failed count only
-#: before it), and ``M`` with the report key when ``main`` ends in an exception after an
-#: ``OutOfMemoryError`` ended it or another thread (one that the program's own handler does
-#: not take; one that ``System.exit`` follows is a failure).
+#: ``M`` with the report key when ``main`` ends in an exception after an ``OutOfMemoryError``
+#: ended it or another thread (one that the program's own handler does not take; one that
+#: ``System.exit`` follows is a failure); each report in one write. (The JVM's words for a
+#: start-up that failed count only where it never ran the harness: fd 3 still holds the
+#: secrets.)
 JAVA_HARNESS = "hybridmetric_harness.HybridmetricMain"
 _JAVA_WRAPPER = """package hybridmetric_harness;
 
@@ -565,8 +566,10 @@ public final class HybridmetricMain implements Thread.UncaughtExceptionHandler {
       n = in.read(token);
     }
     int half = Math.max(n, 0) / 2;  // the pass token, then the report key
+    byte[] report = new byte[half + 1];  // T and the pass token
+    report[0] = 'T';
+    System.arraycopy(token, 0, report, 1, half);
     java.io.FileOutputStream out = new java.io.FileOutputStream("/proc/self/fd/4");
-    out.write('R');  // the JVM started: what it says of its start-up after this is the program's
     Thread.setDefaultUncaughtExceptionHandler(new HybridmetricMain());
     try {
       java.lang.reflect.Method main = Class.forName("%s").getMethod("main", String[].class);
@@ -577,16 +580,13 @@ public final class HybridmetricMain implements Thread.UncaughtExceptionHandler {
         throw e.getCause();  // as if the test's main had thrown it
       }
     } catch (Throwable e) {
-      if (outOfMemory(e) || starved) {  // with the report key: the second half
-        out.write('M');
-        out.write(token, half, Math.max(n, 0) - half);
-        out.flush();
+      if ((outOfMemory(e) || starved) && half > 0) {  // with the report key: the second half
+        token[half - 1] = 'M';
+        out.write(token, half - 1, Math.max(n, 0) - half + 1);
       }
       throw e;
     }
-    out.write('T');  // with the pass token: the first half
-    out.write(token, 0, half);
-    out.flush();
+    out.write(report);  // made before the program ran: a full heap cannot stop it
   }
 }
 """
@@ -605,10 +605,12 @@ _JAVA_EMAN = f"{_JAVA_NAME_PART}*{_JAVA_NAME_START}"
 #: ``record`` is no declaration).
 _JAVA_CLASS = re.compile(rf"{_JAVA_WORD_START}(class|interface|enum|record)\s+({_JAVA_NAME})"
                          rf"(?=\s*(?:[{{<(]|(?:extends|implements|permits){_JAVA_WORD_END}))")
-#: An annotation (``@SuppressWarnings("all")``; its arguments without parentheses of their own),
-#: not an annotation type's declaration (``@interface``).
+#: An annotation's arguments, parentheses nested in them three deep (``(x = (1 + f(2)))``).
+_JAVA_ARGUMENTS = r"\((?:[^()]++|\((?:[^()]++|\((?:[^()]++|\([^()]*+\))*+\))*+\))*+\)"
+#: An annotation (``@SuppressWarnings("all")``), not an annotation type's declaration
+#: (``@interface``).
 _JAVA_ANNOTATION = (rf"@\s*(?!interface{_JAVA_WORD_END}){_JAVA_NAME}(?:\s*\.\s*{_JAVA_NAME})*+"
-                    r"(?:\s*\([^()]*\))?+")
+                    rf"(?:\s*{_JAVA_ARGUMENTS})?+")
 #: The top-level public type's declaration: ``public``, other modifiers and annotations, each
 #: run of them matched possessively (a failed match gives none of it back: a long run is not
 #: split again and again), then its kind and name.
@@ -625,14 +627,16 @@ _JAVA_PACKAGE = re.compile(rf"{_JAVA_WORD_START}package\s+"
 #: (:func:`_java_modifiers_before`), not matched forwards, which would read a long run of
 #: them again from each of its words.
 _JAVA_TYPE_PARAMETERS = r"<(?:[^<>]|<(?:[^<>]|<(?:[^<>]|<[^<>]*>)*>)*>)*>"
-_JAVA_MAIN = re.compile(rf"(?:{_JAVA_TYPE_PARAMETERS}\s*)?{_JAVA_WORD_START}void\s+main\s*\(")
+_JAVA_MAIN = re.compile(rf"(?:{_JAVA_TYPE_PARAMETERS}\s*(?:{_JAVA_ANNOTATION}\s*)*+)?"
+                        rf"{_JAVA_WORD_START}void\s+main\s*\(")
 #: The parameters of a ``main`` the launcher runs: one array of String (``String[] a``,
-#: ``String... a``, ``String a[]``), final or annotated or not; another ``main`` is a method like
-#: any other.
+#: ``String... a``, ``String a[]``), final or annotated or not, its type too (``java.lang.@A
+#: String @B []``); another ``main`` is a method like any other.
 _JAVA_ENTRY_PARAMETERS = re.compile(
-    rf"\s*(?:(?:final{_JAVA_WORD_END}|@\s*{_JAVA_NAME}(?:\s*\.\s*{_JAVA_NAME})*"
-    rf"(?:\s*\([^()]*\))?)\s*)*(?:java\s*\.\s*lang\s*\.\s*)?String{_JAVA_WORD_END}\s*"
-    rf"(?:(?:\[\s*\]|\.\.\.)\s*{_JAVA_NAME}|{_JAVA_NAME}\s*\[\s*\])\s*")
+    rf"\s*(?:(?:final{_JAVA_WORD_END}|{_JAVA_ANNOTATION})\s*)*"
+    rf"(?:java\s*\.\s*lang\s*\.\s*(?:{_JAVA_ANNOTATION}\s*)*)?String{_JAVA_WORD_END}\s*"
+    rf"(?:(?:{_JAVA_ANNOTATION}\s*)*(?:\[\s*\]|\.\.\.)\s*{_JAVA_NAME}"
+    rf"|{_JAVA_NAME}\s*(?:{_JAVA_ANNOTATION}\s*)*\[\s*\])\s*")
 #: A modifier a ``main`` may have (in any order; ``public`` and ``static`` are checked: an
 #: interface's methods are public without saying so, but for a private one), or an
 #: annotation's (qualified) name after its ``@``, spelled backwards, with the space after it:

@@ -214,8 +214,9 @@ Rlimits = tuple[int, int, int, int, int, int]
 Request = tuple[list[str] | None, str | None, bytes | None, Rlimits, float]
 #: (wait status, timed out, what came on fd 4, the secrets, stdout tail, stderr tail, processes
 #: the program left as the fork server's children, killed: always 0 in the worker itself; why the
-#: sandbox failed before the program started, or b"": see :data:`FAILURE_FD`).
-Reply = tuple[int, bool, bytes, bytes, str, str, int, bytes]
+#: sandbox failed before the program started, or b"": see :data:`FAILURE_FD`; whether fd 3 still
+#: held the secrets as sent: no harness took them, so the runtime never started its harness).
+Reply = tuple[int, bool, bytes, bytes, str, str, int, bytes, bool]
 #: Where a child finds its program's secrets (a pipe): each harness reads them and closes the
 #: descriptor before the program runs, so that no program can read them there and send one early.
 TOKEN_FD = 3
@@ -835,8 +836,8 @@ def _join_threads() -> None:
     """Wait for the program's other threads, as python does at exit (``threading._shutdown``,
     which also joins a ThreadPoolExecutor's workers); what that raises python prints and goes
     on."""
-    threading = sys.modules.get("threading")
     try:  # noqa: SIM105 - see _python_main's docstring
+        threading = sys.modules.get("threading")
         if threading is not None:
             threading._shutdown()
     except BaseException:  # noqa: BLE001 - python prints it and goes on
@@ -849,8 +850,21 @@ def _at_exit(status: int) -> int:
     ``sys``'s own stdout and stderr flushed where open; the exit status: ``status``, or 120
     where a flush failed. A stream is open, as python reads it, unless its ``closed`` is true:
     one without that attribute (a program's own capturing object), or whose ``closed`` cannot
-    be read or tested, is flushed."""
-    _run_exitfuncs()
+    be read or tested, is flushed. Python runs none of the program's signal handlers once its
+    atexit callbacks ran (it runs no more bytecode of its own): one that raises between the
+    harness's lines here changes nothing."""
+    try:  # noqa: SIM105 - (a handler may run as the call returns)
+        _run_exitfuncs()
+    except BaseException:  # noqa: BLE001
+        pass
+    try:
+        return _flush_streams(status)
+    except BaseException:  # noqa: BLE001
+        return status
+
+
+def _flush_streams(status: int) -> int:
+    """``sys``'s own stdout and stderr flushed where open (see :func:`_at_exit`)."""
     streams = sys.__dict__
     for name in ("stdout", "stderr"):
         stream = streams.get(name)
@@ -999,8 +1013,11 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None, ke
             trace_with(None)
         except caught:
             pass
-        namespace.pop("__file__", None)
-        namespace.pop("__cached__", None)
+        try:  # noqa: SIM105 - (a signal handler of the program's may raise here)
+            namespace.pop("__file__", None)
+            namespace.pop("__cached__", None)
+        except caught:
+            pass
         if not kind:
             # The tests are over and the token out: then what the interpreter does at exit
             # (Py_FinalizeEx), in its order: wait for the program's other threads, run the
@@ -1163,7 +1180,7 @@ class Forker:
         if pid == 0:
             self._child(argv, source, compiled, key, limits,
                         [self.devnull, out, err, token_r, report_w, failure_w])
-        for fd in (token_r, report_w, failure_w):
+        for fd in (report_w, failure_w):
             os.close(fd)
         try:
             pidfd = os.pidfd_open(pid)
@@ -1188,9 +1205,17 @@ class Forker:
                 failure = b""
             # (the child is gone) the pass token and the report key
             token = ctypes.string_at(_TOKEN_AT + 1, TOKEN_BYTES) + key
-            return status, timed_out, report, token, _tail(out), _tail(err), escaped, failure
+            # Still there, as sent, only where no harness read them: a program that reopens
+            # fd 3 for writing (the pipe is its uid's) knows no secret to put back.
+            os.set_blocking(token_r, False)
+            try:
+                untouched = os.read(token_r, 2 * TOKEN_BYTES + 1) == token
+            except BlockingIOError:
+                untouched = False
+            return (status, timed_out, report, token, _tail(out), _tail(err), escaped, failure,
+                    untouched)
         finally:
-            for fd in (report_r, failure_r, out, err):
+            for fd in (token_r, report_r, failure_r, out, err):
                 os.close(fd)
 
     def _child(self, argv: list[str] | None, source: str | None, compiled: bytes | None,

@@ -73,6 +73,11 @@ _OUT_OF_MEMORY = {
                        r"|^# There is insufficient memory for the Java Runtime Environment",
                        re.MULTILINE),
 }
+#: The reports each language's harness makes beside ``T`` (see :attr:`Process.kind`): a program
+#: can read a report and its key back from fd 4 and send them again with another letter, which
+#: counts as no report where no harness of its language writes that letter (a Java program
+#: turned its failure into a syntax error so).
+_HARNESS_REPORTS = {"python": b"TSMXE", "javascript": b"TME", "java": b"TM", "cpp": b"T"}
 #: node's report of a program it could not compile: the error, then the frame of its compiler
 #: (CommonJS: ``wrapSafe``; an ES module: ``compileSourceTextModule``, before Node 22 the
 #: loader's ``moduleStrategy``); a SyntaxError the program's own code throws comes from elsewhere,
@@ -160,6 +165,7 @@ class Process:
     escaped: int
     oom: bool  # the kernel killed a process of the program's memory cgroup
     failure: str  # why the sandbox failed before the program started ("" when it did not)
+    untouched: bool = False  # no harness took the secrets from fd 3: the runtime never ran it
 
     @property
     def signal(self) -> int | None:
@@ -602,7 +608,7 @@ class Worker:
                             limits.processes,
                             (memory_mb + ADDRESS_SPACE_ROOM_MB) * 2**20 if bound else 0)
         try:
-            status, timed_out, report, token, stdout, stderr, strays, failure = (
+            status, timed_out, report, token, stdout, stderr, strays, failure, untouched = (
                 self.launcher.launch((argv, source, code, rlimits, timeout_s)))
         except OSError as exc:
             server_gone = isinstance(exc, LauncherError)  # and with it what it knew
@@ -618,7 +624,8 @@ class Worker:
             raise
         escaped = strays + self.sweep()
         return Process(status, timed_out, report, token, stdout, stderr, escaped,
-                       self._oom_killed_since(oom_before), failure.decode("utf-8", "replace"))
+                       self._oom_killed_since(oom_before), failure.decode("utf-8", "replace"),
+                       untouched)
 
     def _oom_killed_since(self, before: int) -> bool:
         """Whether the memory cgroup's OOM killer killed since its counter read ``before``."""
@@ -637,6 +644,8 @@ class Worker:
         if process.completed:
             return result(PASSED, "")
         kind = process.kind
+        if kind not in _HARNESS_REPORTS[language]:  # (one the program sent with a key it read)
+            kind = b""
         if process.failure:
             return result(SANDBOX_ERROR, process.failure)
         if kind == b"S":
@@ -645,13 +654,13 @@ class Worker:
         said = (report is not None and report.search(stderr) is not None
                 and (process.signal == signal.SIGABRT  # (V8's "Fatal javascript OOM": a trap)
                      or (language == "javascript" and process.signal == signal.SIGTRAP)
-                     or (language == "java" and not process.report)))
+                     or (language == "java" and process.untouched)))
         if kind == b"M" or process.oom or said:
             return result(MEMORY, stderr)
         number = process.signal
         # static data within STARTUP_ROOM of the limit: the libraries and the first allocations
         # did not fit, and the kernel (or the loader) ended the program before it started
-        if static > limits.memory_mb * 2**20 - STARTUP_ROOM and not process.report and (
+        if static > limits.memory_mb * 2**20 - STARTUP_ROOM and process.untouched and (
                 number in (signal.SIGSEGV, signal.SIGKILL)
                 or (process.exit_code == 127 and _LIBRARIES_OUT_OF_ROOM in stderr)):
             return result(MEMORY, f"the program's static data ({static / 2**20:.0f} MiB) leaves "

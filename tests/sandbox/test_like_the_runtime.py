@@ -194,6 +194,12 @@ CASES = [
      "import threading, os\nthreading.Timer(0.1, os._exit, (1,)).start()\n", FAILED),
     ("thread_exits_the_process_with_0", "python",
      "import threading, os\nthreading.Timer(0.1, os._exit, (0,)).start()\n", PASSED),
+    # a signal handler whose signal comes while a C atexit callback runs: python runs no
+    # handler once its atexit callbacks ran (it failed with status 70, the harness's own)
+    ("signal_handler_after_atexit", "python",
+     "import atexit, signal\n\ndef alarm(*_):\n    raise AssertionError('too late')\n\n"
+     "signal.signal(signal.SIGALRM, alarm)\natexit.register(sum, range(30_000_000))\n"
+     "signal.setitimer(signal.ITIMER_REAL, 0.05)\n", PASSED),
     # the program's trace and profile functions, still on at its end, see none of the harness
     ("trace_function_left_on", "python", TRACE_LEFT_ON % "settrace", PASSED),
     ("profile_function_left_on", "python", TRACE_LEFT_ON % "setprofile", PASSED),

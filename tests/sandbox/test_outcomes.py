@@ -168,6 +168,26 @@ WORDS_ARE_NOT_VERDICTS = [
              '    System.err.println("Could not reserve enough space for object heap");\n'
              '    System.err.println("# There is insufficient memory for the Java Runtime '
              'Environment to continue.");\n    System.exit(1);\n  }\n}\n', FAILED),
+    # ... nor after it emptied its report pipe, or refilled fd 3 (knowing no secret to put there)
+    ("java", 'class Problem {\n  public static void main(String[] a) throws Exception {\n'
+             '    java.io.FileInputStream in = new java.io.FileInputStream("/proc/self/fd/4");\n'
+             '    int k = in.available();\n    if (k > 0) in.read(new byte[k]);\n'
+             '    try (java.io.FileOutputStream o = new java.io.FileOutputStream('
+             '"/proc/self/fd/3")) {\n      o.write(new byte[32]);\n    }\n'
+             '    System.err.println("Could not reserve enough space for object heap");\n'
+             '    System.exit(1);\n  }\n}\n', FAILED),
+    # a report that its language's harness never makes, sent with the key read back from fd 4
+    ("java", "class Problem {\n  public static void main(String[] a) throws Exception {\n"
+             "    Thread t = new Thread(() -> {\n      try {\n        Thread.sleep(500);\n"
+             "        byte[] b = new byte[64];\n        int n;\n"
+             "        try (java.io.FileInputStream in = new java.io.FileInputStream("
+             "\"/proc/self/fd/4\")) {\n          n = in.read(b);\n        }\n"
+             "        int m = 0;\n        while (b[m] != 'M') m++;\n        b[m] = 'S';\n"
+             "        try (java.io.FileOutputStream o = new java.io.FileOutputStream("
+             "\"/proc/self/fd/4\")) {\n          o.write(b, m, n - m);\n        }\n"
+             "      } catch (Exception e) {\n        throw new RuntimeException(e);\n      }\n"
+             "    });\n    t.start();\n    throw new OutOfMemoryError(\"Java heap space\");\n"
+             "  }\n}\n", FAILED),
     # node's ArrayBuffer it could not allocate, nothing caught: its harness says so; as it does
     # a WebAssembly memory V8 could not grow or make, and a worker thread's heap exhausted
     ("javascript", "const keep = [];\nwhile (true) keep.push(new ArrayBuffer(2 ** 30));\n",
@@ -1046,6 +1066,14 @@ def test_java_main_class_is_found() -> None:
     assert java_main_class("class A { public void main(String[] a) {} }\nclass B {"
                            + " static" * 5000 + " int x; public\tstatic\nvoid main(String[] a)"
                            " {} class C { } }") == "B"
+    # annotations in main's type, between its type parameters and void, nested arguments
+    for parameters in ("String @NonNull [] args", "java.lang.@A String @B ... args",
+                       "final @A(x = (1 + f(2))) String args @C []"):
+        assert java_main_class(f"class A {{ public static void main({parameters}) {{}} }}") == "A"
+    assert java_main_class(tests + "class P { public static <T> @Deprecated void main(String[] a)"
+                           " {} }") == "P"
+    assert java_main_class(tests + "class P { public @A(((1))) static void main(String[] a) {} }"
+                           ) == "P"
     with pytest.raises(ValueError, match="main"):  # (publicstatic is no modifier)
         java_main_class("class A { publicstatic void main(String[] a) {} }")
 
@@ -1081,6 +1109,7 @@ def test_java_main_class_reads_annotations_and_refuses_classes_javac_numbers() -
     nested = "@A(" * 3000 + ") public static void main(String[] a) {} " * 3000
     assert java_main_class(f"class P {{ {nested}}}") == "P"
     assert java_public_type('public @SuppressWarnings("all") final class Solution {}') == "Solution"
+    assert java_public_type('public @SuppressWarnings(("all")) class Solution {}') == "Solution"
     assert java_public_type("public @ interface Ann {}\nclass P {}") == "Ann"
     assert java_public_type("public @Retention(RUNTIME) @interface Ann {}") == "Ann"
     # keywords inside names: a field of type a$package, a method of type b€class

@@ -47,6 +47,13 @@ TRICKY = {
                                     "c = C()\n", "c.x: int = 5\n"),
     "tail_imports_from_future": ("x = 1\n", "from __future__ import annotations\n"),
     "tail_names_future": ("x = 1\n", "import __future__\nname = __future__.__name__\n"),
+    # names as python reads them (NFKC): a fullwidth letter spells the same name
+    "tail_imports_from_future_in_fullwidth": ("x = 1\n",
+                                              "from __\uff46uture__ import annotations\n"),
+    "head_traces_in_fullwidth": ("import sys\nevents = []\n"
+                                 "sys.\uff53ettrace(lambda frame, event, arg: "
+                                 "events.append(event))\n",
+                                 "sys.settrace(None)\ncount = len(events)\n"),
     # within the whole, a module-level global after a use of its name is a syntax error
     "tail_declares_global": ("calls = 0\n", "global calls\ncalls = 1\n"),
     "head_declares_coding": ("# coding: latin-1\nx = 1\n", "s = '\u00e9'\nsize = len(s)\n"),
