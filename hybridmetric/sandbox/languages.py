@@ -315,6 +315,34 @@ if (programsOwn) {
       };
     }
   }
+  // node's own processing of ticks and rejections, which node never calls through
+  // process._tickCallback: a program that does, on a stack near its end, may have it take a
+  // rejection off its list and overflow before it reported it (an error nothing caught,
+  // dropped); a throw out of it bars a pass
+  let cut = false;
+  const tick = process._tickCallback;
+  if (typeof tick === "function") {
+    process._tickCallback = { _tickCallback(...args) {
+      try {
+        return apply(tick, this, args);
+      } catch (error) {
+        cut = true;
+        throw error;
+      }
+    } }._tickCallback;
+  }
+  // A CommonJS main module's code ran to its end: the first module node compiles after this
+  // one is the main module, whose compile returns only then (a termination, such as the
+  // inspector's Runtime.terminateExecution, unwinds it, after which node goes on)
+  let finished = false, first = true;
+  const compileModule = Module.prototype._compile;
+  Module.prototype._compile = function _compile(...args) {
+    if (!first) return apply(compileModule, this, args);
+    first = false;
+    const result = apply(compileModule, this, args);
+    finished = true;
+    return result;
+  };
   // A CommonJS module is a function's body, from whose top level a `return` ends it before
   // the code after it (the tests) ran: such a program, its source read before it runs, which a
   // script cannot hold (nor anything else but `new.target`, which a script's `(void 0)` stands
@@ -463,6 +491,12 @@ if (programsOwn) {
     } else if (isModule && hooked) {
       write(2, "hybridmetric: the program registered module loader hooks (module.register), "
             + "through which the harness cannot tell that it ran to its end: no pass\\n");
+    } else if (cut) {
+      write(2, "hybridmetric: a call of process._tickCallback, node's processing of ticks and "
+            + "rejections, threw, which may have dropped an error nothing caught: no pass\\n");
+    } else if (!isModule && !finished) {
+      write(2, "hybridmetric: the program's main module did not run to its end (its execution "
+            + "was terminated): no pass\\n");
     } else if (returnsEarly) {
       write(2, "hybridmetric: the program returns from its top level (a CommonJS module), "
             + "which may end it before its tests: no pass\\n");

@@ -968,6 +968,24 @@ HOSTILE: list[tuple[Any, ...]] = [
     ("js_proxies_process_emit", "javascript", JS_PROXIES_PROCESS_EMIT, {FAILED}),
     ("js_hides_its_error_from_the_monitor", "javascript", JS_HIDES_ITS_ERROR_FROM_THE_MONITOR,
      {FAILED}),
+    # node's processing of ticks and rejections, run by the candidate at the edge of the stack
+    # once the tests' rejection is pending: it takes the rejection off its list and overflows
+    # before reporting it
+    ("js_overflows_node_s_rejection_processing", "javascript",
+     "function add(a, b) { return a + b; }\nprocess.nextTick(() => {\n"
+     "  Promise.resolve().then(() => {}).then(() => {}).then(() => {\n"
+     "    const deep = () => {\n      try { deep(); } catch (_) {}\n"
+     "      try { process._tickCallback(); } catch (_) {}\n    };\n    deep();\n  });\n});\n"
+     "const assert = require('node:assert');\n"
+     "async function test() { await null; assert.strictEqual(add(1, 2), 4); }\ntest();\n",
+     {FAILED}),
+    # the inspector's Runtime.terminateExecution ends the main module before its tests, then
+    # node goes on to its own end
+    ("js_terminates_its_main_module", "javascript",
+     "function add(a, b) { return a + b; }\n"
+     "{\n  const session = new (require('inspector').Session)();\n  session.connect();\n"
+     "  session.post('Runtime.terminateExecution', () => {});\n}\n"
+     "const assert = require('node:assert');\nassert.strictEqual(add(1, 2), 4);\n", {FAILED}),
     # a CommonJS candidate that passes for an ES module (its own function named after node's
     # module runner adds an 'exit' listener, as the runner does for an ES module), so that
     # its top-level `return` before the tests passes for the module's end
