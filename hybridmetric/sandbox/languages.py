@@ -1181,7 +1181,7 @@ def build(language: str, source: str, memory_mb: int, cxx: str = ".",
                              f"({NAME_MAX} bytes): javac cannot compile it")
         harness = JAVA_HARNESS.replace(".", "/") + ".java"  # (a program may name a class so)
         files = {name: source, harness: _JAVA_WRAPPER % java_binary_name(source)}
-        flags = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-XX:-UsePerfData",
+        flags = ["-XX:+UseSerialGC", "-XX:-UsePerfData",
                  "-Xshare:auto"]
         return Build(
             files,
