@@ -657,7 +657,8 @@ _JAVA_PUBLIC = re.compile(rf"{_JAVA_WORD_START}public\s*+"
 _JAVA_PACKAGE = re.compile(rf"{_JAVA_WORD_START}package\s+"
                            rf"({_JAVA_NAME}(?:\s*\.\s*{_JAVA_NAME})*)\s*;")
 #: A method ``main`` (its type parameters, if any, whose bounds may nest types' arguments three
-#: deep: ``<T extends Comparable<? super T>>``): its modifiers are read back from there
+#: deep: ``<T extends Comparable<? super T>>``, and the annotations after them): its modifiers
+#: are read back from there
 #: (:func:`_java_modifiers_before`), not matched forwards, which would read a long run of
 #: them again from each of its words.
 _JAVA_TYPE_PARAMETERS = r"<(?:[^<>]|<(?:[^<>]|<(?:[^<>]|<[^<>]*>)*>)*>)*>"
@@ -1181,8 +1182,7 @@ def build(language: str, source: str, memory_mb: int, cxx: str = ".",
                              f"({NAME_MAX} bytes): javac cannot compile it")
         harness = JAVA_HARNESS.replace(".", "/") + ".java"  # (a program may name a class so)
         files = {name: source, harness: _JAVA_WRAPPER % java_binary_name(source)}
-        flags = ["-XX:+UseSerialGC", "-XX:-UsePerfData",
-                 "-Xshare:auto"]
+        flags = ["-XX:+UseSerialGC", "-XX:-UsePerfData", "-Xshare:auto"]
         return Build(
             files,
             ["-nowarn", "-proc:none", "-encoding", "UTF-8", "-cp", ":".join([classes, *classpath]),
