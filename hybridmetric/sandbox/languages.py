@@ -658,9 +658,8 @@ _JAVA_PACKAGE = re.compile(rf"{_JAVA_WORD_START}package\s+"
                            rf"({_JAVA_NAME}(?:\s*\.\s*{_JAVA_NAME})*)\s*;")
 #: A method ``main`` (its type parameters, if any, whose bounds may nest types' arguments three
 #: deep: ``<T extends Comparable<? super T>>``, and the annotations after them): its modifiers
-#: are read back from there
-#: (:func:`_java_modifiers_before`), not matched forwards, which would read a long run of
-#: them again from each of its words.
+#: are read back from there (:func:`_java_modifiers_before`), not matched forwards, which would
+#: read a long run of them again from each of its words.
 _JAVA_TYPE_PARAMETERS = r"<(?:[^<>]|<(?:[^<>]|<(?:[^<>]|<[^<>]*>)*>)*>)*>"
 _JAVA_MAIN = re.compile(rf"(?:{_JAVA_TYPE_PARAMETERS}\s*(?:{_JAVA_ANNOTATION}\s*)*+)?"
                         rf"{_JAVA_WORD_START}void\s+main\s*\(")
