@@ -108,6 +108,32 @@ try {
   if (error.code !== "ERR_WORKER_UNSUPPORTED_OPERATION") throw error;
   programsOwn = false;
 }
+// In every thread and process of the program's: the inspector is closed (a session of its own
+// could end what runs, Runtime.terminateExecution or Runtime.evaluate's timeout, which drops
+// the microtasks queued, the tests' continuations among them, after which node goes on to its
+// own end; or read the harness's memory), and so, where the main thread's harness does not
+// close it, is the deprecated process.binding, whose "inspector" reaches the same
+{
+  const closed = (what) => new Error(`${what} is closed in the sandbox: the test harness `
+                                     + "could not tell a program that it ended from one that ran");
+  let inspector;
+  try {
+    inspector = require("inspector");
+  } catch (_) {}  // (a node built without it)
+  for (const name of ["connect", "connectToMainThread"]) {
+    if (inspector !== undefined && typeof inspector.Session.prototype[name] === "function") {
+      Object.defineProperty(inspector.Session.prototype, name, { writable: false,
+        configurable: false, value: { [name]() {
+          throw closed(`the inspector (Session.${name})`);
+        } }[name] });
+    }
+  }
+  if (!programsOwn && typeof process.binding === "function") {
+    process.binding = { binding(name) {  // (named as node's)
+      throw closed(`process.binding(${JSON.stringify(`${name}`)})`);
+    } }.binding;
+  }
+}
 if (programsOwn) {
   const fs = require("fs");
   const buffer = new Uint8Array(64);
@@ -236,13 +262,12 @@ if (programsOwn) {
     // (as node's, one a program may replace: node's own it cannot reach)
     Object.defineProperty(AsyncResource.prototype, "runInAsyncScope", {
       value: { runInAsyncScope(fn, thisArg, ...args) {  // (node's name and length)
-        const depth = fields[kStackLength];
+        const depth = fields[kStackLength], was = unclosed;
+        unclosed = true;  // (until the scope is seen closed: a termination runs no finally)
         try {
           return apply(inScope, this, [fn, thisArg, ...args]);
         } finally {
-          if (fields[kStackLength] !== depth) {
-            unclosed = true;
-          }
+          unclosed = was || fields[kStackLength] !== depth;
         }
       } }.runInAsyncScope });
   } else if (typeof executionAsyncResource === "function") {  // (since Node 13.9)
@@ -316,21 +341,31 @@ if (programsOwn) {
     }
   }
   // node's own processing of ticks and rejections, which node never calls through
-  // process._tickCallback: a program that does, on a stack near its end, may have it take a
-  // rejection off its list and overflow before it reported it (an error nothing caught,
-  // dropped); a throw out of it bars a pass
+  // process._tickCallback: a program that does, on a stack near its end or under a vm
+  // timeout, may have it take a rejection off its list and end before it reported it (an
+  // error nothing caught, dropped); a call that does not return bars a pass (a termination,
+  // a vm's timeout among them, runs no catch or finally)
   let cut = false;
   const tick = process._tickCallback;
   if (typeof tick === "function") {
     process._tickCallback = { _tickCallback(...args) {
-      try {
-        return apply(tick, this, args);
-      } catch (error) {
-        cut = true;
-        throw error;
-      }
+      const was = cut;
+      cut = true;
+      const result = apply(tick, this, args);
+      cut = was;
+      return result;
     } }._tickCallback;
   }
+  // node reads process.domain as it records a rejection nothing handled: a getter of the
+  // program's there that throws made node drop the record (and print a line the program could
+  // keep from view). It is an accessor of the harness's, which nothing can redefine (the
+  // domain module, which would, then fails to load)
+  let domain = process.domain;
+  Object.defineProperty(process, "domain", { configurable: false, enumerable: true,
+    get: { domain() { return domain; } }.domain,  // (named as the property)
+    set: { domain(value) {
+      domain = value;
+    } }.domain });
   // A CommonJS main module's code ran to its end: the first module node compiles after this
   // one is the main module, whose compile returns only then (a termination, such as the
   // inspector's Runtime.terminateExecution, unwinds it, after which node goes on)
@@ -396,7 +431,7 @@ if (programsOwn) {
                            "WebAssembly.Memory(): could not allocate memory",
                            "WebAssembly.Memory.grow(): Unable to grow instance memory"]);
   const has = Function.prototype.call.bind(Set.prototype.has);
-  const capturing = process.hasUncaughtExceptionCaptureCallback;  // (a domain sets one)
+  const capturing = process.hasUncaughtExceptionCaptureCallback;
   const captured = typeof capturing === "function"
     ? Function.prototype.call.bind(capturing, process) : () => false;
   const monitor = (error, origin) => {
@@ -415,7 +450,7 @@ if (programsOwn) {
       const kept = listeners(process, "uncaughtException").length > 0 || captured();
       if (kept) {
         write(2, `hybridmetric: an error nothing caught (${origin}), which a handler of the `
-              + "program's own (an uncaughtException listener, a domain, "
+              + "program's own (an uncaughtException listener, "
               + "process.setUncaughtExceptionCaptureCallback) then kept from ending node:\\n");
       }
       if (kept || sent) {
@@ -493,7 +528,8 @@ if (programsOwn) {
             + "through which the harness cannot tell that it ran to its end: no pass\\n");
     } else if (cut) {
       write(2, "hybridmetric: a call of process._tickCallback, node's processing of ticks and "
-            + "rejections, threw, which may have dropped an error nothing caught: no pass\\n");
+            + "rejections, did not return, which may have dropped an error nothing caught: no "
+            + "pass\\n");
     } else if (!isModule && !finished) {
       write(2, "hybridmetric: the program's main module did not run to its end (its execution "
             + "was terminated): no pass\\n");

@@ -320,11 +320,9 @@ CASES = [
      PASSED),
     ("js_forked_child_answers_wrong", "javascript",
      FORKED_CHILD % "assert.strictEqual(answer, 41)", FAILED),
-    # JavaScript: async hooks on (AsyncLocalStorage, domain), which node's own calls then go
-    # through
+    # JavaScript: async hooks on (AsyncLocalStorage), which node's own calls then go through
     ("js_async_local_storage", "javascript", ASYNC_LOCAL_STORAGE % 5, PASSED),
     ("js_async_local_storage_fails", "javascript", ASYNC_LOCAL_STORAGE % 6, FAILED),
-    ("js_domain", "javascript", "require('node:domain');\n", PASSED),
     ("js_async_hooks_before_and_after", "javascript",
      "require('node:async_hooks').createHook({ before() {}, after() {} }).enable();\n"
      "setTimeout(() => require('node:assert').strictEqual(1, 1), 5);\n", PASSED),

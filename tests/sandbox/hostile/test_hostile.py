@@ -979,6 +979,33 @@ HOSTILE: list[tuple[Any, ...]] = [
      "const assert = require('node:assert');\n"
      "async function test() { await null; assert.strictEqual(add(1, 2), 4); }\ntest();\n",
      {FAILED}),
+    # the inspector's Runtime.terminateExecution in the first microtask drops the queue, the
+    # tests' continuation with it, then node goes on to its own end
+    ("js_terminates_its_microtasks", "javascript",
+     "function add(a, b) { return a + b; }\n"
+     "const session = new (require('inspector').Session)();\nsession.connect();\n"
+     "Promise.resolve().then(() => {\n"
+     "  session.post('Runtime.terminateExecution', () => {});\n  for (;;) {}\n});\n"
+     "const assert = require('node:assert');\n"
+     "async function test() { await null; assert.strictEqual(add(1, 2), 4); }\ntest();\n",
+     {FAILED}),
+    # ... as a vm's timeout does where node's processing of ticks and rejections runs under it
+    ("js_times_out_node_s_tick_processing", "javascript",
+     "function add(a, b) { return a + b; }\n{\n  const vm = require('vm');\n"
+     "  let underVm = false;\n  Promise.resolve().then(() => { if (underVm) for (;;) {} });\n"
+     "  process.nextTick(() => {\n    underVm = true;\n"
+     "    globalThis.tick = () => process._tickCallback();\n"
+     "    try { vm.runInThisContext('tick()', { timeout: 200 }); } catch (_) {}\n"
+     "    underVm = false;\n  });\n}\nconst assert = require('node:assert');\n"
+     "async function test() { await null; assert.strictEqual(add(1, 2), 4); }\ntest();\n",
+     {FAILED}),
+    # a getter of process.domain that throws where node reads it to record the tests' rejection
+    ("js_throws_where_node_records_a_rejection", "javascript",
+     "function add(a, b) { return a + b; }\n"
+     "Object.defineProperty(process, 'domain', { configurable: true, get() { throw 0; },"
+     " set() {} });\nconst assert = require('node:assert');\n"
+     "async function test() { await null; assert.strictEqual(add(1, 2), 4); }\ntest();\n",
+     {FAILED}),
     # the inspector's Runtime.terminateExecution ends the main module before its tests, then
     # node goes on to its own end
     ("js_terminates_its_main_module", "javascript",
