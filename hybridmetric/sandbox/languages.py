@@ -114,8 +114,8 @@ try {
 // own end; or read the harness's memory), and so, where the main thread's harness does not
 // close it, is the deprecated process.binding, whose "inspector" reaches the same
 {
-  const closed = (what) => new Error(`${what} is closed in the sandbox: the test harness `
-                                     + "could not tell a program that it ended from one that ran");
+  const closed = (what) => new Error(`${what} is closed in the sandbox: through it a program `
+                                     + "could stop its own code, its tests' among it, unseen");
   let inspector;
   try {
     inspector = require("inspector");
@@ -133,6 +133,43 @@ try {
       throw closed(`process.binding(${JSON.stringify(`${name}`)})`);
     } }.binding;
   }
+  // A worker thread given options of its own (execArgv, through Object.prototype too) would
+  // run without this harness, where the inspector is node's: each gets it again (~2 ms a
+  // program, what loading worker_threads costs)
+  const threads = require("worker_threads"), Original = threads.Worker;
+  const preload = __filename, construct = Reflect.construct;
+  const Worker = { Worker: function (file, options) {  // (named as node's)
+    if (new.target === undefined) return Reflect.apply(Original, this, [file, options]);
+    const given = options == null ? undefined : options.execArgv;
+    let execArgv;
+    if (given !== undefined) {  // (the harness's options first, none of the given undoing them)
+      if (!Array.isArray(given)) throw new TypeError("a worker's execArgv must be an array");
+      execArgv = ["--require", preload, "--unhandled-rejections=strict", ...given];
+      for (const option of execArgv.slice(3)) {
+        const text = `${option}`;
+        if (text === "--" || /unhandled[-_]rejections|expose[-_]internals/.test(text)) {
+          throw closed(`a worker's option ${JSON.stringify(text)}`);
+        }
+      }
+    }
+    return construct(Original, [file, { __proto__: options ?? null, execArgv }],
+                     new.target === Worker ? Original : new.target);
+  } }.Worker;
+  Worker.prototype = Original.prototype;
+  Object.setPrototypeOf(Worker, Object.getPrototypeOf(Original));
+  Object.defineProperty(Original.prototype, "constructor", { value: Worker, writable: false,
+                                                             configurable: false });
+  Object.defineProperty(threads, "Worker", { value: Worker, writable: false, configurable: false,
+                                             enumerable: true });
+  // V8's flags are the process's, set from any thread: --allow-natives-syntax would open
+  // V8's own run of the microtask queue (%PerformMicrotaskCheckpoint), which a vm timeout's
+  // termination cuts short, dropping the queue, the tests' continuations among it
+  const v8 = require("v8"), setFlags = v8.setFlagsFromString;
+  Object.defineProperty(v8, "setFlagsFromString", { writable: false, configurable: false,
+    enumerable: true, value: { setFlagsFromString(flags) {  // (named as node's)
+      if (/natives[-_]syntax/.test(`${flags}`)) throw closed("--allow-natives-syntax");
+      return Reflect.apply(setFlags, this, [flags]);
+    } }.setFlagsFromString });
 }
 if (programsOwn) {
   const fs = require("fs");

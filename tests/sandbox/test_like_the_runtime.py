@@ -316,6 +316,13 @@ CASES = [
     ("js_worker_thread_never_ends", "javascript", WORKER_THREAD % ("setInterval(() => {}, 100)",
                                                                    ""), TIMEOUT),
     # ... and processes it forks (which node starts with its --require, fd 3 their channel) run
+    # ... and worker threads given options of their own (which the harness then keeps)
+    ("js_worker_with_its_own_options_answers", "javascript",
+     "const { Worker } = require('worker_threads');\nconst assert = require('assert');\n"
+     "new Worker('require(\"worker_threads\").parentPort.postMessage(1 + 2)',\n"
+     "           { eval: true, execArgv: ['--no-warnings'] })\n"
+     "  .on('message', (answer) => assert.strictEqual(answer, 3));\n"
+     "require('v8').setFlagsFromString('--expose-gc');\n", PASSED),
     ("js_forked_child_answers", "javascript", FORKED_CHILD % "assert.strictEqual(answer, 42)",
      PASSED),
     ("js_forked_child_answers_wrong", "javascript",

@@ -999,6 +999,31 @@ HOSTILE: list[tuple[Any, ...]] = [
      "    underVm = false;\n  });\n}\nconst assert = require('node:assert');\n"
      "async function test() { await null; assert.strictEqual(add(1, 2), 4); }\ntest();\n",
      {FAILED}),
+    # ... from a worker thread given options of its own (through Object.prototype), which node
+    # then started without the harness
+    ("js_terminates_its_microtasks_from_a_bare_worker", "javascript",
+     "function add(a, b) { return a + b; }\n{\n  Object.prototype.execArgv = [];\n"
+     "  const { Worker } = require('worker_threads');\n"
+     "  Promise.resolve().then(() => {\n    const end = Date.now() + 3000;\n"
+     "    while (Date.now() < end) {}\n  });\n  new Worker(`\n"
+     "    const session = new (require('inspector').Session)();\n"
+     "    session.connectToMainThread();\n"
+     "    session.post('Runtime.terminateExecution', () => session.disconnect());\n"
+     "  `, { eval: true });\n  delete Object.prototype.execArgv;\n}\n"
+     "const assert = require('node:assert');\n"
+     "async function test() { await null; assert.strictEqual(add(1, 2), 4); }\ntest();\n",
+     {FAILED}),
+    # ... or V8's own run of the microtask queue (natives syntax, its flag set at run time)
+    # under a vm timeout
+    ("js_times_out_v8_s_microtask_run", "javascript",
+     "function add(a, b) { return a + b; }\n{\n"
+     "  require('v8').setFlagsFromString('--allow-natives-syntax');\n"
+     "  const vm = require('vm');\n  Promise.resolve().then(() => { for (;;) {} });\n"
+     "  process.nextTick(() => {\n    try {\n"
+     "      vm.runInThisContext('%PerformMicrotaskCheckpoint()', { timeout: 200 });\n"
+     "    } catch (_) {}\n  });\n}\nconst assert = require('node:assert');\n"
+     "async function test() { await null; assert.strictEqual(add(1, 2), 4); }\ntest();\n",
+     {FAILED}),
     # a getter of process.domain that throws where node reads it to record the tests' rejection
     ("js_throws_where_node_records_a_rejection", "javascript",
      "function add(a, b) { return a + b; }\n"
