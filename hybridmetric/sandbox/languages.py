@@ -161,14 +161,28 @@ try {
                                                              configurable: false });
   Object.defineProperty(threads, "Worker", { value: Worker, writable: false, configurable: false,
                                              enumerable: true });
-  // V8's flags are the process's, set from any thread: --allow-natives-syntax would open
-  // V8's own run of the microtask queue (%PerformMicrotaskCheckpoint), which a vm timeout's
-  // termination cuts short, dropping the queue, the tests' continuations among it
-  const v8 = require("v8"), setFlags = v8.setFlagsFromString;
+  // V8's flags are the process's, set from any thread: natives syntax would open V8's own run
+  // of the microtask queue (%PerformMicrotaskCheckpoint), which a vm timeout's termination cuts
+  // short, dropping the queue, the tests' continuations among it. Told by its effect (a flag can
+  // imply it: --allow-natives-for-differential-fuzzing did), with a compiler taken now
+  const v8 = require("v8"), setFlags = v8.setFlagsFromString, { Script } = require("vm");
+  const natives = () => {
+    try {
+      new Script("%GetUndetectable()");  // (a syntax error without it)
+      return true;
+    } catch (_) {
+      return false;
+    }
+  };
   Object.defineProperty(v8, "setFlagsFromString", { writable: false, configurable: false,
     enumerable: true, value: { setFlagsFromString(flags) {  // (named as node's)
-      if (/natives[-_]syntax/.test(`${flags}`)) throw closed("--allow-natives-syntax");
-      return Reflect.apply(setFlags, this, [flags]);
+      if (/natives|fuzz/.test(`${flags}`)) throw closed("V8's natives syntax");
+      const result = Reflect.apply(setFlags, this, [flags]);
+      if (natives()) {
+        Reflect.apply(setFlags, this, ["--no-allow-natives-syntax"]);
+        throw closed("V8's natives syntax");
+      }
+      return result;
     } }.setFlagsFromString });
 }
 if (programsOwn) {

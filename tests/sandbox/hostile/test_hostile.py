@@ -1024,6 +1024,17 @@ HOSTILE: list[tuple[Any, ...]] = [
      "    } catch (_) {}\n  });\n}\nconst assert = require('node:assert');\n"
      "async function test() { await null; assert.strictEqual(add(1, 2), 4); }\ntest();\n",
      {FAILED}),
+    # ... natives syntax set by a flag that implies it
+    ("js_times_out_v8_s_microtask_run_by_implication", "javascript",
+     "function add(a, b) { return a + b; }\n{\n  const v8 = require('v8');\n"
+     "  v8.setFlagsFromString('--allow-natives-for-differential-fuzzing');\n"
+     "  v8.setFlagsFromString('--no-allow-natives-for-differential-fuzzing');\n"
+     "  v8.setFlagsFromString('--no-fuzzing');\n  const vm = require('vm');\n"
+     "  Promise.resolve().then(() => { for (;;) {} });\n  process.nextTick(() => {\n    try {\n"
+     "      vm.runInThisContext('%PerformMicrotaskCheckpoint()', { timeout: 200 });\n"
+     "    } catch (_) {}\n  });\n}\nconst assert = require('node:assert');\n"
+     "async function test() { await null; assert.strictEqual(add(1, 2), 4); }\ntest();\n",
+     {FAILED}),
     # a getter of process.domain that throws where node reads it to record the tests' rejection
     ("js_throws_where_node_records_a_rejection", "javascript",
      "function add(a, b) { return a + b; }\n"
