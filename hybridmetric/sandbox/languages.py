@@ -393,18 +393,15 @@ if (programsOwn) {
   }
   // node's own processing of ticks and rejections, which node never calls through
   // process._tickCallback: a program that does, on a stack near its end or under a vm
-  // timeout, may have it take a rejection off its list and end before it reported it (an
-  // error nothing caught, dropped); a call that does not return bars a pass (a termination,
-  // a vm's timeout among them, runs no catch or finally)
+  // timeout, can have it drop the tests' continuations or their rejection, even in a call
+  // that returns (node's record of a rejection, made from C++ with no stack left, fails
+  // quietly); any call bars a pass
   let cut = false;
   const tick = process._tickCallback;
   if (typeof tick === "function") {
     process._tickCallback = { _tickCallback(...args) {
-      const was = cut;
       cut = true;
-      const result = apply(tick, this, args);
-      cut = was;
-      return result;
+      return apply(tick, this, args);
     } }._tickCallback;
   }
   // node reads process.domain as it records a rejection nothing handled: a getter of the
@@ -578,8 +575,9 @@ if (programsOwn) {
       write(2, "hybridmetric: the program registered module loader hooks (module.register), "
             + "through which the harness cannot tell that it ran to its end: no pass\\n");
     } else if (cut) {
-      write(2, "hybridmetric: a call of process._tickCallback, node's processing of ticks and "
-            + "rejections, did not return, which may have dropped an error nothing caught: no "
+      write(2, "hybridmetric: the program called process._tickCallback, node's processing of "
+            + "ticks and rejections, which node itself never calls: from deep in the stack, or "
+            + "under a vm timeout, it can drop the tests' continuations or their errors: no "
             + "pass\\n");
     } else if (!isModule && !finished) {
       write(2, "hybridmetric: the program's main module did not run to its end (its execution "

@@ -1024,6 +1024,16 @@ HOSTILE: list[tuple[Any, ...]] = [
      "    } catch (_) {}\n  });\n}\nconst assert = require('node:assert');\n"
      "async function test() { await null; assert.strictEqual(add(1, 2), 4); }\ntest();\n",
      {FAILED}),
+    # ... from a call of node's tick processing nested in one of the program's that returns
+    ("js_times_out_nested_tick_processing", "javascript",
+     "function add(a, b) { return a + b; }\nconst vm = require('vm');\nlet armed = false;\n"
+     "Promise.resolve().then(() => { if (armed) for (;;); });\nprocess.nextTick(() => {\n"
+     "  process.nextTick(() => {\n    armed = true;\n    try {\n"
+     "      vm.runInThisContext('process._tickCallback()', { timeout: 100 });\n"
+     "    } catch (_) {}\n  });\n  process._tickCallback();\n});\n"
+     "const assert = require('node:assert');\n"
+     "async function test() { await null; assert.strictEqual(add(1, 2), 4); }\ntest();\n",
+     {FAILED}),
     # ... natives syntax set by a flag that implies it
     ("js_times_out_v8_s_microtask_run_by_implication", "javascript",
      "function add(a, b) { return a + b; }\n{\n  const v8 = require('v8');\n"
