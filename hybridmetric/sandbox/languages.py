@@ -114,8 +114,12 @@ try {
 // own end; or read the harness's memory), and so, where the main thread's harness does not
 // close it, is the deprecated process.binding, whose "inspector" reaches the same
 {
-  const closed = (what) => new Error(`${what} is closed in the sandbox: through it a program `
-                                     + "could stop its own code, its tests' among it, unseen");
+  // (what the wrappers below call, taken before any code of the program's runs: one that it
+  // replaced, Reflect.apply or RegExp.prototype.test, could skip their checks)
+  const { apply, construct } = Reflect, Errors = Error, { defineProperty } = Object;
+  const test = Function.prototype.call.bind(RegExp.prototype.test);
+  const closed = (what) => new Errors(`${what} is closed in the sandbox: through it a program `
+                                      + "could stop its own code, its tests' among it, unseen");
   let inspector;
   try {
     inspector = require("inspector");
@@ -136,20 +140,20 @@ try {
   // A worker thread given options of its own (execArgv, through Object.prototype too) would
   // run without this harness, where the inspector is node's: each gets it again (~2 ms a
   // program, what loading worker_threads costs)
-  const threads = require("worker_threads"), Original = threads.Worker;
-  const preload = __filename, construct = Reflect.construct;
+  const threads = require("worker_threads"), Original = threads.Worker, preload = __filename;
+  const isArray = Array.isArray, refused = /^--$|unhandled[-_]rejections|expose[-_]internals/;
   const Worker = { Worker: function (file, options) {  // (named as node's)
-    if (new.target === undefined) return Reflect.apply(Original, this, [file, options]);
+    if (new.target === undefined) return apply(Original, this, [file, options]);
     const given = options == null ? undefined : options.execArgv;
     let execArgv;
     if (given !== undefined) {  // (the harness's options first, none of the given undoing them)
-      if (!Array.isArray(given)) throw new TypeError("a worker's execArgv must be an array");
-      execArgv = ["--require", preload, "--unhandled-rejections=strict", ...given];
-      for (const option of execArgv.slice(3)) {
-        const text = `${option}`;
-        if (text === "--" || /unhandled[-_]rejections|expose[-_]internals/.test(text)) {
-          throw closed(`a worker's option ${JSON.stringify(text)}`);
-        }
+      if (!isArray(given)) throw new TypeError("a worker's execArgv must be an array");
+      execArgv = ["--require", preload, "--unhandled-rejections=strict"];
+      for (let at = 0; at < given.length; at++) {  // (each read once, as text)
+        const text = `${given[at]}`;
+        if (test(refused, text)) throw closed(`a worker's option "${text}"`);
+        defineProperty(execArgv, execArgv.length, { value: text, writable: true,
+                                                    enumerable: true, configurable: true });
       }
     }
     return construct(Original, [file, { __proto__: options ?? null, execArgv }],
@@ -176,10 +180,11 @@ try {
   };
   Object.defineProperty(v8, "setFlagsFromString", { writable: false, configurable: false,
     enumerable: true, value: { setFlagsFromString(flags) {  // (named as node's)
-      if (/natives|fuzz/.test(`${flags}`)) throw closed("V8's natives syntax");
-      const result = Reflect.apply(setFlags, this, [flags]);
+      const text = `${flags}`;
+      if (test(/natives|fuzz/, text)) throw closed("V8's natives syntax");
+      const result = apply(setFlags, this, [text]);
       if (natives()) {
-        Reflect.apply(setFlags, this, ["--no-allow-natives-syntax"]);
+        apply(setFlags, this, ["--no-allow-natives-syntax"]);
         throw closed("V8's natives syntax");
       }
       return result;

@@ -1045,6 +1045,23 @@ HOSTILE: list[tuple[Any, ...]] = [
      "    } catch (_) {}\n  });\n}\nconst assert = require('node:assert');\n"
      "async function test() { await null; assert.strictEqual(add(1, 2), 4); }\ntest();\n",
      {FAILED}),
+    # ... by its name, through a RegExp.prototype.test and a Reflect.apply of the program's,
+    # which skipped the check of the name and the flag's reset
+    ("js_times_out_v8_s_microtask_run_through_its_own_apply", "javascript",
+     "function add(a, b) { return a + b; }\n{\n"
+     "  const test = RegExp.prototype.test, call = Function.prototype.call;\n"
+     "  const reflectApply = Reflect.apply;\n  RegExp.prototype.test = () => false;\n"
+     "  Reflect.apply = (f, self, args) =>\n"
+     "    (args[0] === '--no-allow-natives-syntax' ? undefined : call.call(f, self, ...args));\n"
+     "  try {\n    require('v8').setFlagsFromString('--allow-natives-syntax');\n"
+     "  } catch (_) {}\n  RegExp.prototype.test = test;\n  Reflect.apply = reflectApply;\n"
+     "  const vm = require('vm');\n  Promise.resolve().then(() => {\n"
+     "    const end = Date.now() + 2000;\n    while (Date.now() < end) {}\n  });\n"
+     "  process.nextTick(() => {\n    try {\n"
+     "      vm.runInThisContext('%PerformMicrotaskCheckpoint()', { timeout: 200 });\n"
+     "    } catch (_) {}\n  });\n}\nconst assert = require('node:assert');\n"
+     "async function test() { await null; assert.strictEqual(add(1, 2), 4); }\ntest();\n",
+     {FAILED}),
     # a getter of process.domain that throws where node reads it to record the tests' rejection
     ("js_throws_where_node_records_a_rejection", "javascript",
      "function add(a, b) { return a + b; }\n"
