@@ -111,8 +111,10 @@ try {
 // In every thread and process of the program's: the inspector is closed (a session of its own
 // could end what runs, Runtime.terminateExecution or Runtime.evaluate's timeout, which drops
 // the microtasks queued, the tests' continuations among them, after which node goes on to its
-// own end; or read the harness's memory), and so, where the main thread's harness does not
-// close it, is the deprecated process.binding, whose "inspector" reaches the same
+// own end; or read the harness's memory), and so is the deprecated process.binding, whose
+// "inspector" reaches the same, as do "async_wrap" and "fs" what the main thread's harness
+// relies on (below: node's, which it reads)
+const binding = process.binding;
 {
   // (what the wrappers below call, taken before any code of the program's runs: one that it
   // replaced, Reflect.apply or RegExp.prototype.test, could skip their checks)
@@ -132,9 +134,12 @@ try {
         } }[name] });
     }
   }
-  if (!programsOwn && typeof process.binding === "function") {
+  if (typeof binding === "function") {
     process.binding = { binding(name) {  // (named as node's)
-      throw closed(`process.binding(${JSON.stringify(`${name}`)})`);
+      throw new Errors(`process.binding(${JSON.stringify(`${name}`)}) is closed in the sandbox `
+                       + "(deprecated, DEP0111): node's internal bindings reach what the test "
+                       + "harness relies on (the asynchronous ids it reads, the functions it "
+                       + "writes with)");
     } }.binding;
   }
   // A worker thread given options of its own (execArgv, through Object.prototype too) would
@@ -278,7 +283,6 @@ if (programsOwn) {
   // before the program runs: see below): one context, ids 0, and the process object itself
   // as its resource, not what async_hooks.executionAsyncResource() shows, which is a
   // resource's own resource_symbol where it has one (a promise's, which a program may set)
-  const binding = process.binding;
   const { executionAsyncResource, executionAsyncId, triggerAsyncId, AsyncResource }
     = require("async_hooks");
   let fromNode = (args) => args.length === 1 && args[0] === 0;
@@ -341,8 +345,8 @@ if (programsOwn) {
                        + "context is the one node's own beforeExit runs in");
     }, set() {} });
   }
-  // ... and whose ids (and resources) node's internal bindings could rewrite: the deprecated
-  // process.binding is closed to the program ("async_wrap" holds the ids; "fs" the functions the
+  // ... and whose ids (and resources) node's internal bindings could rewrite (process.binding
+  // is closed to the program, above: "async_wrap" holds the ids; "fs" the functions the
   // harness writes with, which fs.writeSync looks up at each call: a program's there could drop
   // a report); and a handle's asyncReset, which gives a handle (any of node's: a pipe's, a
   // zlib stream's) the resource and ids of the caller's choice, never gives it the process
@@ -362,12 +366,6 @@ if (programsOwn) {
         }
         return apply(asyncReset, this, [resource]);
       } }.asyncReset });
-    process.binding = { binding(name) {  // (named as node's)
-      throw new Errors(`process.binding(${JSON.stringify(`${name}`)}) is closed in the sandbox `
-                       + "(deprecated, DEP0111): node's internal bindings reach what the test "
-                       + "harness relies on (the asynchronous ids it reads, the functions it "
-                       + "writes with)");
-    } }.binding;
   }
   setImmediate(() => { looped = true; });
   // For an ES module (which node ends with status 13 if it never finishes) the token waits

@@ -215,7 +215,8 @@ Request = tuple[list[str] | None, str | None, bytes | None, Rlimits, float]
 #: (wait status, timed out, what came on fd 4, the secrets, stdout tail, stderr tail, processes
 #: the program left as the fork server's children, killed: always 0 in the worker itself; why the
 #: sandbox failed before the program started, or b"": see :data:`FAILURE_FD`; whether fd 3 still
-#: held the secrets as sent: no harness took them, so the runtime never started its harness).
+#: held the secrets as sent, for a command: no harness took them, so the runtime never started
+#: its harness; False for a Python program).
 Reply = tuple[int, bool, bytes, bytes, str, str, int, bytes, bool]
 #: Where a child finds its program's secrets (a pipe): each harness reads them and closes the
 #: descriptor before the program runs, so that no program can read them there and send one early.
@@ -1206,12 +1207,9 @@ class Forker:
             # (the child is gone) the pass token and the report key
             token = ctypes.string_at(_TOKEN_AT + 1, TOKEN_BYTES) + key
             # Still there, as sent, only where no harness read them: a program that reopens
-            # fd 3 for writing (the pipe is its uid's) knows no secret to put back.
-            os.set_blocking(token_r, False)
-            try:
-                untouched = os.read(token_r, 2 * TOKEN_BYTES + 1) == token
-            except BlockingIOError:
-                untouched = False
+            # fd 3 for writing (the pipe is its uid's) knows no secret to put back. (A Python
+            # child's harness is this process's code: asked only of a command's.)
+            untouched = argv is not None and _still_sent(token_r, token)
             return (status, timed_out, report, token, _tail(out), _tail(err), escaped, failure,
                     untouched)
         finally:
@@ -1297,6 +1295,15 @@ def _end(pid: int, pidfd: int) -> None:
             return
         _kill_tracers(pid)
     raise LauncherError(f"the program's process {pid} does not end")
+
+
+def _still_sent(token_r: int, secrets: bytes) -> bool:
+    """Whether the token pipe still holds ``secrets``, all of them and nothing else."""
+    os.set_blocking(token_r, False)
+    try:
+        return os.read(token_r, len(secrets) + 1) == secrets
+    except BlockingIOError:
+        return False
 
 
 def _reap(pid: int, cpu_seconds: int) -> int:
