@@ -147,10 +147,12 @@ const binding = process.binding;
   // program, what loading worker_threads costs)
   const threads = require("worker_threads"), Original = threads.Worker, preload = __filename;
   const isArray = Array.isArray, refused = /^--$|unhandled[-_]rejections|expose[-_]internals/;
+  const shared = threads.SHARE_ENV, { entries } = Object;
   const Worker = { Worker: function (file, options) {  // (named as node's)
     if (new.target === undefined) return apply(Original, this, [file, options]);
     const given = options == null ? undefined : options.execArgv;
-    let execArgv;
+    const env = options == null ? undefined : options.env;  // (each option read once)
+    let execArgv, environment = env;
     if (given !== undefined) {  // (the harness's options first, none of the given undoing them)
       if (!isArray(given)) throw new TypeError("a worker's execArgv must be an array");
       execArgv = ["--require", preload, "--unhandled-rejections=strict"];
@@ -161,7 +163,29 @@ const binding = process.binding;
                                                     enumerable: true, configurable: true });
       }
     }
-    return construct(Original, [file, { __proto__: options ?? null, execArgv }],
+    // Node parses the NODE_OPTIONS of a worker's environment (the env given, else a copy of
+    // process.env) wherever it is given execArgv or an env object, and a --require there runs
+    // before the harness's: that worker gets its environment without them. A shared one
+    // (SHARE_ENV), where another thread could set them meanwhile, only with no options of its
+    // own: the thread's, the harness's among them, as node gives a worker none are given
+    if (env === shared && execArgv !== undefined) {
+      if (execArgv.length > 3) {  // (options of its own, after the harness's three)
+        throw closed("a worker's execArgv on a shared environment (SHARE_ENV)");
+      }
+      execArgv = undefined;
+    } else if (env !== shared && ((typeof env === "object" && env !== null)
+                                  || (env == null && execArgv !== undefined))) {
+      const pairs = entries(env ?? process.env);
+      environment = { __proto__: null };
+      for (let at = 0; at < pairs.length; at++) {
+        const name = `${pairs[at][0]}`;
+        if (name !== "NODE_OPTIONS") {
+          defineProperty(environment, name, { value: `${pairs[at][1]}`, writable: true,
+                                              enumerable: true, configurable: true });
+        }
+      }
+    }
+    return construct(Original, [file, { __proto__: options ?? null, execArgv, env: environment }],
                      new.target === Worker ? Original : new.target);
   } }.Worker;
   Worker.prototype = Original.prototype;
@@ -382,7 +406,9 @@ if (programsOwn) {
     Object.defineProperty(Promise.prototype, name, { writable: false, configurable: false });
   }
   // ... unless the program registers loader hooks (module.register, module.registerHooks),
-  // which could resolve that import to another module
+  // which could resolve that import to another module; and a CommonJS program's no more:
+  // node starts the hooks' thread with options it reads through Object.prototype, where
+  // execArgv of the program's starts it without this harness
   const Module = require("module"), apply = Reflect.apply;
   let hooked = false;
   for (const name of ["register", "registerHooks"]) {
@@ -574,9 +600,10 @@ if (programsOwn) {
       write(2, "hybridmetric: the harness could not compile its copy of the program (nested "
             + "too deep for its parser's stack), so cannot tell whether it returns from its "
             + "top level: no pass\\n");
-    } else if (isModule && hooked) {
+    } else if (hooked) {
       write(2, "hybridmetric: the program registered module loader hooks (module.register), "
-            + "through which the harness cannot tell that it ran to its end: no pass\\n");
+            + "whose thread could run without the harness, and through which it cannot tell "
+            + "that an ES module ran to its end: no pass\\n");
     } else if (cut) {
       write(2, "hybridmetric: the program called process._tickCallback, node's processing of "
             + "ticks and rejections, which node itself never calls: from deep in the stack, or "

@@ -323,6 +323,20 @@ CASES = [
      "           { eval: true, execArgv: ['--no-warnings'] })\n"
      "  .on('message', (answer) => assert.strictEqual(answer, 3));\n"
      "require('v8').setFlagsFromString('--expose-gc');\n", PASSED),
+    # ... given an environment (the harness leaves its NODE_OPTIONS out), or sharing the main
+    # thread's with no options of their own
+    ("js_worker_with_its_own_environment_answers", "javascript",
+     "const { Worker } = require('worker_threads');\nconst assert = require('assert');\n"
+     "process.env.NODE_OPTIONS = '--no-warnings';\n"
+     "new Worker('require(\"worker_threads\").parentPort.postMessage(process.env.A)',\n"
+     "           { eval: true, env: { A: 1, NODE_OPTIONS: '--no-deprecation' } })\n"
+     "  .on('message', (got) => assert.strictEqual(got, '1'));\n", PASSED),
+    ("js_worker_sharing_the_environment_answers", "javascript",
+     "const { Worker, SHARE_ENV } = require('worker_threads');\n"
+     "const assert = require('assert');\nprocess.env.A = 'b';\n"
+     "new Worker('require(\"worker_threads\").parentPort.postMessage(process.env.A)',\n"
+     "           { eval: true, env: SHARE_ENV, execArgv: [] })\n"
+     "  .on('message', (got) => assert.strictEqual(got, 'b'));\n", PASSED),
     ("js_forked_child_answers", "javascript", FORKED_CHILD % "assert.strictEqual(answer, 42)",
      PASSED),
     ("js_forked_child_answers_wrong", "javascript",

@@ -1013,6 +1013,42 @@ HOSTILE: list[tuple[Any, ...]] = [
      "const assert = require('node:assert');\n"
      "async function test() { await null; assert.strictEqual(add(1, 2), 4); }\ntest();\n",
      {FAILED}),
+    # ... from a worker thread whose environment's NODE_OPTIONS (the env given, process.env's,
+    # or one through Object.prototype) runs its --require before the harness's
+    *[(f"js_terminates_its_microtasks_from_a_worker_s_node_options_{how}", "javascript",
+       "function add(a, b) { return a + b; }\n{\n"
+       "  require('fs').writeFileSync('first.js', `\n"
+       "    const session = new (require('inspector').Session)();\n"
+       "    session.connectToMainThread();\n"
+       "    session.post('Runtime.terminateExecution', () => session.disconnect());\n  `);\n"
+       "  const { Worker } = require('worker_threads');\n"
+       "  Promise.resolve().then(() => {\n    const end = Date.now() + 3000;\n"
+       "    while (Date.now() < end) {}\n  });\n"
+       f"  {setup}new Worker('', {{ eval: true{options} }});\n}}\n"
+       "const assert = require('node:assert');\n"
+       "async function test() { await null; assert.strictEqual(add(1, 2), 4); }\ntest();\n",
+       {FAILED})
+      for how, setup, options in [
+          ("given", "", ", env: { NODE_OPTIONS: '--require ./first.js' }"),
+          ("of_the_process", "process.env.NODE_OPTIONS = '--require ./first.js';\n  ",
+           ", execArgv: []"),
+          ("through_object_prototype",
+           "Object.prototype.env = { NODE_OPTIONS: '--require ./first.js' };\n  ", "")]],
+    # ... from the thread of loader hooks (module.register) that node started with execArgv
+    # read through Object.prototype, without the harness
+    ("js_terminates_its_microtasks_from_bare_loader_hooks", "javascript",
+     "function add(a, b) { return a + b; }\n{\n  const hooks = `\n"
+     "    import { Session } from 'node:inspector';\n    setTimeout(() => {\n"
+     "      const session = new Session();\n      session.connectToMainThread();\n"
+     "      session.post('Runtime.terminateExecution', () => session.disconnect());\n"
+     "    }, 300);\n    export async function resolve(s, c, next) { return next(s, c); }\n  `;\n"
+     "  Object.prototype.execArgv = [];\n"
+     "  require('module').register('data:text/javascript,' + encodeURIComponent(hooks));\n"
+     "  delete Object.prototype.execArgv;\n  Promise.resolve().then(() => {\n"
+     "    const end = Date.now() + 3000;\n    while (Date.now() < end) {}\n  });\n}\n"
+     "const assert = require('node:assert');\n"
+     "async function test() { await null; assert.strictEqual(add(1, 2), 4); }\ntest();\n",
+     {FAILED}),
     # ... or V8's own run of the microtask queue (natives syntax, its flag set at run time)
     # under a vm timeout
     ("js_times_out_v8_s_microtask_run", "javascript",
