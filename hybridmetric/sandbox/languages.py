@@ -51,6 +51,8 @@ _STDCXX = re.compile(r"#[ \t]*include[ \t]*<bits/stdc\+\+\.h>[ \t]*(?://[^\n]*)?
 #: and ``#include`` of other standard headers, which <bits/stdc++.h> includes anyway.
 _PREAMBLE = re.compile(r"\s+|//[^\n]*|/\*.*?\*/|#[ \t]*include[ \t]*<([^>\n]*)>[ \t]*"
                        r"(?://[^\n]*)?(?=\n|$)", re.DOTALL)
+#: The line ends g++ reads besides LF.
+_LINE_ENDS = re.compile(r"\r\n?")
 #: The C library's standard headers (the C++ library's have no ``.h``); <bits/stdc++.h> includes
 #: their C++ forms. Any other header before it (``<unistd.h>``, a library's) could need or
 #: change what the program sees first.
@@ -663,7 +665,8 @@ __attribute__((section(".preinit_array"), used))
 static void (*const take_token_first)(int, char **, char **) = take_token;
 extern "C" int __real_main(int, char **, char **);
 extern "C" int __wrap_main(int argc, char **argv, char **envp) {
-  // The C runtime calls it once; a call of the program's own (it can name it) sends nothing.
+  // The C runtime calls it once; a call of the program's own (it can name it) after that
+  // sends nothing (one before it, from a constructor, runs the tests as the runtime's would).
   static bool entered = false;
   if (entered) return 1;
   entered = true;
@@ -1144,13 +1147,16 @@ def uses_stdcxx(source: str) -> bool:
     """Whether the precompiled ``<bits/stdc++.h>`` can stand in for a C++ program's own
     ``#include`` of it: the program includes it before anything that could change what it
     means (a ``#define _GLIBCXX_DEBUG`` or ``NDEBUG``, code, a header of its own or of another
-    library), with only blank space, comments and other standard headers before it. (A line
-    that a backslash joins to the next is left to the compiler.) Otherwise the program compiles
-    as it is."""
+    library), with only blank space, comments and other standard headers before it, its
+    lines ended as g++ ends them (at CR LF and at a CR alone). A backslash before it, which
+    could join two lines (g++ joins them where only blank space comes between it and the line
+    end), or a trigraph (``??/`` is one under ``-std=c++14``), leaves the program to the
+    compiler: it then compiles as it is."""
+    source = _LINE_ENDS.sub("\n", source)
     position = 0
     while not _STDCXX.match(source, position):
         found = _PREAMBLE.match(source, position)
-        if not found or "\\\n" in found.group() or found.group().endswith("\\"):
+        if not found or "\\" in found.group() or "??" in found.group():
             return False
         header = found.group(1)
         if header is not None and ("/" in header or "." in header and header not in _C_HEADERS):
@@ -1173,8 +1179,10 @@ def precompile_stdcxx(directory: str, standard: str) -> list[str]:
     ``standard``.
 
     Programs that include it first (:func:`uses_stdcxx`) get it force-included from the
-    precompiled copy, which cuts a compile from ~1.2 s to ~0.25 s; the header's own include
-    guards make their ``#include`` a no-op, so the program means the same.
+    precompiled copy, which cuts a compile from ~1.2 s to ~0.25 s. The program's own
+    ``#include`` of it then reads it again (it has no include guard): the headers it includes
+    have theirs, but for ``<cassert>``, which has none, included again as in the program
+    without the copy, so the program means the same.
     """
     with open(f"{directory}/{PCH_NAME}", "w") as handle:
         handle.write("#include <bits/stdc++.h>\n")

@@ -93,6 +93,10 @@ _CXX_FAILURE = re.compile(r"Assertion `(?s:.*?)' failed\.$|terminate called (?:a
 #: compiler's diagnostics, which name the program's file or quote its lines).
 _BUILD_OUT_OF_ROOM = re.compile(r"^(?!program\.cpp:)(?! *\d* \|).*(?:No space left on device"
                                 r"|File too large|file too big)", re.MULTILINE)
+#: ... and when the compiler or the linker ran out of memory (their own words, not a quote of
+#: the program's).
+_BUILD_OUT_OF_MEMORY = re.compile(r"^(?!program\.cpp:)(?! *\d* \|).*(?:virtual memory exhausted"
+                                  r"|out of memory allocating|memory exhausted)", re.MULTILINE)
 #: What the dynamic loader says when the program's libraries do not fit its memory limit.
 _LIBRARIES_OUT_OF_ROOM = "error while loading shared libraries"
 #: The memory a C++ program needs beside its static data to start (its libraries' data, the
@@ -516,6 +520,9 @@ class Worker:
             if _BUILD_OUT_OF_ROOM.search(text):  # (static data makes objects as large)
                 return RunResult(MEMORY, "the build's outputs outgrew the room the sandbox "
                                          f"gives them\n{text}", built.escaped)
+            if built.oom or _BUILD_OUT_OF_MEMORY.search(text):
+                return RunResult(MEMORY, f"compiling took over the {memory} MiB of memory the "
+                                         f"sandbox gives it\n{text}", built.escaped)
             return RunResult(SYNTAX_ERROR, text, built.escaped)
         return None
 

@@ -934,6 +934,10 @@ def test_a_java_public_type_too_long_to_name_its_file_does_not_compile(
     ("int x;\n#include <bits/stdc++.h>\n", False),
     ("// #include <bits/stdc++.h>\n#include <cstdio>\n", False),  # only in a comment
     ("// a comment that goes on \\\n#include <bits/stdc++.h>\n", False),  # (still a comment)
+    ("// so does this \\ \n#include <bits/stdc++.h>\n", False),  # (blank space after it)
+    ("// not in C++14 ??/\n#include <bits/stdc++.h>\n", False),  # (a trigraph's backslash)
+    ("// a CR ends it\r#define NDEBUG\n#include <bits/stdc++.h>\n", False),
+    ("#include <cstdio>\r\n#include <bits/stdc++.h>\r\nint main() {}\r\n", True),  # CR LF
 ])
 def test_the_precompiled_header_stands_in_only_where_it_means_the_same(
         source: str, precompiled: bool) -> None:
@@ -947,6 +951,12 @@ def test_the_precompiled_header_stands_in_only_where_it_means_the_same(
     # the header named in a comment only: the program's y1 does not meet <cmath>'s
     ("// no #include <bits/stdc++.h> here\n#include <cstdio>\n"
      "int y1 = 0;\nint main() { return y1; }\n", PASSED),
+    # ... or joined to a comment, by a backslash that blank space follows
+    ("// the next line is this comment's \\ \n#include <bits/stdc++.h>\n#include <cstdio>\n"
+     "int y1 = 0;\nint main() { return y1; }\n", PASSED),
+    # assertions of the library, asked for after a comment that a CR alone ends
+    ("// checked\r#define _GLIBCXX_ASSERTIONS 1\n#include <bits/stdc++.h>\n"
+     "int main() { std::vector<int> v(3); return v[3]; }\n", CRASH),
 ])
 def test_a_cpp_program_means_what_it_says_before_its_headers(sandbox: Sandbox, run: Run,
                                                              source: str, outcome: str) -> None:
@@ -967,6 +977,20 @@ def test_a_cpp_program_s_static_data_is_judged_as_memory(sandbox: Sandbox, run: 
                                                          memory_mb: int) -> None:
     result = run(sandbox, "cpp", source, Limits(timeout_s=10.0, memory_mb=memory_mb))
     assert result.outcome == outcome, result
+
+
+def test_a_cpp_program_whose_compile_runs_out_of_memory_is_memory(sandbox: Sandbox,
+                                                                 run: Run) -> None:
+    """A valid program whose macros expand to 2**28 initialisers: the compiler runs out of the
+    memory its build gets (2 GiB here), in its own words; a program that quotes them in its
+    own error is a syntax error still."""
+    doubling = "".join(f"#define X{n} X{n - 1} X{n - 1}\n" for n in range(1, 29))
+    source = f"#define X0 1,\n{doubling}int a[] = {{X28}};\nint main() {{ return a[0] - 1; }}\n"
+    result = run(sandbox, "cpp", source, Limits(timeout_s=30.0, memory_mb=1024))
+    assert result.outcome == MEMORY, result
+    assert "compiling took over the 2048 MiB" in result.error
+    quoted = run(sandbox, "cpp", "#error virtual memory exhausted\nint main() {}\n", LIMITS)
+    assert quoted.outcome == SYNTAX_ERROR, quoted
 
 
 def test_a_cpp_program_s_memory_is_the_cgroup_s_to_judge(sandbox: Sandbox, run: Run) -> None:
