@@ -833,6 +833,18 @@ def _program_s_hook(hook: object, exc: BaseException, source: str, path: str) ->
         exc.__traceback__ = traceback_kept
 
 
+def _flush_io() -> None:
+    """What python does as the program's module returns (``flush_io``), before it waits for
+    the program's threads: flush ``sys``'s stderr, then its stdout, whatever fails ignored (a
+    thread of the program's may be waiting for what that flush writes)."""
+    streams = sys.__dict__
+    for name in ("stderr", "stdout"):
+        try:  # noqa: SIM105 - see _python_main's docstring
+            streams[name].flush()
+        except BaseException:  # noqa: BLE001
+            pass
+
+
 def _join_threads() -> None:
     """Wait for the program's other threads, as python does at exit (``threading._shutdown``,
     which also joins a ThreadPoolExecutor's workers); what that raises python prints and goes
@@ -853,7 +865,8 @@ def _at_exit(status: int) -> int:
     one without that attribute (a program's own capturing object), or whose ``closed`` cannot
     be read or tested, is flushed. Python runs none of the program's signal handlers once its
     atexit callbacks ran (it runs no more bytecode of its own): one that raises between the
-    harness's lines here changes nothing."""
+    harness's lines here changes nothing, but where it runs as a flush returns, which then
+    counts as failed (turning them off first would cost every program ~30 us)."""
     try:  # noqa: SIM105 - (a handler may run as the call returns)
         _run_exitfuncs()
     except BaseException:  # noqa: BLE001
@@ -1020,15 +1033,30 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None, ke
         except caught:
             pass
         if not kind:
-            # The tests are over and the token out: then what the interpreter does at exit
-            # (Py_FinalizeEx), in its order: wait for the program's other threads, run the
-            # atexit callbacks, flush the standard streams (see _at_exit). The exit status must
-            # still be 0 (a thread's ``os._exit(1)`` then fails the program, as its
-            # ``os._exit(0)`` does not). Objects alive at the end are not finalized.
+            # The tests are over and the token out: then what the interpreter does as the
+            # module returns (flush_io) and at exit (Py_FinalizeEx), in its order: flush the
+            # standard streams, wait for the program's other threads, run the atexit callbacks,
+            # flush the streams again (see _at_exit). The exit status must still be 0 (a
+            # thread's ``os._exit(1)`` then fails the program, as its ``os._exit(0)`` does
+            # not). Objects alive at the end are not finalized. A signal handler of the
+            # program's still pending runs as one of these calls begins: its error ends that
+            # step, as python's code for it (in ``threading._shutdown``, an atexit callback),
+            # and the next goes on (at exit's, once more where it stopped that from starting).
             if not sent:
                 end(1)  # the program closed fd 4: no token, a failure
-            _join_threads()
-            end(_at_exit(0))
+            try:  # noqa: SIM105 - see the docstring
+                _flush_io()
+            except caught:
+                pass
+            try:  # noqa: SIM105 - see the docstring
+                _join_threads()
+            except caught:
+                pass
+            try:
+                status = _at_exit(0)
+            except caught:
+                status = _at_exit(0)
+            end(status)
     # A process the program forked, in which its code raised, reports nothing and ends as
     # python would end it: the error's text and status 1, or its exit's own status
     # (``sys.exit(3)`` in a forked child), then what python does at exit.

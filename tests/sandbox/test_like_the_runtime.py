@@ -212,6 +212,23 @@ CASES = [
      "import sys\nassert [s.name for s in (sys.stdin, sys.stdout, sys.stderr)] == "
      "['<stdin>', '<stdout>', '<stderr>']\nassert sys.stderr.buffer.raw.name == '<stderr>'\n",
      PASSED),
+    # python flushes stdout and stderr as the module returns, before it joins threads: a
+    # thread that reads the program's own stdout through a pipe sees its last line and ends
+    ("stdout_flushed_before_threads_are_joined", "python",
+     "import os, threading\nr, w = os.pipe()\nos.dup2(w, 1)\nos.close(w)\nseen = []\n"
+     "def reader():\n    with os.fdopen(r, 'rb') as f:\n"
+     "        while b'END' not in b''.join(seen):\n            seen.append(f.read1(100))\n"
+     "threading.Thread(target=reader).start()\nprint('END')\n", PASSED),
+    # a signal handler that raises, pending as the threads' join ends (python runs it in
+    # its code for that, prints its error and goes on): a getter in C sends the signal to
+    # the program's own group (a session of its own, as here), which, unlike os.kill, runs
+    # no handler before it returns
+    ("signal_handler_pending_at_exit", "python",
+     "import functools, os, signal, sys\n"
+     "def late(signum, frame):\n    raise RuntimeError('handled after the last line')\n"
+     "signal.signal(signal.SIGUSR1, late)\nclass Sends(int):\n"
+     "    _shutdown = property(functools.partial(os.killpg, 0))\n"
+     "sys.modules['threading'] = Sends(signal.SIGUSR1)\n", PASSED),
     # ... runs the atexit callbacks (whose errors are printed, not a failure) ...
     ("atexit_exit_status_1", "python", "import atexit, os\natexit.register(os._exit, 1)\n", FAILED),
     ("atexit_exit_status_0", "python", "import atexit, os\natexit.register(os._exit, 0)\n", PASSED),
