@@ -148,7 +148,9 @@ const binding = process.binding;
   // run without this harness, where the inspector is node's: each gets it again (~2 ms a
   // program, what loading worker_threads costs)
   const threads = require("worker_threads"), Original = threads.Worker, preload = __filename;
-  const isArray = Array.isArray, refused = /^--$|unhandled[-_]rejections|expose[-_]internals/;
+  // (a worker's own --loader would start the thread of its hooks as below, without it)
+  const isArray = Array.isArray;
+  const refused = /^--$|unhandled[-_]rejections|expose[-_]internals|loader/;
   const shared = threads.SHARE_ENV, { entries } = Object;
   const Worker = { Worker: function (file, options) {  // (named as node's)
     if (new.target === undefined) return apply(Original, this, [file, options]);
@@ -196,6 +198,41 @@ const binding = process.binding;
                                                              configurable: false });
   Object.defineProperty(threads, "Worker", { value: Worker, writable: false, configurable: false,
                                              enumerable: true });
+  // ... and node's own constructor of a worker's thread (its C++ handle's, WorkerImpl), which a
+  // program reaches from any worker's handle (its kHandle, an async hook's resource) to start a
+  // thread with options of its own, without this harness, is closed: taken from the handle of
+  // a worker that node refuses for an option, so that its thread never starts
+  {
+    let handle;
+    const Target = function () {};
+    Target.prototype = new Proxy(Object.create(Original.prototype), {
+      set(_, key, value, receiver) {
+        if (typeof key === "symbol" && key.description === "kHandle") handle = value;
+        return defineProperty(receiver, key, { value, writable: true, enumerable: true,
+                                               configurable: true });
+      } });
+    try {
+      construct(Original, ["0", { eval: true, execArgv: ["--hybridmetric-refused"] }], Target);
+    } catch (_) {}  // (refused, as it should be)
+    if (handle == null) throw new Errors("the sandbox found no worker handle to close");
+    defineProperty(Object.getPrototypeOf(handle), "constructor", { value: undefined,
+                                                                   writable: false,
+                                                                   configurable: false });
+  }
+  // ... as are the module loader hooks of any thread but the main one (whose harness bars a
+  // pass to a program that registers them, below): node starts their thread with options it
+  // reads through Object.prototype, where the program's started it without this harness
+  if (!programsOwn) {
+    const Module = require("module");
+    for (const name of ["register", "registerHooks"]) {
+      if (typeof Module[name] === "function") {
+        defineProperty(Module, name, { writable: false, configurable: false, enumerable: true,
+          value: { [name]() {
+            throw closed(`module.${name} in a worker thread`);
+          } }[name] });
+      }
+    }
+  }
   // V8's flags are the process's, set from any thread: natives syntax would open V8's own run
   // of the microtask queue (%PerformMicrotaskCheckpoint), which a vm timeout's termination cuts
   // short, dropping the queue, the tests' continuations among it. Told by its effect (a flag can

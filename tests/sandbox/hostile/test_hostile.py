@@ -1034,6 +1034,47 @@ HOSTILE: list[tuple[Any, ...]] = [
            ", execArgv: []"),
           ("through_object_prototype",
            "Object.prototype.env = { NODE_OPTIONS: '--require ./first.js' };\n  ", "")]],
+    # ... from a thread started with node's own constructor, reached from a worker's handle,
+    # given no options (so none of the harness's)
+    ("js_terminates_its_microtasks_from_a_thread_of_node_s_constructor", "javascript",
+     "function add(a, b) { return a + b; }\n{\n"
+     "  const { Worker, MessageChannel } = require('worker_threads');\n"
+     "  const worker = new Worker('0', { eval: true });\n"
+     "  const kHandle = Object.getOwnPropertySymbols(worker)\n"
+     "    .find((symbol) => symbol.description === 'kHandle');\n"
+     "  const Thread = worker[kHandle].constructor;\n"
+     "  const handle = new Thread(null, null, [], new Float64Array(4).fill(-1), true, false);\n"
+     "  handle.onexit = () => {};\n  const [a, b] = [new MessageChannel(), new MessageChannel()];\n"
+     "  handle.messagePort.postMessage({ type: 'loadScript', doEval: 'classic', filename: `\n"
+     "    const session = new (require('inspector').Session)();\n"
+     "    session.connectToMainThread();\n"
+     "    session.post('Runtime.terminateExecution', () => session.disconnect());\n  `,\n"
+     "    isInternal: false, cwdCounter: new Int32Array(new SharedArrayBuffer(4)),\n"
+     "    workerData: null, environmentData: new Map(), manifestURL: null, manifestSrc: null,\n"
+     "    hasStdin: false, publicPort: a.port2, mainThreadPort: b.port2 }, [a.port2, b.port2]);\n"
+     "  handle.startThread();\n  Promise.resolve().then(() => {\n"
+     "    const end = Date.now() + 3000;\n    while (Date.now() < end) {}\n  });\n}\n"
+     "const assert = require('node:assert');\n"
+     "async function test() { await null; assert.strictEqual(add(1, 2), 4); }\ntest();\n",
+     {FAILED}),
+    # ... from the thread of a worker's loader hooks, registered, or named by a loader option
+    # of its own, with execArgv through Object.prototype (node's options for that thread)
+    *[(f"js_terminates_its_microtasks_from_a_worker_s_loader_hooks_{how}", "javascript",
+       "function add(a, b) { return a + b; }\n{\n  const hooks = 'data:text/javascript,' +"
+       " encodeURIComponent(`\n    import { Session } from 'node:inspector';\n"
+       "    const session = new Session();\n    session.connectToMainThread();\n"
+       "    session.post('Runtime.terminateExecution', () => session.disconnect());\n  `);\n"
+       f"  new (require('worker_threads').Worker)(`{code}`, {{ eval: true{options} }});\n"
+       "  Promise.resolve().then(() => {\n    const end = Date.now() + 3000;\n"
+       "    while (Date.now() < end) {}\n  });\n}\nconst assert = require('node:assert');\n"
+       "async function test() { await null; assert.strictEqual(add(1, 2), 4); }\ntest();\n",
+       {FAILED})
+      for how, code, options in [
+          ("registered", "\n    Object.prototype.execArgv = [];\n"
+           "    require('module').register(${JSON.stringify(hooks)});\n  ", ""),
+          ("named", "\n    Object.prototype.execArgv = ['--experimental-loader', "
+           "${JSON.stringify(hooks)}];\n    import('node:fs').catch(() => {});\n  ",
+           ", execArgv: ['--experimental-loader', 'data:text/javascript,']")]],
     # ... from the thread of loader hooks (module.register) that node started with execArgv
     # read through Object.prototype, without the harness
     ("js_terminates_its_microtasks_from_bare_loader_hooks", "javascript",
