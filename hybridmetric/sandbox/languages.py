@@ -136,6 +136,14 @@ const binding = process.binding;
         } }[name] });
     }
   }
+  // (and its server, which another process of the program's could reach where the network is
+  // allowed)
+  if (inspector !== undefined && typeof inspector.open === "function") {
+    Object.defineProperty(inspector, "open", { writable: false, configurable: false,
+      enumerable: true, value: { open() {
+        throw closed("the inspector (inspector.open)");
+      } }.open });
+  }
   if (typeof binding === "function") {
     process.binding = { binding(name) {  // (named as node's)
       throw new Errors(`process.binding(${JSON.stringify(`${name}`)}) is closed in the sandbox `
@@ -259,6 +267,10 @@ const binding = process.binding;
     } }.setFlagsFromString });
 }
 if (programsOwn) {
+  // SIGUSR1, on which node would open the inspector's server (process._debugProcess sends it),
+  // is the harness's: a listener takes it (one the program removes leaves the signal its
+  // default action, which ends the process)
+  process.on("SIGUSR1", () => {});
   const fs = require("fs");
   const buffer = new Uint8Array(64);
   const size = fs.readSync(3, buffer, 0, 64, null);

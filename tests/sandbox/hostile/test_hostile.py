@@ -1752,6 +1752,19 @@ def test_the_connecting_programs_reach_the_listener_when_the_network_is_allowed(
         untouched(box)
 
 
+def test_no_server_of_the_inspector_opens_where_the_network_is_allowed(run: Run) -> None:
+    """Another process of the program's could connect to it, as the program's own threads
+    cannot, and end what runs: ``inspector.open`` is closed, and SIGUSR1 (on which node opens
+    it) is the harness's."""
+    source = ("const assert = require('node:assert');\nconst inspector = require('inspector');\n"
+              "assert.throws(() => inspector.open(0, '127.0.0.1'), /closed in the sandbox/);\n"
+              "process.kill(process.pid, 'SIGUSR1');\n"
+              "setTimeout(() => assert.strictEqual(inspector.url(), undefined), 200);\n")
+    with Sandbox(workers=1, allow_network=True) as box:
+        result = run(box, "javascript", source, Limits(timeout_s=20.0))
+    assert result.outcome == PASSED, result
+
+
 IO_URING_SETUP = """
 import ctypes
 libc = ctypes.CDLL(None, use_errno=True)
