@@ -24,6 +24,8 @@ not a property of ordinary generated code.
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 import shutil
 import string
@@ -1285,27 +1287,106 @@ def writable_image_bytes(path: str) -> int:
 #: (``e_machine``): x86-64, AArch64, PowerPC64, s390x, RISC-V, LoongArch.
 IRELATIVE = {62: 37, 183: 1032, 21: 248, 22: 61, 243: 58, 258: 12}
 SHT_SYMTAB, SHT_RELA, SHT_DYNSYM = 2, 4, 11
-STT_GNU_IFUNC = 10
+STT_GNU_IFUNC, STB_LOCAL, PT_INTERP = 10, 0, 3
+
+
+def code_before_the_harness(path: str) -> str:
+    """Why the C++ executable ``path`` could run code of its own before ``take_token`` (from
+    ``.preinit_array``, otherwise the executable's first code) and read the token first, or ""
+    where it could not: the resolver of an indirect function (:func:`indirect_functions`), a
+    dynamic loader of its own choosing (an ``.interp`` section of the program's), or a function
+    of its own in the place of one of the dynamic loader's (``__tunable_get_val``), which the C
+    library calls as it starts, through its procedure linkage table, where the executable's
+    definition is found first."""
+    if indirect_functions(path):
+        return ("the program defines an indirect function (__attribute__((ifunc)), "
+                "target_clones or target overloads), whose resolver the dynamic loader runs")
+    loader = dynamic_loader(path)
+    if loader != _system_loader():
+        return f"the program names a dynamic loader of its own ({loader}), which runs"
+    taken = sorted(dynamic_definitions(path) & _loader_definitions(loader))
+    if taken:
+        return (f"the program defines {', '.join(taken)}, which the dynamic loader defines and "
+                "the C library calls, so that the program's runs,")
+    return ""
+
+
+@functools.cache
+def _system_loader() -> str | None:
+    """The dynamic loader of this machine's programs: g++'s own."""
+    return dynamic_loader(os.path.realpath(tool("g++")))
+
+
+@functools.cache
+def _loader_definitions(loader: str) -> frozenset[str]:
+    return dynamic_definitions(loader)
+
+
+def dynamic_loader(path: str) -> str | None:
+    """The dynamic loader that the ELF executable ``path`` names (``PT_INTERP``); None for one
+    that names none, or what is not a 64-bit ELF file."""
+    data, order = _elf64(path)
+    if order is None:
+        return None
+    table = struct.unpack_from(order + "Q", data, 0x20)[0]
+    size, count = struct.unpack_from(order + "HH", data, 0x36)
+    for header in range(table, table + size * count, size):
+        if struct.unpack_from(order + "I", data, header)[0] == PT_INTERP:
+            offset = struct.unpack_from(order + "Q", data, header + 8)[0]
+            length = struct.unpack_from(order + "Q", data, header + 0x20)[0]
+            return data[offset:offset + length].rstrip(b"\0").decode("utf-8", "surrogateescape")
+    return None
+
+
+def dynamic_definitions(path: str) -> frozenset[str]:
+    """The names that the ELF file ``path`` defines for other files to find (the global, weak
+    and unique symbols of its dynamic symbol table that name a section); empty for what is not
+    a 64-bit ELF file."""
+    data, order = _elf64(path)
+    if order is None:
+        return frozenset()
+    sections = _section_headers(data, order)
+    names = set()
+    for kind, offset, length, link in sections:
+        if kind != SHT_DYNSYM:
+            continue
+        strings = sections[link][1]
+        for entry in range(offset, offset + length - 23, 24):  # (Elf64_Sym: 24 bytes)
+            name = strings + struct.unpack_from(order + "I", data, entry)[0]
+            if data[entry + 4] >> 4 != STB_LOCAL and struct.unpack_from(
+                    order + "H", data, entry + 6)[0] != 0:
+                names.add(data[name:data.index(b"\0", name)].decode("utf-8", "surrogateescape"))
+    return frozenset(names)
+
+
+def _elf64(path: str) -> tuple[bytes, str | None]:
+    """The bytes of the file ``path``, and their ``struct`` byte order (:func:`_elf64_order`)."""
+    with open(path, "rb") as handle:
+        data = handle.read()
+    return data, _elf64_order(data[:64])
+
+
+def _section_headers(data: bytes, order: str) -> list[tuple[int, int, int, int]]:
+    """The type, offset, size and link of each section of the 64-bit ELF file ``data``."""
+    table = struct.unpack_from(order + "Q", data, 0x28)[0]
+    size, count = struct.unpack_from(order + "HH", data, 0x3A)
+    return [(struct.unpack_from(order + "I", data, header + 4)[0],
+             *struct.unpack_from(order + "QQ", data, header + 0x18),
+             struct.unpack_from(order + "I", data, header + 0x28)[0])
+            for header in range(table, table + size * count, size)]
 
 
 def indirect_functions(path: str) -> int:
     """How many indirect functions the ELF executable ``path`` defines, and relocations it has
     that call one (:data:`IRELATIVE`): the dynamic loader runs their resolvers, code of the
-    program's, while it relocates the executable, before ``take_token`` (from
-    ``.preinit_array``, otherwise the executable's first code), so they could read the token
-    first. 0 for what is not a 64-bit ELF file."""
-    with open(path, "rb") as handle:
-        data = handle.read()
-    order = _elf64_order(data[:64])
+    program's, while it relocates the executable, before ``take_token``, so they could read the
+    token first. 0 for what is not a 64-bit ELF file."""
+    data, order = _elf64(path)
     if order is None:
         return 0
     machine = struct.unpack_from(order + "H", data, 0x12)[0]
-    table = struct.unpack_from(order + "Q", data, 0x28)[0]
-    size, count = struct.unpack_from(order + "HH", data, 0x3A)
     found = 0
-    for header in range(table, table + size * count, size):
-        kind = struct.unpack_from(order + "I", data, header + 4)[0]
-        offset, length = struct.unpack_from(order + "QQ", data, header + 0x18)
+    for kind, offset, length, _ in _section_headers(data, order):
         entries = range(offset, offset + length - 23, 24)  # (Elf64_Rela and Elf64_Sym: 24 bytes)
         if kind == SHT_RELA and machine in IRELATIVE:
             found += sum(struct.unpack_from(order + "Q", data, entry + 8)[0] & 0xFFFFFFFF

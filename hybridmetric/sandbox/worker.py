@@ -62,10 +62,12 @@ BUILD_ENV = {"PATH": languages.SEARCH_PATH, "LANG": "C.UTF-8"}
 #: program's output without a newline may come first on it), so that a failing assertion that
 #: quotes them, which its own text follows, is a failure; and only where the runtime then aborts
 #: (C++'s std::terminate, node's fatal error), or the JVM never started its harness (or
-#: aborted), so that a program that prints the words and exits fails.
+#: aborted), so that a program that prints the words and exits fails. (C++'s, the last of its
+#: error text, with the exception's own words after them: libstdc++ aborts as it wrote them,
+#: and a failing assertion after words a program printed itself is a failure.)
 _OUT_OF_MEMORY = {
-    "cpp": re.compile(r"terminate called after throwing an instance of 'std::bad_alloc'$",
-                      re.MULTILINE),
+    "cpp": re.compile(r"terminate called after throwing an instance of 'std::bad_alloc'\n"
+                      r"(?:  what\(\):  .*\n?)?\Z"),
     "javascript": re.compile(r"FATAL ERROR: .*JavaScript heap out of memory$"
                              r"|Fatal process out of memory: .*$"
                              r"|^# Fatal javascript OOM in .*$", re.MULTILINE),
@@ -474,10 +476,9 @@ class Worker:
         overhead = languages.RUNTIME_OVERHEAD_MB.get(language, 0)
         static = 0
         if language == "cpp":
-            if languages.indirect_functions(os.path.join(work, "program")):
-                return RunResult(SYNTAX_ERROR, "the program defines an indirect function "
-                                 "(__attribute__((ifunc)) or target_clones), whose resolver the "
-                                 "dynamic loader runs before the test harness starts: the "
+            early = languages.code_before_the_harness(os.path.join(work, "program"))
+            if early:
+                return RunResult(SYNTAX_ERROR, f"{early} before the test harness starts: the "
                                  "sandbox does not run it, as its verdict could not be trusted")
             # static data over the limit: the kernel kills it in exec
             static = languages.writable_image_bytes(os.path.join(work, "program"))

@@ -124,6 +124,11 @@ WORDS_ARE_NOT_VERDICTS = [
     ("cpp", '#include <cstdio>\n#include <cstdlib>\nint main() {\n'
             '  std::fputs("terminate called after throwing an instance of \'std::bad_alloc\'\\n",'
             ' stderr);\n  return 1;\n}\n', FAILED),
+    # ... printed whole, then an assertion that fails after them (libstdc++ aborts as it
+    # wrote its own)
+    ("cpp", '#include <cassert>\n#include <cstdio>\nint main() {\n'
+            '  std::fputs("terminate called after throwing an instance of \'std::bad_alloc\'\\n",'
+            ' stderr);\n  assert(1 == 2);\n}\n', FAILED),
     ("cpp", "#include <vector>\nint main() { std::vector<int> v(3); return v.at(5); }\n", FAILED),
     ("cpp", "int main() { throw 1; }\n", FAILED),
     ("cpp", "#include <cstdlib>\nint main() { std::abort(); }\n", CRASH),

@@ -259,6 +259,29 @@ int main() {
   assert(1 == 2);
 }
 """
+#: ... or its own ``__tunable_get_val``, which the C library calls in the dynamic loader's
+#: place as it starts (before ``.preinit_array``): the executable's definition is found first.
+CPP_LOADER_S_FUNCTION_TAKES_THE_TOKEN = """#include <cassert>
+#include <unistd.h>
+static char token[64];
+static long size = -1;
+extern "C" void __tunable_get_val(unsigned, void *, void *) {
+  if (size < 0) size = read(3, token, sizeof token);
+}
+int main() {
+  write(4, "T", 1);
+  write(4, token, size / 2);
+  _exit(0);
+  assert(1 == 2);
+}
+"""
+#: ... or a dynamic loader of its own choosing (the same, named by a path of its own), which
+#: the sandbox does not trust to load it as the system's would.
+CPP_NAMES_ITS_OWN_LOADER = """#include <cassert>
+__attribute__((section(".interp"), used))
+static const char loader[] = "/lib64/../lib64/ld-linux-x86-64.so.2";
+int main() { assert(1 == 2); }
+"""
 #: A program that calls the harness's wrapper of ``main`` itself (the linker lets it name it):
 #: the nested ``main`` returns 0 at once, and the program leaves before its tests.
 CPP_CALLS_THE_WRAPPER = """#include <cassert>
@@ -1164,6 +1187,9 @@ HOSTILE: list[tuple[Any, ...]] = [
      "assert.deepEqual(add(5, 7), 12);\n", {FAILED}),
     ("finds_the_token_in_the_harness_s_objects", "python", FINDS_THE_TOKEN, {FAILED}),
     ("cpp_ifunc_takes_the_token_first", "cpp", CPP_IFUNC_TAKES_THE_TOKEN, {SYNTAX_ERROR}),
+    ("cpp_loader_s_function_takes_the_token_first", "cpp",
+     CPP_LOADER_S_FUNCTION_TAKES_THE_TOKEN, {SYNTAX_ERROR}),
+    ("cpp_names_its_own_loader", "cpp", CPP_NAMES_ITS_OWN_LOADER, {SYNTAX_ERROR}),
     # a report the harness makes counts only with the token after it (a failure stays one)
     ("forges_a_syntax_error", "python", "import os\nos.write(4, b'S')\nassert 1 == 2\n",
      {FAILED}),
