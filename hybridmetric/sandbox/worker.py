@@ -467,8 +467,10 @@ class Worker:
             return failed
         if language == "java":  # (whatever spelling of the package javac read as the harness's)
             package, _, main = languages.JAVA_HARNESS.rpartition(".")
-            intruders = sorted(set(os.listdir(os.path.join(classes, package)))
-                               - {f"{main}.java", f"{main}.class"})
+            folder = os.path.join(classes, package)  # (a folder there is a package of its own)
+            intruders = sorted(name for name in os.listdir(folder)
+                               if name not in {f"{main}.java", f"{main}.class"}
+                               and not os.path.isdir(os.path.join(folder, name)))
             if intruders:
                 return RunResult(SYNTAX_ERROR, f"the program declares types in the test "
                                  f"harness's package {package} ({', '.join(intruders)}); give "

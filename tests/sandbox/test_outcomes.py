@@ -905,6 +905,9 @@ def test_java_runs_the_tests_main(sandbox: Sandbox, run: Run) -> None:
                    ".equals(\"tests.humaneval.Problem\"); }\n}\n",
                    "class Задача { public static void main(String[] a) { } }\n",
                    "public class HybridmetricMain { public static void main(String[] a) { } }\n",
+                   # a package of its own inside the harness's (a folder there)
+                   "package hybridmetric_harness.sub;\n"
+                   "class Problem { public static void main(String[] a) { } }\n",
                    "class Problem { static public void main(String[] a) { } }\n",
                    "public interface Problem { static void main(String[] a) { } }\n",
                    "public enum Problem { A; public static void main(String[] a) { } }\n",
