@@ -1434,7 +1434,9 @@ def build(language: str, source: str, memory_mb: int, cxx: str = ".",
                              f"({NAME_MAX} bytes): javac cannot compile it")
         harness = JAVA_HARNESS.replace(".", "/") + ".java"  # (a program may name a class so)
         files = {name: source, harness: _JAVA_WRAPPER % java_binary_name(source)}
-        flags = ["-XX:+UseSerialGC", "-XX:-UsePerfData", "-Xshare:auto"]
+        # (no attach: a process of the program's, jcmd, could load an agent into its JVM)
+        flags = ["-XX:+UseSerialGC", "-XX:-UsePerfData", "-Xshare:auto",
+                 "-XX:+DisableAttachMechanism"]
         return Build(
             files,
             ["-nowarn", "-proc:none", "-encoding", "UTF-8", "-cp", ":".join([classes, *classpath]),

@@ -1190,6 +1190,14 @@ HOSTILE: list[tuple[Any, ...]] = [
     ("cpp_loader_s_function_takes_the_token_first", "cpp",
      CPP_LOADER_S_FUNCTION_TAKES_THE_TOKEN, {SYNTAX_ERROR}),
     ("cpp_names_its_own_loader", "cpp", CPP_NAMES_ITS_OWN_LOADER, {SYNTAX_ERROR}),
+    # a process of the program's attaches to its JVM (jcmd), through which it could load an
+    # agent there: refused
+    ("java_cannot_attach_to_its_own_jvm", "java",
+     "class Problem {\n  public static void main(String[] a) throws Exception {\n"
+     "    Process p = new ProcessBuilder(\"jcmd\", Long.toString(ProcessHandle.current().pid()),"
+     "\n        \"VM.version\").redirectErrorStream(true).start();\n"
+     "    String out = new String(p.getInputStream().readAllBytes());\n"
+     "    assert p.waitFor() != 0 : \"attached: \" + out;\n  }\n}\n", {PASSED}),
     # a report the harness makes counts only with the token after it (a failure stays one)
     ("forges_a_syntax_error", "python", "import os\nos.write(4, b'S')\nassert 1 == 2\n",
      {FAILED}),
