@@ -99,7 +99,11 @@ const process = globalThis.process;
 // then [] as under `node program.js`, so a process the program starts with them
 // (child_process.fork passes them on) runs without the harness, and a worker thread given them
 // starts (node refuses a worker some process-wide options)
-process.execArgv.splice(0);
+{
+  // (a worker thread given options of its own gets the harness's three first: those alone go)
+  const own = ["--require", __filename, "--unhandled-rejections=strict"], given = process.execArgv;
+  given.splice(0, own.every((option, at) => given[at] === option) ? own.length : given.length);
+}
 // Node preloads it in each worker thread too, where fd 3 is long closed, and in any process
 // the program starts with it named, where fd 3 may be anything (the channel to its parent, for
 // child_process.fork): it acts in the program's own process and main thread alone, told by the
@@ -160,7 +164,8 @@ const binding = process.binding;
   const threads = require("worker_threads"), Original = threads.Worker, preload = __filename;
   // (a worker's own --loader would start the thread of its hooks as below, without it)
   const isArray = Array.isArray;
-  const refused = /^--$|unhandled[-_]rejections|expose[-_]internals|loader/;
+  const refused = new RegExp("^--(?:unhandled[-_]rejections|expose[-_]internals"
+                             + "|(?:experimental[-_])?loader)?(?:=|$)");
   const shared = threads.SHARE_ENV, { entries } = Object;
   const Worker = { Worker: function (file, options) {  // (named as node's)
     if (new.target === undefined) return apply(Original, this, [file, options]);
@@ -280,8 +285,10 @@ if (programsOwn) {
   // the pass token, then the key of any other report (see launcher.TOKEN_BYTES)
   // (as text: a write of text reads no getter of the program's, as one of a typed array reads
   // its byteLength, which a program could make 0 to keep a report from going out)
-  const text = (from, to) => Buffer.prototype.latin1Slice.call(buffer, from, to);
-  const token = text(0, size >> 1), key = text(size >> 1, size);
+  // (made as text only as each goes out: a string on the heap, which a heap snapshot of the
+  // program's lists with its contents, v8.writeHeapSnapshot, would give the token away)
+  const slice = Function.prototype.call.bind(Buffer.prototype.latin1Slice);
+  const token = () => slice(buffer, 0, size >> 1), key = () => slice(buffer, size >> 1, size);
   const writeSync = fs.writeSync;
   // Each report goes out in one write, whole in the pipe before anything of the program's can
   // run: fs.writeSync reads its error object's errno and error after the write, through
@@ -569,9 +576,9 @@ if (programsOwn) {
     try {
       if ((error instanceof RangeErrors && has(starved, error.message))
           || (error instanceof Errors && error.code === "ERR_WORKER_OUT_OF_MEMORY")) {
-        write(4, "M" + key);
+        write(4, "M" + key());
       } else if (sent) {  // after the token (an exit listener after the harness's):
-        write(4, "E" + key);  // it is taken back, whatever exit status the program then sets
+        write(4, "E" + key());  // it is taken back, whatever exit status the program then sets
         write(2, "hybridmetric: an error nothing caught after node's own exit began (in an "
               + "exit listener): no pass\\n");
       }
@@ -681,7 +688,7 @@ if (programsOwn) {
   process.on("exit", sealed(function send(...args) {
     if (sent || !ready || !fromNodeItself(send, args)) return;
     sent = true;
-    write(4, "T" + token);
+    write(4, "T" + token());
   }));
 }
 """

@@ -566,12 +566,20 @@ class Worker:
 
     def _js_preload(self) -> None:
         """Write JavaScript's preload (``languages.JS_PRELOAD_SOURCE``) in :attr:`js`, out of the
-        programs' working directory, once. Trusted, as the C++ build outputs are."""
+        programs' working directory, and a package.json above both, once. Trusted, as the C++
+        build outputs are."""
         if self.js in self._trusted:
             return
         os.mkdir(self.js, 0o755)
         self._write(os.path.join(self.js, languages.JS_PRELOAD_FILE),
                     languages.JS_PRELOAD_SOURCE, None)
+        # Node reads the package.json nearest the working directory as it loads the preload in
+        # a worker thread; past this folder, the search would reach one that a program left in
+        # /tmp ({"type": "module"}, or no JSON at all), which failed the thread. This one ends it
+        # (for a program that stays below it).
+        scope = os.path.join(self.root, "package.json")
+        self._write(scope, "{}\n", None)
+        self._trusted[scope] = isolation.tree_state(scope)
         self._trusted[self.js] = isolation.tree_state(self.js)
 
     @staticmethod

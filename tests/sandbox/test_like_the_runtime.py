@@ -340,6 +340,15 @@ CASES = [
      "           { eval: true, execArgv: ['--no-warnings'] })\n"
      "  .on('message', (answer) => assert.strictEqual(answer, 3));\n"
      "require('v8').setFlagsFromString('--expose-gc');\n", PASSED),
+    # ... given options of their own, which they see, a module of the program's among them
+    ("js_worker_sees_its_own_options", "javascript",
+     "const { Worker } = require('worker_threads');\nconst assert = require('assert');\n"
+     "require('fs').writeFileSync('./config-loader.js', 'globalThis.answer = 42;\\n');\n"
+     "new Worker('const { parentPort } = require(\"worker_threads\");\\n'\n"
+     "           + 'parentPort.postMessage([process.execArgv, globalThis.answer])',\n"
+     "           { eval: true, execArgv: ['--require', './config-loader.js'] })\n"
+     "  .on('message', (got) => assert.deepStrictEqual(\n"
+     "    got, [['--require', './config-loader.js'], 42]));\n", PASSED),
     # ... given an environment (the harness leaves its NODE_OPTIONS out), or sharing the main
     # thread's with no options of their own
     ("js_worker_with_its_own_environment_answers", "javascript",

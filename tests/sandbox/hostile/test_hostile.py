@@ -1098,6 +1098,29 @@ HOSTILE: list[tuple[Any, ...]] = [
           ("named", "\n    Object.prototype.execArgv = ['--experimental-loader', "
            "${JSON.stringify(hooks)}];\n    import('node:fs').catch(() => {});\n  ",
            ", execArgv: ['--experimental-loader', 'data:text/javascript,']")]],
+    # a heap snapshot of its own (node's own API) lists the strings the harness holds: the
+    # token and the key are bytes there until they go out
+    ("js_finds_the_token_in_a_heap_snapshot", "javascript",
+     "function add(a, b) { return a + b; }\n{\n  const fs = require('fs');\n"
+     "  const s = JSON.parse(fs.readFileSync(require('v8').writeHeapSnapshot('/tmp/h'), 'utf8'));\n"
+     "  const m = s.snapshot.meta, width = m.node_fields.length;\n"
+     "  const name = m.node_fields.indexOf('name'), type = m.node_fields.indexOf('type');\n"
+     "  const string = m.node_types[0].indexOf('string');\n"
+     "  for (let n = 0; n < s.nodes.length; n += width) {\n"
+     "    const text = s.strings[s.nodes[n + name]];\n"
+     "    if (s.nodes[n + type] === string && text.length === 16 && /[^\\w.\\/ :-]/.test(text)) {\n"
+     "      fs.writeSync(4, 'T' + text, null, 'latin1');\n    }\n  }\n"
+     "  process.reallyExit(0);\n}\nconst assert = require('node:assert');\n"
+     "assert.strictEqual(add(1, 2), 4);\n", {FAILED}),
+    # valid: a package.json left in /tmp, where node looked as it loaded the harness in a worker
+    # thread (above the sandbox's folder), says "module" or is no JSON at all
+    *[(f"js_package_json_left_in_tmp_{how}", "javascript",
+       "const fs = require('node:fs');\nconst { Worker } = require('node:worker_threads');\n"
+       f"fs.writeFileSync('/tmp/package.json', '{text}');\nlet got;\n"
+       "new Worker('require(\"worker_threads\").parentPort.postMessage(6 * 7)', { eval: true })\n"
+       "  .on('message', (m) => { got = m; })\n"
+       "  .on('exit', () => require('node:assert').strictEqual(got, 42));\n", {PASSED})
+      for how, text in [("module", '{"type": "module"}'), ("broken", '{"name": "x",')]],
     # ... from the thread of loader hooks (module.register) that node started with execArgv
     # read through Object.prototype, without the harness
     ("js_terminates_its_microtasks_from_bare_loader_hooks", "javascript",
