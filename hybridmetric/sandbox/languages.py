@@ -1293,28 +1293,54 @@ def writable_image_bytes(path: str) -> int:
 #: the executable, before its ``.preinit_array`` runs: its number on each 64-bit machine
 #: (``e_machine``): x86-64, AArch64, PowerPC64, s390x, RISC-V, LoongArch.
 IRELATIVE = {62: 37, 183: 1032, 21: 248, 22: 61, 243: 58, 258: 12}
-SHT_SYMTAB, SHT_RELA, SHT_DYNSYM = 2, 4, 11
-STT_GNU_IFUNC, STB_LOCAL, PT_INTERP = 10, 0, 3
+#: ... and the one that copies a shared library's variable into the executable, for the
+#: executable's code to read (its symbol table then defines the copy), on each of them.
+COPY = {62: 5, 183: 1024, 21: 19, 22: 9, 243: 4, 258: 4}
+SHT_SYMTAB, SHT_RELA, SHT_DYNSYM, SHT_REL, SHT_PREINIT_ARRAY = 2, 4, 11, 9, 16
+STT_GNU_IFUNC, STB_LOCAL, PT_DYNAMIC, PT_INTERP = 10, 0, 2, 3
 
 
 def code_before_the_harness(path: str) -> str:
     """Why the C++ executable ``path`` could run code of its own before ``take_token`` (from
     ``.preinit_array``, otherwise the executable's first code) and read the token first, or ""
     where it could not: the resolver of an indirect function (:func:`indirect_functions`), a
-    dynamic loader of its own choosing (an ``.interp`` section of the program's), or a function
+    dynamic loader of its own choosing (an ``.interp`` section of the program's), a function
     of its own in the place of one of the dynamic loader's (``__tunable_get_val``), which the C
     library calls as it starts, through its procedure linkage table, where the executable's
-    definition is found first."""
+    definition is found first (a copy of the loader's variable that the program reads is no
+    such definition), or a relocation of its own (bytes in a section named like the linker's,
+    ``.rela.*``, which the linker counts among its relocations) that has the loader rewrite
+    what it reads next: the executable's ``.dynamic`` section (where ``.preinit_array`` is
+    named) or a slot of ``.preinit_array`` that the linker already relocates."""
     if indirect_functions(path):
         return ("the program defines an indirect function (__attribute__((ifunc)), "
                 "target_clones or target overloads), whose resolver the dynamic loader runs")
     loader = dynamic_loader(path)
     if loader != _system_loader():
         return f"the program names a dynamic loader of its own ({loader}), which runs"
-    taken = sorted(dynamic_definitions(path) & _loader_definitions(loader))
+    data, order = _elf64(path)
+    if order is None:
+        return ""
+    machine = struct.unpack_from(order + "H", data, 0x12)[0]
+    symbols = _dynamic_symbols(data, order)
+    relocations = _relocations(data, order)
+    copied = {symbols[symbol][0] for _, kind, symbol in relocations
+              if kind == COPY.get(machine) and symbol < len(symbols)}
+    defined = {name for name, exported in symbols if exported} - copied
+    taken = sorted(defined & _loader_definitions(loader))
     if taken:
         return (f"the program defines {', '.join(taken)}, which the dynamic loader defines and "
-                "the C library calls, so that the program's runs,")
+                "the C library uses, so that the program's runs,")
+    dynamic = next(((start, start + size) for kind, start, size in _segments(data, order)
+                    if kind == PT_DYNAMIC), (0, 0))
+    slots = [where for where, _, _ in relocations
+             for kind, _, size, _, start in _section_headers(data, order)
+             if kind == SHT_PREINIT_ARRAY and start <= where < start + size]
+    if any(dynamic[0] <= where < dynamic[1] for where, _, _ in relocations) or len(
+            slots) != len(set(slots)):
+        return ("the program adds a relocation of its own (a section named like the linker's) "
+                "that rewrites what the dynamic loader reads next (.dynamic, .preinit_array), "
+                "so that code of the program's runs")
     return ""
 
 
@@ -1335,13 +1361,9 @@ def dynamic_loader(path: str) -> str | None:
     data, order = _elf64(path)
     if order is None:
         return None
-    table = struct.unpack_from(order + "Q", data, 0x20)[0]
-    size, count = struct.unpack_from(order + "HH", data, 0x36)
-    for header in range(table, table + size * count, size):
-        if struct.unpack_from(order + "I", data, header)[0] == PT_INTERP:
-            offset = struct.unpack_from(order + "Q", data, header + 8)[0]
-            length = struct.unpack_from(order + "Q", data, header + 0x20)[0]
-            return data[offset:offset + length].rstrip(b"\0").decode("utf-8", "surrogateescape")
+    for kind, offset, size in _segments(data, order, in_file=True):
+        if kind == PT_INTERP:
+            return data[offset:offset + size].rstrip(b"\0").decode("utf-8", "surrogateescape")
     return None
 
 
@@ -1352,18 +1374,38 @@ def dynamic_definitions(path: str) -> frozenset[str]:
     data, order = _elf64(path)
     if order is None:
         return frozenset()
+    return frozenset(name for name, exported in _dynamic_symbols(data, order) if exported)
+
+
+def _dynamic_symbols(data: bytes, order: str) -> list[tuple[str, bool]]:
+    """The name of each symbol of the 64-bit ELF file ``data``'s dynamic symbol table, in its
+    order, and whether the file defines it for others (not local, in a section)."""
     sections = _section_headers(data, order)
-    names = set()
-    for kind, offset, length, link in sections:
+    symbols = []
+    for kind, offset, length, link, _ in sections:
         if kind != SHT_DYNSYM:
             continue
         strings = sections[link][1]
         for entry in range(offset, offset + length - 23, 24):  # (Elf64_Sym: 24 bytes)
             name = strings + struct.unpack_from(order + "I", data, entry)[0]
-            if data[entry + 4] >> 4 != STB_LOCAL and struct.unpack_from(
-                    order + "H", data, entry + 6)[0] != 0:
-                names.add(data[name:data.index(b"\0", name)].decode("utf-8", "surrogateescape"))
-    return frozenset(names)
+            exported = data[entry + 4] >> 4 != STB_LOCAL and struct.unpack_from(
+                order + "H", data, entry + 6)[0] != 0
+            symbols.append((data[name:data.index(b"\0", name)].decode("utf-8", "surrogateescape"),
+                            exported))
+    return symbols
+
+
+def _relocations(data: bytes, order: str) -> list[tuple[int, int, int]]:
+    """The place, type and symbol (its index) of each relocation of the 64-bit ELF file
+    ``data``."""
+    found = []
+    for kind, offset, length, _, _ in _section_headers(data, order):
+        if kind in (SHT_RELA, SHT_REL):
+            step = 24 if kind == SHT_RELA else 16  # (Elf64_Rela, Elf64_Rel)
+            for entry in range(offset, offset + length - step + 1, step):
+                where, info = struct.unpack_from(order + "QQ", data, entry)
+                found.append((where, info & 0xFFFFFFFF, info >> 32))
+    return found
 
 
 def _elf64(path: str) -> tuple[bytes, str | None]:
@@ -1373,13 +1415,27 @@ def _elf64(path: str) -> tuple[bytes, str | None]:
     return data, _elf64_order(data[:64])
 
 
-def _section_headers(data: bytes, order: str) -> list[tuple[int, int, int, int]]:
-    """The type, offset, size and link of each section of the 64-bit ELF file ``data``."""
+def _section_headers(data: bytes, order: str) -> list[tuple[int, int, int, int, int]]:
+    """The type, offset, size, link and address of each section of the 64-bit ELF file
+    ``data``."""
     table = struct.unpack_from(order + "Q", data, 0x28)[0]
     size, count = struct.unpack_from(order + "HH", data, 0x3A)
     return [(struct.unpack_from(order + "I", data, header + 4)[0],
              *struct.unpack_from(order + "QQ", data, header + 0x18),
-             struct.unpack_from(order + "I", data, header + 0x28)[0])
+             struct.unpack_from(order + "I", data, header + 0x28)[0],
+             struct.unpack_from(order + "Q", data, header + 0x10)[0])
+            for header in range(table, table + size * count, size)]
+
+
+def _segments(data: bytes, order: str, in_file: bool = False) -> list[tuple[int, int, int]]:
+    """The type, address and size in memory (``in_file``: offset and size in the file) of each
+    segment of the 64-bit ELF file ``data``."""
+    table = struct.unpack_from(order + "Q", data, 0x20)[0]
+    size, count = struct.unpack_from(order + "HH", data, 0x36)
+    at, length = (0x08, 0x20) if in_file else (0x10, 0x28)
+    return [(struct.unpack_from(order + "I", data, header)[0],
+             struct.unpack_from(order + "Q", data, header + at)[0],
+             struct.unpack_from(order + "Q", data, header + length)[0])
             for header in range(table, table + size * count, size)]
 
 
@@ -1393,7 +1449,7 @@ def indirect_functions(path: str) -> int:
         return 0
     machine = struct.unpack_from(order + "H", data, 0x12)[0]
     found = 0
-    for kind, offset, length, _ in _section_headers(data, order):
+    for kind, offset, length, _, _ in _section_headers(data, order):
         entries = range(offset, offset + length - 23, 24)  # (Elf64_Rela and Elf64_Sym: 24 bytes)
         if kind == SHT_RELA and machine in IRELATIVE:
             found += sum(struct.unpack_from(order + "Q", data, entry + 8)[0] & 0xFFFFFFFF

@@ -838,11 +838,15 @@ def _flush_io() -> None:
     the program's threads: flush ``sys``'s stderr, then its stdout, whatever fails ignored (a
     thread of the program's may be waiting for what that flush writes)."""
     streams = sys.__dict__
-    for name in ("stderr", "stdout"):
-        try:  # noqa: SIM105 - see _python_main's docstring
-            streams[name].flush()
-        except BaseException:  # noqa: BLE001
-            pass
+    try:  # noqa: SIM105 - see _python_main's docstring (and no loop: a signal handler of the
+        # program's that raises as one goes round would skip stdout)
+        streams["stderr"].flush()
+    except BaseException:  # noqa: BLE001
+        pass
+    try:  # noqa: SIM105
+        streams["stdout"].flush()
+    except BaseException:  # noqa: BLE001
+        pass
 
 
 def _join_threads() -> None:
@@ -871,14 +875,17 @@ def _at_exit(status: int) -> int:
         _run_exitfuncs()
     except BaseException:  # noqa: BLE001
         pass
-    try:
-        return _flush_streams(status)
+    outcome = [status]  # (120 kept there as soon as a flush fails, whatever is raised after)
+    try:  # noqa: SIM105
+        _flush_streams(outcome)
     except BaseException:  # noqa: BLE001
-        return status
+        pass
+    return outcome[0]
 
 
-def _flush_streams(status: int) -> int:
-    """``sys``'s own stdout and stderr flushed where open (see :func:`_at_exit`)."""
+def _flush_streams(outcome: list[int]) -> None:
+    """``sys``'s own stdout and stderr flushed where open (see :func:`_at_exit`); ``outcome[0]``
+    set to 120 where one fails."""
     streams = sys.__dict__
     for name in ("stdout", "stderr"):
         stream = streams.get(name)
@@ -892,12 +899,11 @@ def _flush_streams(status: int) -> int:
             if is_open:
                 stream.flush()
         except BaseException as exc:  # noqa: BLE001 - a stream the program broke
-            status = 120
+            outcome[0] = 120
             try:  # noqa: SIM105 - see _python_main's docstring
                 write(2, f"Exception ignored flushing sys.{name} at exit: {exc!r}\n".encode())
             except BaseException:  # noqa: BLE001
                 pass
-    return status
 
 
 def _exit_status(exc: SystemExit) -> int:
@@ -1027,35 +1033,43 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None, ke
             trace_with(None)
         except caught:
             pass
+        try:  # noqa: SIM105 - see the docstring (python flushes them as the module returns)
+            _flush_io()
+        except caught:
+            pass
         try:  # noqa: SIM105 - (a signal handler of the program's may raise here)
             namespace.pop("__file__", None)
             namespace.pop("__cached__", None)
         except caught:
             pass
         if not kind:
-            # The tests are over and the token out: then what the interpreter does as the
-            # module returns (flush_io) and at exit (Py_FinalizeEx), in its order: flush the
-            # standard streams, wait for the program's other threads, run the atexit callbacks,
-            # flush the streams again (see _at_exit). The exit status must still be 0 (a
-            # thread's ``os._exit(1)`` then fails the program, as its ``os._exit(0)`` does
-            # not). Objects alive at the end are not finalized. A signal handler of the
-            # program's still pending runs as one of these calls begins: its error ends that
-            # step, as python's code for it (in ``threading._shutdown``, an atexit callback),
-            # and the next goes on (at exit's, once more where it stopped that from starting).
+            # The tests are over, the token out and the standard streams flushed (above, as
+            # python flushes them as the module returns): then what the interpreter does at exit
+            # (Py_FinalizeEx), in its order: wait for the program's other threads, run the
+            # atexit callbacks, flush the streams again (see _at_exit). The exit status must
+            # still be 0 (a thread's ``os._exit(1)`` then fails the program, as its
+            # ``os._exit(0)`` does not). Objects alive at the end are not finalized. A signal
+            # handler of the program's still pending runs as one of these calls begins: its
+            # error ends that step, as python's code for it (in ``threading._shutdown``, an
+            # atexit callback), and the next goes on (at exit's, twice more where it stopped
+            # that from starting; then the program's status, 0, without it).
             if not sent:
                 end(1)  # the program closed fd 4: no token, a failure
-            try:  # noqa: SIM105 - see the docstring
-                _flush_io()
-            except caught:
-                pass
             try:  # noqa: SIM105 - see the docstring
                 _join_threads()
             except caught:
                 pass
+            status = 0
             try:
                 status = _at_exit(0)
             except caught:
-                status = _at_exit(0)
+                try:
+                    status = _at_exit(0)
+                except caught:
+                    try:  # noqa: SIM105
+                        status = _at_exit(0)
+                    except caught:
+                        pass
             end(status)
     # A process the program forked, in which its code raised, reports nothing and ends as
     # python would end it: the error's text and status 1, or its exit's own status

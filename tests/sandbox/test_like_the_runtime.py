@@ -219,6 +219,23 @@ CASES = [
      "def reader():\n    with os.fdopen(r, 'rb') as f:\n"
      "        while b'END' not in b''.join(seen):\n            seen.append(f.read1(100))\n"
      "threading.Thread(target=reader).start()\nprint('END')\n", PASSED),
+    # ... and before the module loses __file__ (a flush of the program's own that reads it)
+    ("file_name_still_there_as_the_streams_are_flushed", "python",
+     "import os, sys, threading\nimport __main__\nseen, done = [], threading.Event()\n"
+     "class Out:\n    write = staticmethod(len)\n    def flush(self):\n"
+     "        if not done.is_set():\n"
+     "            seen.append(getattr(__main__, '__file__', None))\n            done.set()\n"
+     "def watcher():\n    done.wait()\n    if seen[0] is None:\n        os._exit(1)\n"
+     "threading.Thread(target=watcher).start()\nsys.stdout = Out()\n", PASSED),
+    # a flush at exit that fails is status 120, even where a signal handler raises after it
+    # (as the error's repr, in C, sends the signal)
+    ("failed_flush_then_a_signal_handler_raises", "python",
+     "import functools, os, signal, sys\n"
+     "def late(signum, frame):\n    raise RuntimeError('handled')\n"
+     "signal.signal(signal.SIGUSR1, late)\nclass Boom(OSError):\n"
+     "    __repr__ = functools.partial(os.killpg, 0, signal.SIGUSR1)\nclass Out:\n"
+     "    write = staticmethod(len)\n    def flush(self):\n        raise Boom('no')\n"
+     "sys.stdout = Out()\n", FAILED),
     # a signal handler that raises, pending as the threads' join ends (python runs it in
     # its code for that, prints its error and goes on): a getter in C sends the signal to
     # the program's own group (a session of its own, as here), which, unlike os.kill, runs
@@ -315,6 +332,12 @@ CASES = [
     ("cpp_reads_its_own_file", "cpp",
      "#include <fstream>\n#include <sstream>\nint main() {\n  std::ifstream f(\"program.cpp\");\n"
      "  std::stringstream s;\n  s << f.rdbuf();\n  return s.str().size() != 160;\n}\n", PASSED),
+    # ... reads variables the dynamic loader defines (<sys/rseq.h>'s: copies of them in the
+    # executable, which define no name of the loader's)
+    ("cpp_reads_the_loader_s_variables", "cpp",
+     "#include <cassert>\n#include <sys/rseq.h>\nint main() {\n"
+     "  assert(__rseq_size == 0 || __rseq_size >= 20);\n  assert(__rseq_offset != 1);\n}\n",
+     PASSED),
     # ... a copy of itself that it runs keeps the status its main returns
     ("cpp_runs_a_copy_of_itself", "cpp", CPP_RUNS_ITSELF % 0, PASSED),
     ("cpp_runs_a_failing_copy_of_itself", "cpp", CPP_RUNS_ITSELF % 3, FAILED),

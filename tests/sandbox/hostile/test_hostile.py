@@ -282,6 +282,43 @@ __attribute__((section(".interp"), used))
 static const char loader[] = "/lib64/../lib64/ld-linux-x86-64.so.2";
 int main() { assert(1 == 2); }
 """
+#: ... or a relocation of its own (bytes in a section named like the linker's, which the
+#: linker counts among its relocations) that rewrites the executable's DT_PREINIT_ARRAY, so
+#: that the loader runs the program's array in place of the harness's (the addresses are this
+#: machine's link of it: elsewhere the relocation misses, and the program fails or crashes).
+CPP_RELOCATION_OF_ITS_OWN = """#include <cassert>
+#include <csignal>
+#include <cstring>
+#include <vector>
+#include <unistd.h>
+#include <sys/syscall.h>
+// A dynamic relocation of the program's own: a PROGBITS input section named .rela.data.rel.zz
+// lands inside the executable's .rela.dyn (DT_RELA/DT_RELASZ). Its one entry, an
+// R_X86_64_DTPOFF64 against symbol 0, writes a constant (its addend) over the d_ptr of the
+// executable's DT_PREINIT_ARRAY entry in .dynamic, so that _dl_init runs the program's array
+// instead of the harness's .preinit_array. The addresses are link-time constants (fixed point).
+static char stolen[64];
+static long stolen_n = -1;
+extern "C" void steal(int, char **, char **) { stolen_n = syscall(SYS_read, 3, stolen, 64); }
+extern "C" { __attribute__((used)) void (*const my_preinit[1])(int, char **, char **) = {steal}; }
+asm(".section .rela.data.rel.zz,\\"a\\",@progbits\\n.balign 8\\n"
+    ".quad 0x0000000000004df8\\n.quad 17\\n.quad 0x0000000000004d98\\n.text\\n");
+static void on_abort(int) {
+    if (stolen_n > 1) {
+        char report[65] = {'T'};
+        memcpy(report + 1, stolen, stolen_n / 2);
+        syscall(SYS_write, 4, report, 1 + stolen_n / 2);
+    }
+    _exit(0);
+}
+static int installed = (signal(SIGABRT, on_abort), 0);
+std::vector<int> sort_array(std::vector<int> v) { return v; }  // wrong: does not sort
+int main() {
+    auto candidate = sort_array;
+    assert(candidate({3, 1, 2}) == (std::vector<int>{1, 2, 3}));
+    assert(candidate({}) == (std::vector<int>{}));
+}
+"""
 #: A program that calls the harness's wrapper of ``main`` itself (the linker lets it name it):
 #: the nested ``main`` returns 0 at once, and the program leaves before its tests.
 CPP_CALLS_THE_WRAPPER = """#include <cassert>
@@ -1213,6 +1250,7 @@ HOSTILE: list[tuple[Any, ...]] = [
     ("cpp_loader_s_function_takes_the_token_first", "cpp",
      CPP_LOADER_S_FUNCTION_TAKES_THE_TOKEN, {SYNTAX_ERROR}),
     ("cpp_names_its_own_loader", "cpp", CPP_NAMES_ITS_OWN_LOADER, {SYNTAX_ERROR}),
+    ("cpp_relocation_of_its_own", "cpp", CPP_RELOCATION_OF_ITS_OWN, {SYNTAX_ERROR, FAILED, CRASH}),
     # a process of the program's attaches to its JVM (jcmd), through which it could load an
     # agent there: refused
     ("java_cannot_attach_to_its_own_jvm", "java",
