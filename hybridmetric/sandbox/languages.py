@@ -719,8 +719,12 @@ static void take_token(int, char **, char **) {
   raw(SYS_close, 3, nullptr, 0);
   token_process = raw(SYS_getpid, 0, nullptr, 0);
 }
-__attribute__((section(".preinit_array"), used))
-static void (*const take_token_first)(int, char **, char **) = take_token;
+// (four slots, aligned as g++ aligns an array of the program's own there, 32 bytes: one would
+// leave a gap of zeros before such an array, which the loader would call)
+static void nothing(int, char **, char **) {}
+__attribute__((section(".preinit_array"), used, aligned(32)))
+static void (*const take_token_first[4])(int, char **, char **) = {take_token, nothing, nothing,
+                                                                   nothing};
 extern "C" int __real_main(int, char **, char **);
 extern "C" int __wrap_main(int argc, char **argv, char **envp) {
   // The C runtime calls it once; a call of the program's own (it can name it) after that
@@ -1297,7 +1301,7 @@ IRELATIVE = {62: 37, 183: 1032, 21: 248, 22: 61, 243: 58, 258: 12}
 #: executable's code to read (its symbol table then defines the copy), on each of them.
 COPY = {62: 5, 183: 1024, 21: 19, 22: 9, 243: 4, 258: 4}
 SHT_SYMTAB, SHT_RELA, SHT_DYNSYM, SHT_REL, SHT_PREINIT_ARRAY = 2, 4, 11, 9, 16
-STT_GNU_IFUNC, STB_LOCAL, PT_DYNAMIC, PT_INTERP = 10, 0, 2, 3
+STT_GNU_IFUNC, STB_LOCAL, PT_DYNAMIC, PT_INTERP, ET_DYN = 10, 0, 2, 3, 3
 
 
 def code_before_the_harness(path: str) -> str:
@@ -1326,21 +1330,32 @@ def code_before_the_harness(path: str) -> str:
     relocations = _relocations(data, order)
     copied = {symbols[symbol][0] for _, kind, symbol in relocations
               if kind == COPY.get(machine) and symbol < len(symbols)}
-    defined = {name for name, exported in symbols if exported} - copied
+    defined = {name for name, exported, _ in symbols if exported} - copied
     taken = sorted(defined & _loader_definitions(loader))
     if taken:
         return (f"the program defines {', '.join(taken)}, which the dynamic loader defines and "
                 "the C library uses, so that the program's runs,")
     dynamic = next(((start, start + size) for kind, start, size in _segments(data, order)
                     if kind == PT_DYNAMIC), (0, 0))
-    slots = [where for where, _, _ in relocations
-             for kind, _, size, _, start in _section_headers(data, order)
-             if kind == SHT_PREINIT_ARRAY and start <= where < start + size]
-    if any(dynamic[0] <= where < dynamic[1] for where, _, _ in relocations) or len(
-            slots) != len(set(slots)):
+    preinit = next(((start, start + size) for kind, _, size, _, start
+                    in _section_headers(data, order) if kind == SHT_PREINIT_ARRAY), (0, 0))
+    slots = []
+    for where, kind, symbol in relocations:  # (what each writes: 8 bytes, a copy its symbol's)
+        end = where + (symbols[symbol][2] if kind == COPY.get(machine)
+                       and symbol < len(symbols) else 8)
+        if where < dynamic[1] and dynamic[0] < end:
+            slots.append(-1)
+        elif where < preinit[1] and preinit[0] < end:
+            slots.append(where if end - where == 8 and (where - preinit[0]) % 8 == 0 else -1)
+    if -1 in slots or len(slots) != len(set(slots)):
         return ("the program adds a relocation of its own (a section named like the linker's) "
                 "that rewrites what the dynamic loader reads next (.dynamic, .preinit_array), "
                 "so that code of the program's runs")
+    position_independent = struct.unpack_from(order + "H", data, 0x10)[0] == ET_DYN
+    if position_independent and len(slots) != (preinit[1] - preinit[0]) // 8:
+        return ("the program's own .preinit_array, aligned past 32 bytes, leaves a slot after "
+                "the harness's that nothing fills, which the dynamic loader would call: that "
+                "program could crash")
     return ""
 
 
@@ -1374,12 +1389,12 @@ def dynamic_definitions(path: str) -> frozenset[str]:
     data, order = _elf64(path)
     if order is None:
         return frozenset()
-    return frozenset(name for name, exported in _dynamic_symbols(data, order) if exported)
+    return frozenset(name for name, exported, _ in _dynamic_symbols(data, order) if exported)
 
 
-def _dynamic_symbols(data: bytes, order: str) -> list[tuple[str, bool]]:
+def _dynamic_symbols(data: bytes, order: str) -> list[tuple[str, bool, int]]:
     """The name of each symbol of the 64-bit ELF file ``data``'s dynamic symbol table, in its
-    order, and whether the file defines it for others (not local, in a section)."""
+    order, whether the file defines it for others (not local, in a section), and its size."""
     sections = _section_headers(data, order)
     symbols = []
     for kind, offset, length, link, _ in sections:
@@ -1391,7 +1406,7 @@ def _dynamic_symbols(data: bytes, order: str) -> list[tuple[str, bool]]:
             exported = data[entry + 4] >> 4 != STB_LOCAL and struct.unpack_from(
                 order + "H", data, entry + 6)[0] != 0
             symbols.append((data[name:data.index(b"\0", name)].decode("utf-8", "surrogateescape"),
-                            exported))
+                            exported, struct.unpack_from(order + "Q", data, entry + 16)[0]))
     return symbols
 
 
@@ -1483,7 +1498,8 @@ def build(language: str, source: str, memory_mb: int, cxx: str = ".",
     if language == "cpp":
         header = ["-I", cxx, "-include", PCH_NAME, "-Winvalid-pch"] if uses_stdcxx(source) else []
         return Build({"program.cpp": source},
-                     [tool("g++"), *cxx_flags(cpp_standard), "-pipe", "-Wl,--wrap=main", *header,
+                     [tool("g++"), *cxx_flags(cpp_standard), "-pipe", "-Wl,--wrap=main",
+                      "-Wl,-z,text", *header,
                       "-o", "program", f"{cxx}/{CPP_MAIN}.o", "program.cpp"],
                      ["./program"])
     if language == "java":

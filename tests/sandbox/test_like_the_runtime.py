@@ -338,6 +338,14 @@ CASES = [
      "#include <cassert>\n#include <sys/rseq.h>\nint main() {\n"
      "  assert(__rseq_size == 0 || __rseq_size >= 20);\n  assert(__rseq_offset != 1);\n}\n",
      PASSED),
+    # ... runs functions of its own from .preinit_array (an array aligned to 16 bytes, after
+    # the harness's)
+    ("cpp_preinit_array_of_its_own", "cpp",
+     "#include <cassert>\nstatic int n;\nstatic void one(int, char **, char **) { n += 1; }\n"
+     "static void two(int, char **, char **) { n += 2; }\n"
+     "__attribute__((section(\".preinit_array\"), used))\n"
+     "static void (*mine[])(int, char **, char **) = {one, two};\n"
+     "int main() { assert(n == 3); }\n", PASSED),
     # ... a copy of itself that it runs keeps the status its main returns
     ("cpp_runs_a_copy_of_itself", "cpp", CPP_RUNS_ITSELF % 0, PASSED),
     ("cpp_runs_a_failing_copy_of_itself", "cpp", CPP_RUNS_ITSELF % 3, FAILED),

@@ -1251,6 +1251,13 @@ HOSTILE: list[tuple[Any, ...]] = [
      CPP_LOADER_S_FUNCTION_TAKES_THE_TOKEN, {SYNTAX_ERROR}),
     ("cpp_names_its_own_loader", "cpp", CPP_NAMES_ITS_OWN_LOADER, {SYNTAX_ERROR}),
     ("cpp_relocation_of_its_own", "cpp", CPP_RELOCATION_OF_ITS_OWN, {SYNTAX_ERROR, FAILED, CRASH}),
+    # ... or one in read-only memory, for which the loader would make the code and the
+    # relocations writable while it relocates (DT_TEXTREL): later relocations of the program's
+    # then rewrote the harness's code or the linker's relocations
+    ("cpp_relocates_read_only_memory", "cpp",
+     "#include <cassert>\nint f() { return 0; }\n"
+     "asm(\".section .rodata.mine,\\\"a\\\"\\n.quad _Z1fv\\n.text\\n\");\n"
+     "int main() { assert(f() == 1); }\n", {SYNTAX_ERROR}),
     # a process of the program's attaches to its JVM (jcmd), through which it could load an
     # agent there: refused
     ("java_cannot_attach_to_its_own_jvm", "java",
