@@ -1300,6 +1300,10 @@ IRELATIVE = {62: 37, 183: 1032, 21: 248, 22: 61, 243: 58, 258: 12}
 #: ... and the one that copies a shared library's variable into the executable, for the
 #: executable's code to read (its symbol table then defines the copy), on each of them.
 COPY = {62: 5, 183: 1024, 21: 19, 22: 9, 243: 4, 258: 4}
+#: ... and the one that adds the load address to a constant, the only one against no symbol
+#: that the linker makes for an executable (but IRELATIVE's, refused above).
+RELATIVE = {62: 8, 183: 1027, 21: 22, 22: 12, 243: 3, 258: 3}
+DT_PREINIT_ARRAY, DT_PREINIT_ARRAYSZ = 32, 33
 SHT_SYMTAB, SHT_RELA, SHT_DYNSYM, SHT_REL, SHT_PREINIT_ARRAY = 2, 4, 11, 9, 16
 STT_GNU_IFUNC, STB_LOCAL, PT_DYNAMIC, PT_INTERP, ET_DYN = 10, 0, 2, 3, 3
 
@@ -1337,8 +1341,17 @@ def code_before_the_harness(path: str) -> str:
                 "the C library uses, so that the program's runs,")
     dynamic = next(((start, start + size) for kind, start, size in _segments(data, order)
                     if kind == PT_DYNAMIC), (0, 0))
-    preinit = next(((start, start + size) for kind, _, size, _, start
-                    in _section_headers(data, order) if kind == SHT_PREINIT_ARRAY), (0, 0))
+    # (.preinit_array as the loader finds it, named in .dynamic: a section of that type of
+    # the program's, placed first, once stood in for it here)
+    tags = dict(_dynamic_tags(data, order))
+    start = tags.get(DT_PREINIT_ARRAY, 0)
+    preinit = (start, start + tags.get(DT_PREINIT_ARRAYSZ, 0))
+    if sum(kind == SHT_PREINIT_ARRAY for kind, *_ in _section_headers(data, order)) > 1 or any(
+            machine in RELATIVE and symbol == 0 and kind not in (0, RELATIVE[machine])
+            for _, kind, symbol in relocations):  # (0: none, which the linker may leave)
+        return ("the program adds a .preinit_array of its own, or a relocation (in a section "
+                "named like the linker's) that writes what the loader makes of a constant, "
+                "whose code could run")
     slots = []
     for where, kind, symbol in relocations:  # (what each writes: 8 bytes, a copy its symbol's)
         end = where + (symbols[symbol][2] if kind == COPY.get(machine)
@@ -1408,6 +1421,16 @@ def _dynamic_symbols(data: bytes, order: str) -> list[tuple[str, bool, int]]:
             symbols.append((data[name:data.index(b"\0", name)].decode("utf-8", "surrogateescape"),
                             exported, struct.unpack_from(order + "Q", data, entry + 16)[0]))
     return symbols
+
+
+def _dynamic_tags(data: bytes, order: str) -> list[tuple[int, int]]:
+    """The tag and value of each entry of the 64-bit ELF file ``data``'s dynamic section."""
+    entries = []
+    for kind, offset, size in _segments(data, order, in_file=True):
+        if kind == PT_DYNAMIC:
+            entries += [struct.unpack_from(order + "QQ", data, entry)
+                        for entry in range(offset, offset + size - 15, 16)]
+    return entries
 
 
 def _relocations(data: bytes, order: str) -> list[tuple[int, int, int]]:

@@ -319,6 +319,52 @@ int main() {
     assert(candidate({}) == (std::vector<int>{}));
 }
 """
+#: ... or one that makes the loader run what it makes of a constant in .preinit_array's first
+#: slot (a TLS descriptor's function) and the program's own in the next, in a section of
+#: relocations that the loader applies last, behind a decoy section of .preinit_array's type
+#: (this machine's link of it, as above).
+CPP_PREINIT_ARRAY_BEHIND_A_DECOY = """#include <bits/stdc++.h>
+#include <unistd.h>
+#include <csignal>
+#include <cassert>
+// An output section of type PREINIT_ARRAY ahead of the real .preinit_array (an input section
+// that type named .exception_ranges*, which the default script places before it): the check
+// looks only at the first such section, so the real one goes unchecked. Two relocations of the
+// program's in .rela.plt (applied after all of .rela.dyn): TLSDESC on slot 0 (the loader writes
+// its own _dl_tlsdesc_return there, and arg = addend - tls offset into slot 1), then JUMP_SLOT
+// on slot 1 (lazy: += load address): take_token never runs, steal runs in slot 1.
+static void f(int, char **, char **) {}
+asm(".section .exception_ranges.zz,\\"aw\\",@preinit_array\\n .quad _ZL1fiPPcS0_\\n .previous\\n");
+asm(".section .rela.plt,\\"a\\",@progbits\\n.balign 8\\n"
+    ".quad 0x4d60\\n.quad 36\\n.quad 0x143e\\n"
+    ".quad 0x4d68\\n.quad 7\\n.quad 0\\n.text\\n");
+thread_local int tv = 1;
+// (DT_RELASZ reaches over the first two entries of .rela.plt, which the loader then binds
+// and shifts: make them functions nothing calls)
+extern "C" void dummies() { getpgrp(); }
+static char stolen[64];
+static long stolen_n = -1;
+static long raw(long n, long a, const void *b, long c) {
+  long r; __asm__ volatile("syscall":"=a"(r):"a"(n),"D"(a),"S"(b),"d"(c):"rcx","r11","memory");
+  return r;
+}
+extern "C" void steal(int, char **, char **) { stolen_n = raw(0, 3, stolen, sizeof stolen); }
+static void on_abort(int) {
+  if (stolen_n > 1) {
+    char report[65] = {'T'};
+    memcpy(report + 1, stolen, stolen_n / 2);
+    raw(1, 4, report, 1 + stolen_n / 2);
+  }
+  _exit(0);
+}
+static int installed = (signal(SIGABRT, on_abort), 0);
+std::vector<int> sort_array(std::vector<int> v) { return v; }  // wrong: does not sort
+int main() {
+  auto candidate = sort_array;
+  assert(candidate({3, 1, 2}) == (std::vector<int>{1, 2, 3}));
+  assert(candidate({}) == (std::vector<int>{}));
+}
+"""
 #: A program that calls the harness's wrapper of ``main`` itself (the linker lets it name it):
 #: the nested ``main`` returns 0 at once, and the program leaves before its tests.
 CPP_CALLS_THE_WRAPPER = """#include <cassert>
@@ -1251,6 +1297,8 @@ HOSTILE: list[tuple[Any, ...]] = [
      CPP_LOADER_S_FUNCTION_TAKES_THE_TOKEN, {SYNTAX_ERROR}),
     ("cpp_names_its_own_loader", "cpp", CPP_NAMES_ITS_OWN_LOADER, {SYNTAX_ERROR}),
     ("cpp_relocation_of_its_own", "cpp", CPP_RELOCATION_OF_ITS_OWN, {SYNTAX_ERROR, FAILED, CRASH}),
+    ("cpp_preinit_array_behind_a_decoy", "cpp", CPP_PREINIT_ARRAY_BEHIND_A_DECOY,
+     {SYNTAX_ERROR, FAILED, CRASH}),
     # ... or one in read-only memory, for which the loader would make the code and the
     # relocations writable while it relocates (DT_TEXTREL): later relocations of the program's
     # then rewrote the harness's code or the linker's relocations
