@@ -1311,7 +1311,7 @@ STT_GNU_IFUNC, STB_LOCAL, PT_DYNAMIC, PT_INTERP, ET_DYN = 10, 0, 2, 3, 3
 def code_before_the_harness(path: str) -> str:
     """Why the C++ executable ``path`` could run code of its own before ``take_token`` (from
     ``.preinit_array``, otherwise the executable's first code) and read the token first, or ""
-    where it could not: the resolver of an indirect function (:func:`indirect_functions`), a
+    where it could not: the resolver of an indirect function (:func:`_indirect_functions`), a
     dynamic loader of its own choosing (an ``.interp`` section of the program's), a function
     of its own in the place of one of the dynamic loader's (``__tunable_get_val``), which the C
     library calls as it starts, through its procedure linkage table, where the executable's
@@ -1320,13 +1320,13 @@ def code_before_the_harness(path: str) -> str:
     ``.rela.*``, which the linker counts among its relocations) that has the loader rewrite
     what it reads next: the executable's ``.dynamic`` section (where ``.preinit_array`` is
     named) or a slot of ``.preinit_array`` that the linker already relocates."""
-    if indirect_functions(path):
+    data, order = _elf64(path)  # (read once, for every check)
+    if _indirect_functions(data, order):
         return ("the program defines an indirect function (__attribute__((ifunc)), "
                 "target_clones or target overloads), whose resolver the dynamic loader runs")
-    loader = dynamic_loader(path)
+    loader = _interpreter(data, order)
     if loader != _system_loader():
         return f"the program names a dynamic loader of its own ({loader}), which runs"
-    data, order = _elf64(path)
     if order is None:
         return ""
     machine = struct.unpack_from(order + "H", data, 0x12)[0]
@@ -1375,34 +1375,28 @@ def code_before_the_harness(path: str) -> str:
 @functools.cache
 def _system_loader() -> str | None:
     """The dynamic loader of this machine's programs: g++'s own."""
-    return dynamic_loader(os.path.realpath(tool("g++")))
+    return _interpreter(*_elf64(os.path.realpath(tool("g++"))))
 
 
 @functools.cache
 def _loader_definitions(loader: str) -> frozenset[str]:
-    return dynamic_definitions(loader)
+    """The names that the dynamic loader defines for other files to find (the global, weak and
+    unique symbols of its dynamic symbol table that name a section)."""
+    data, order = _elf64(loader)
+    if order is None:
+        return frozenset()
+    return frozenset(name for name, exported, _ in _dynamic_symbols(data, order) if exported)
 
 
-def dynamic_loader(path: str) -> str | None:
-    """The dynamic loader that the ELF executable ``path`` names (``PT_INTERP``); None for one
-    that names none, or what is not a 64-bit ELF file."""
-    data, order = _elf64(path)
+def _interpreter(data: bytes, order: str | None) -> str | None:
+    """The dynamic loader that the ELF executable ``data`` names (``PT_INTERP``); None for one
+    that names none, or what is not a 64-bit ELF file (``order`` None)."""
     if order is None:
         return None
     for kind, offset, size in _segments(data, order, in_file=True):
         if kind == PT_INTERP:
             return data[offset:offset + size].rstrip(b"\0").decode("utf-8", "surrogateescape")
     return None
-
-
-def dynamic_definitions(path: str) -> frozenset[str]:
-    """The names that the ELF file ``path`` defines for other files to find (the global, weak
-    and unique symbols of its dynamic symbol table that name a section); empty for what is not
-    a 64-bit ELF file."""
-    data, order = _elf64(path)
-    if order is None:
-        return frozenset()
-    return frozenset(name for name, exported, _ in _dynamic_symbols(data, order) if exported)
 
 
 def _dynamic_symbols(data: bytes, order: str) -> list[tuple[str, bool, int]]:
@@ -1477,12 +1471,11 @@ def _segments(data: bytes, order: str, in_file: bool = False) -> list[tuple[int,
             for header in range(table, table + size * count, size)]
 
 
-def indirect_functions(path: str) -> int:
-    """How many indirect functions the ELF executable ``path`` defines, and relocations it has
+def _indirect_functions(data: bytes, order: str | None) -> int:
+    """How many indirect functions the ELF executable ``data`` defines, and relocations it has
     that call one (:data:`IRELATIVE`): the dynamic loader runs their resolvers, code of the
     program's, while it relocates the executable, before ``take_token``, so they could read the
-    token first. 0 for what is not a 64-bit ELF file."""
-    data, order = _elf64(path)
+    token first. 0 for what is not a 64-bit ELF file (``order`` None)."""
     if order is None:
         return 0
     machine = struct.unpack_from(order + "H", data, 0x12)[0]
