@@ -573,10 +573,9 @@ class Worker:
         os.mkdir(self.js, 0o755)
         self._write(os.path.join(self.js, languages.JS_PRELOAD_FILE),
                     languages.JS_PRELOAD_SOURCE, None)
-        # Node reads the package.json nearest the working directory as it loads the preload in
-        # a worker thread; past this folder, the search would reach one that a program left in
-        # /tmp ({"type": "module"}, or no JSON at all), which failed the thread. This one ends it
-        # (for a program that stays below it).
+        # Node reads the package.json nearest the working directory as it loads the preload
+        # (a --require: "exports" there could name a file in its place); past this folder, the
+        # search would reach one that an earlier program left in /tmp. This one ends it.
         scope = os.path.join(self.root, "package.json")
         self._write(scope, "{}\n", None)
         self._trusted[scope] = isolation.tree_state(scope)

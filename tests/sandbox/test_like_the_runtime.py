@@ -380,20 +380,60 @@ CASES = [
      "           { eval: true, execArgv: ['--require', './config-loader.js'] })\n"
      "  .on('message', (got) => assert.deepStrictEqual(\n"
      "    got, [['--require', './config-loader.js'], 42]));\n", PASSED),
-    # ... given an environment (the harness leaves its NODE_OPTIONS out), or sharing the main
-    # thread's with no options of their own
+    # ... given an environment (the harness leaves its NODE_OPTIONS out)
     ("js_worker_with_its_own_environment_answers", "javascript",
      "const { Worker } = require('worker_threads');\nconst assert = require('assert');\n"
      "process.env.NODE_OPTIONS = '--no-warnings';\n"
      "new Worker('require(\"worker_threads\").parentPort.postMessage(process.env.A)',\n"
      "           { eval: true, env: { A: 1, NODE_OPTIONS: '--no-deprecation' } })\n"
      "  .on('message', (got) => assert.strictEqual(got, '1'));\n", PASSED),
-    ("js_worker_sharing_the_environment_answers", "javascript",
-     "const { Worker, SHARE_ENV } = require('worker_threads');\n"
-     "const assert = require('assert');\nprocess.env.A = 'b';\n"
-     "new Worker('require(\"worker_threads\").parentPort.postMessage(process.env.A)',\n"
-     "           { eval: true, env: SHARE_ENV, execArgv: [] })\n"
-     "  .on('message', (got) => assert.strictEqual(got, 'b'));\n", PASSED),
+    # ... whatever entry they have (a file, CommonJS or an ES module, a data: URL, an eval),
+    # which sees what it would under node: its arguments, its module's names, node's globals
+    # for an eval and none for a file, its --require and --import run first, a module of the
+    # program's that it imports, and worker threads it starts, which get its options
+    *[(f"js_worker_entry_{how}", "javascript",
+       "const fs = require('node:fs'), assert = require('node:assert');\n"
+       "const { Worker } = require('node:worker_threads');\n"
+       "fs.writeFileSync('first.js', 'globalThis.first = (globalThis.first || 0) + 1;\\n');\n"
+       "fs.writeFileSync('second.mjs', 'globalThis.second = 2;\\n');\n"
+       "fs.writeFileSync('answer.mjs', 'export default 42;\\n');\n"
+       f"{setup}let got;\nnew Worker({entry}, {{ argv: ['a'], execArgv: {options}{more} }})\n"
+       "  .on('message', (m) => { got = m; })\n"
+       f"  .on('exit', () => assert.deepStrictEqual(got, {expected}));\n", PASSED)
+      for how, setup, entry, options, more, expected in [
+          ("file_common_js",
+           "fs.writeFileSync('w.js', `const { parentPort } = require('worker_threads');\n"
+           "parentPort.postMessage([process.argv.slice(1), require.main === module,\n"
+           "  __filename.endsWith('/w.js'), typeof globalThis.require, '_eval' in process,\n"
+           "  globalThis.first, process.execArgv]);\n`);\n", "'./w.js'",
+           "['--require', './first.js']", "",
+           "[[require('path').resolve('w.js'), 'a'], true, true, 'undefined', false, 1,\n"
+           "    ['--require', './first.js']]"),
+          ("file_es_module",
+           "fs.writeFileSync('w.mjs', `import { parentPort } from 'worker_threads';\n"
+           "import answer from './answer.mjs';\n"
+           "parentPort.postMessage([import.meta.url.endsWith('/w.mjs'), answer,\n"
+           "  globalThis.second, typeof require]);\n`);\n",
+           "new URL('file://' + require('path').resolve('w.mjs'))", "['--import', './second.mjs']",
+           "", "[true, 42, 2, 'undefined']"),
+          ("data_url", "",
+           "new URL('data:text/javascript,' + encodeURIComponent(\n"
+           "  `import { parentPort } from 'worker_threads';\n"
+           "parentPort.postMessage([process.argv.length, globalThis.second, globalThis.first]);`))",
+           "['--import=./second.mjs', '-r', './first.js']", "", "[2, 2, 1]"),
+          ("eval", "",
+           "`const { parentPort } = require('worker_threads');\n"
+           "import('./answer.mjs').then(({ default: answer }) => parentPort.postMessage(\n"
+           "  [process.argv.slice(1), __filename, process._eval.length > 0, answer,\n"
+           "   globalThis.first, typeof module.exports]));`",
+           "['--require=./first.js']", ", eval: true",
+           "[['[worker eval]', 'a'], '[worker eval]', true, 42, 1, 'object']"),
+          ("starting_its_own",
+           "", "`const { Worker, parentPort } = require('worker_threads');\n"
+           "new Worker('require(\"worker_threads\").parentPort.postMessage("
+           "[globalThis.first, process.execArgv])', { eval: true })\n"
+           "  .on('message', (m) => parentPort.postMessage(m));`",
+           "['--require', './first.js']", ", eval: true", "[1, ['--require', './first.js']]")]],
     ("js_forked_child_answers", "javascript", FORKED_CHILD % "assert.strictEqual(answer, 42)",
      PASSED),
     ("js_forked_child_answers_wrong", "javascript",

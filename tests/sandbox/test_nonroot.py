@@ -127,6 +127,17 @@ assert 1 <= len(held) <= max(1, total // (4 * os.cpu_count())), (len(held), tota
 after_schedule = ("import ctypes, os\nassert os.sched_getscheduler(0) == os.SCHED_OTHER\n"
                   "assert ctypes.CDLL(None).syscall(252, 1, 0) == 0\n"
                   "assert os.sched_getscheduler(1) == os.SCHED_OTHER\n")
+js_rewrite = (
+    "function add(a, b) { return a + b; }\n{\n  const fs = require('fs');\n"
+    "  fs.writeFileSync(Object.keys(require.cache)[0], `\n"
+    "    const session = new (require('inspector').Session)();\n"
+    "    session.connectToMainThread();\n"
+    "    session.post('Runtime.terminateExecution', () => session.disconnect());\n  `);\n"
+    "  Promise.resolve().then(() => {\n    const end = Date.now() + 2000;\n"
+    "    while (Date.now() < end) {}\n  });\n"
+    "  new (require('worker_threads').Worker)('', { eval: true });\n}\n"
+    "const assert = require('node:assert');\n"
+    "async function test() { await null; assert.strictEqual(add(1, 2), 4); }\ntest();\n")
 stdcxx = "#include <bits/stdc++.h>\nint main() { std::vector<int> v{1}; assert(v.size() == 1); }\n"
 programs = {
     "passes": ("python", "assert sorted([3, 1, 2]) == [1, 2, 3]\n"),
@@ -224,6 +235,9 @@ programs = {
     "java_after_plant": ("java", "class Problem {\n  public static void main(String[] a) {}\n}\n"
                                  "// after\n"),
     "js_after_plant": ("javascript", "require('assert').ok(true);\n// after\n"),
+    # ... and a program that rewrites that preload, then starts a worker thread, gets the
+    # harness there all the same (compiled from the text its parent thread read first)
+    "js_rewrites_its_harness": ("javascript", js_rewrite),
     "locks": ("python", lock),
     "after_locks": ("python", "import os\nassert not os.path.exists('/tmp/locked')\n"
                               "assert os.listdir('.') == ['program.py'], os.listdir('.')\n"),
@@ -375,6 +389,7 @@ def _run_as_user(home: str, data: str) -> None:
         "tmp_is_empty": "passed", "swaps_worker": "passed", "after_swap": "passed",
         "cpp_stdcxx": "passed", "js_before_plant": "passed", "plants": "passed",
         "cpp_after_plant": "passed", "java_after_plant": "passed", "js_after_plant": "passed",
+        "js_rewrites_its_harness": "failed",
         "locks": "passed",
         "after_locks": "passed", "fifo_output": "passed", "stashes": "passed",
         "finds_no_stash": "passed", "locks_worker": "passed",

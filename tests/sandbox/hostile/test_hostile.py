@@ -1195,15 +1195,59 @@ HOSTILE: list[tuple[Any, ...]] = [
      "      fs.writeSync(4, 'T' + text, null, 'latin1');\n    }\n  }\n"
      "  process.reallyExit(0);\n}\nconst assert = require('node:assert');\n"
      "assert.strictEqual(add(1, 2), 4);\n", {FAILED}),
-    # valid: a package.json left in /tmp, where node looked as it loaded the harness in a worker
-    # thread (above the sandbox's folder), says "module" or is no JSON at all
-    *[(f"js_package_json_left_in_tmp_{how}", "javascript",
+    # valid: a package.json left in /tmp or in the working directory (where node would look as
+    # it loaded a --require) says "module" or is no JSON at all, and worker threads still run
+    *[(f"js_package_json_left_in_{where}_{how}", "javascript",
        "const fs = require('node:fs');\nconst { Worker } = require('node:worker_threads');\n"
-       f"fs.writeFileSync('/tmp/package.json', '{text}');\nlet got;\n"
+       f"fs.writeFileSync('{folder}package.json', '{text}');\nlet got;\n"
        "new Worker('require(\"worker_threads\").parentPort.postMessage(6 * 7)', { eval: true })\n"
        "  .on('message', (m) => { got = m; })\n"
        "  .on('exit', () => require('node:assert').strictEqual(got, 42));\n", {PASSED})
+      for where, folder in [("tmp", "/tmp/"), ("working_directory", "")]
       for how, text in [("module", '{"type": "module"}'), ("broken", '{"name": "x",')]],
+    # ... from a worker thread in which node would have loaded a file of the program's in the
+    # harness's place: a package.json in the working directory whose name the harness's path
+    # starts with (or "", which every absolute path does) and whose "exports" point at it
+    *[(f"js_terminates_its_microtasks_from_a_worker_s_self_reference_{how}", "javascript",
+       "function add(a, b) { return a + b; }\n{\n  const fs = require('fs');\n"
+       "  fs.writeFileSync('evil.js', `\n"
+       "    const session = new (require('inspector').Session)();\n"
+       "    session.connectToMainThread();\n"
+       "    session.post('Runtime.terminateExecution', () => session.disconnect());\n  `);\n"
+       f"  fs.writeFileSync('package.json', JSON.stringify({package}));\n"
+       "  Promise.resolve().then(() => {\n    const end = Date.now() + 3000;\n"
+       "    while (Date.now() < end) {}\n  });\n"
+       f"  new (require('worker_threads').Worker)('', {{ eval: true{options} }});\n}}\n"
+       "const assert = require('node:assert');\n"
+       "async function test() { await null; assert.strictEqual(add(1, 2), 4); }\ntest();\n",
+       {FAILED})
+      for how, package, options in [
+          ("of_every_path", "{ name: '', exports: { './*': './evil.js' } }", ""),
+          ("given_options", "{ name: '', exports: { './*': './evil.js' } }",
+           ", execArgv: ['--no-warnings']"),
+          ("by_its_path", "{ name: require.cache[Object.keys(require.cache)[0]].filename,\n"
+           "    exports: { '.': './evil.js' } }", "")]],
+    # ... or from one whose harness file the program changed first, where it may write it
+    # (without root, the worker's folder is the program's uid's): a thread compiles the
+    # harness from the text its parent thread read before the program ran
+    ("js_changes_the_harness_file_for_its_worker_threads", "javascript",
+     "function add(a, b) { return a + b; }\n{\n  const fs = require('fs');\n"
+     "  const file = Object.keys(require.cache)[0];\n  try {\n    fs.writeFileSync(file, `\n"
+     "      const session = new (require('inspector').Session)();\n"
+     "      session.connectToMainThread();\n"
+     "      session.post('Runtime.terminateExecution', () => session.disconnect());\n"
+     "    `);\n  } catch (_) {}\n"
+     "  Promise.resolve().then(() => {\n    const end = Date.now() + 3000;\n"
+     "    while (Date.now() < end) {}\n  });\n"
+     "  new (require('worker_threads').Worker)('', { eval: true });\n}\n"
+     "const assert = require('node:assert');\n"
+     "async function test() { await null; assert.strictEqual(add(1, 2), 4); }\ntest();\n",
+     {FAILED}),
+    # ... or from one sharing the main thread's environment, whose NODE_OPTIONS another
+    # thread can set as it starts: refused
+    ("js_worker_sharing_the_environment_is_refused", "javascript",
+     "const { Worker, SHARE_ENV } = require('worker_threads');\n"
+     "new Worker('', { eval: true, env: SHARE_ENV }).on('error', () => {});\n", {FAILED}),
     # ... from the thread of loader hooks (module.register) that node started with execArgv
     # read through Object.prototype, without the harness
     ("js_terminates_its_microtasks_from_bare_loader_hooks", "javascript",
