@@ -330,6 +330,17 @@ def name_the_uid(uid: int) -> None:
             os.unlink(copy)
 
 
+def pin(path: str, read_only: bool = False) -> None:
+    """Make ``path`` a mount point of its own (a bind mount onto itself), read-only if asked:
+    in a mount namespace whose programs hold no capability, they can then neither rename it
+    (nor so move what is below it) nor, read-only, change what it holds, even where they own
+    it (without root, programs run as the user that owns the worker's folder)."""
+    _check(_libc.mount(path.encode(), path.encode(), None, MS_BIND, None), f"bind-mount {path}")
+    if read_only:
+        _check(_libc.mount(None, path.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY, None),
+               f"remount {path} read-only")
+
+
 def new_mount_namespace() -> None:
     """A mount namespace of this process's own whose mounts do not reach the host's."""
     unshare(CLONE_NEWNS)

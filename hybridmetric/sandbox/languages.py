@@ -90,29 +90,26 @@ _C_HEADERS = frozenset(f"{name}.h" for name in (
 #: of it; and it sends nothing when the event comes from the program's own code (``process.emit``),
 #: not from node (told in a V8 context of its own, which the program's ``Error`` cannot reach), but
 #: waits for the next. It is a file of the worker's own (:data:`JS_PRELOAD_FILE`), out of the
-#: program's working directory, which holds ``program.js`` alone; each worker thread of the
-#: program's runs a bootstrap of the harness's as its eval, which compiles it there first.
+#: program's working directory, which holds ``program.js`` alone and is named ``node_modules``
+#: (see the Worker wrapper: node finds the preload of a worker thread from there).
 JS_PRELOAD_FILE = "hybridmetric_token.js"
 JS_PRELOAD_SOURCE = """"use strict";
 // (the process object, whatever the program later makes of the global that names it)
 const process = globalThis.process;
 // The options node runs the program with are the harness's: out of process.execArgv, which is
 // then [] as under `node program.js`, so a process the program starts with them
-// (child_process.fork passes them on) runs without the harness (a worker thread's bootstrap,
-// below, puts back the options the program gave that thread)
-process.execArgv.splice(0);
-// Its own text, from which each worker thread's bootstrap (below) compiles it: read now, before
-// the program runs, or, in a worker thread, handed over by the bootstrap that compiled it, with
-// the options of the program's that the thread runs with (which a worker thread that it starts
-// with no options of its own gets, as node's would)
-const { source: harnessSource, execArgv: threadOptions } = module.hybridmetricHarness
-  ?? { source: require("fs").readFileSync(__filename, "utf8"), execArgv: [] };
-delete module.hybridmetricHarness;
-// Each worker thread compiles it too (below), where fd 3 is long closed, and node preloads it
-// in any process the program starts with it named, where fd 3 may be anything (the channel to
-// its parent, for child_process.fork): it acts in the program's own process and main thread
-// alone, told by the channel the forked ones have and by process.chdir, which a worker thread
-// lacks (require("worker_threads") costs ~2 ms).
+// (child_process.fork passes them on) runs without the harness, and a worker thread given them
+// starts (node refuses a worker some process-wide options)
+{
+  // (a worker thread given options of its own gets the harness's three first: those alone go)
+  const own = ["--require", __filename, "--unhandled-rejections=strict"], given = process.execArgv;
+  given.splice(0, own.every((option, at) => given[at] === option) ? own.length : given.length);
+}
+// Node preloads it in each worker thread too, where fd 3 is long closed, and in any process
+// the program starts with it named, where fd 3 may be anything (the channel to its parent, for
+// child_process.fork): it acts in the program's own process and main thread alone, told by the
+// channel the forked ones have and by process.chdir, which a worker thread lacks
+// (require("worker_threads") costs ~2 ms).
 let programsOwn = process.channel === undefined;
 try {
   process.chdir(".");
@@ -162,100 +159,72 @@ const binding = process.binding;
                        + "writes with)");
     } }.binding;
   }
-  // Each worker thread runs a bootstrap of the harness's (as its eval), which compiles this
-  // harness in the thread from the text above, then runs the program's preloads and its entry
-  // as node would have (~2 ms a program, what loading worker_threads costs): node never finds
-  // the harness by its name, as it would a --require (through the package.json nearest the
-  // working directory, whose "exports" a program could point at a file of its own, which node
-  // then ran in the harness's place, the inspector open), nor reads it from a file a program
-  // could change. No options of node's then preload it, nor inherit them (but the harness's own)
+  // A worker thread given options of its own (execArgv, through Object.prototype too) would
+  // run without this harness, where the inspector is node's: each gets it again (~2 ms a
+  // program, what loading worker_threads costs). Node looks up that --require (or the one it
+  // inherits) by its name first through the package.json nearest the working directory (a
+  // package's reference to itself), whose "exports" a program could point at a file of its own,
+  // which node then loaded in the harness's place; but not from a folder named node_modules, as
+  // the program's working directory is: a worker thread starts only from there, and once one
+  // has, the main thread's working directory stays (process.chdir throws). (What a program
+  // changes of the script node sends the thread, as node's constructor runs among its objects,
+  // runs after the harness: the harness is in the thread's options.)
   const threads = require("worker_threads"), Original = threads.Worker, preload = __filename;
-  const isArray = Array.isArray, stringify = JSON.stringify, { entries } = Object;
-  const { isAbsolute, resolve } = require("path"), { fileURLToPath } = require("url");
-  const cut = Function.prototype.call.bind(String.prototype.slice);
-  // (refused: the options the harness's own are, a worker's own --loader, which would start
-  // the thread of its hooks as below, without it, and, as node would read the bootstrap or the
-  // program's eval as a module under them, --input-type and, for an eval, module detection)
+  // (a worker's own --loader would start the thread of its hooks as below, without it, and a
+  // policy of its own could stand in for the harness)
+  const isArray = Array.isArray;
   const refused = new RegExp("^--(?:unhandled[-_]rejections|expose[-_]internals"
-                             + "|(?:experimental[-_])?loader|input[-_]type)?(?:=|$)");
-  const detection = /^--experimental[-_]detect[-_]module$/;
-  const required = /^(?:-r|--require)$/, requiredIs = /^--require=/;
-  const imported = /^--import$/, importedIs = /^--import=/, relative = /^\\.\\.?[\\\\/]/;
-  const shared = threads.SHARE_ENV, bootstrapText = `${bootstrap}`;
-  let sourceText;  // (the harness's text as a literal of the bootstrap's, made once)
-  const Worker = { Worker: function (file, options) {  // (named as node's)
-    if (new.target === undefined) return apply(Original, this, [file, options]);
+                             + "|(?:experimental[-_])?loader|experimental[-_]policy"
+                             + "|policy[-_]integrity)?(?:=|$)");
+  const shared = threads.SHARE_ENV, { entries } = Object;
+  // (the working directory, as the kernel names it now: a folder of the program's named
+  // node_modules, which it could rename, will not do, nor will the path node keeps of it)
+  const { readlinkSync } = require("fs"), working = /\\/node_modules$/;
+  const now = () => readlinkSync("/proc/self/cwd"), home = now();
+  let started = false;  // (a worker thread has started: the working directory stays)
+  if (threads.isMainThread) {
+    const chdir = process.chdir;
+    process.chdir = { chdir(directory) {  // (named as node's)
+      if (started) {
+        throw closed("changing the working directory once a worker thread started (node "
+                     + "finds the harness of a worker thread from the working directory)");
+      }
+      return apply(chdir, process, [directory]);
+    } }.chdir;
+  }
+  const Worker = { Worker: function (file) {  // (named as node's, and as long)
+    const options = arguments[1];
+    if (new.target === undefined) return apply(Original, this, arguments);
+    if (!test(working, home) || now() !== home) {
+      throw closed("a worker thread started outside the program's working directory (node "
+                   + "would find the harness through a package.json there)");
+    }
+    started = true;
     const given = options == null ? undefined : options.execArgv;
-    const env = options == null ? undefined : options.env;
-    const evaluate = options == null ? undefined : options.eval;  // (each option read once)
+    const env = options == null ? undefined : options.env;  // (each option read once)
+    let execArgv, environment = env;
+    if (given !== undefined) {  // (the harness's options first, none of the given undoing them)
+      if (!isArray(given)) throw new TypeError("a worker's execArgv must be an array");
+      execArgv = ["--require", preload, "--unhandled-rejections=strict"];
+      for (let at = 0; at < given.length; at++) {  // (each read once, as text)
+        const text = `${given[at]}`;
+        if (test(refused, text)) throw closed(`a worker's option "${text}"`);
+        defineProperty(execArgv, execArgv.length, { value: text, writable: true,
+                                                    enumerable: true, configurable: true });
+      }
+    }
     // Node parses the NODE_OPTIONS of a worker's environment (the env given, else a copy of
-    // process.env) wherever it is given execArgv, as each worker is, and a --require there
-    // would run before the bootstrap: each gets its environment without them. A shared one
-    // (SHARE_ENV), where another thread could set them meanwhile, is refused
-    if (env === shared) {
-      throw closed("a worker thread sharing the environment (SHARE_ENV: node would read "
-                   + "options that run code from it)");
-    }
-    if (given !== undefined && !isArray(given)) {
-      throw new TypeError("a worker's execArgv must be an array");
-    }
-    const list = given ?? threadOptions;
-    // The thread's options: the harness's, then the program's but its preloads (--require),
-    // which the bootstrap runs after the harness; its process.execArgv shows the program's
-    const execArgv = ["--unhandled-rejections=strict"];
-    const option = (text) => defineProperty(execArgv, execArgv.length, { value: text,
-      writable: true, enumerable: true, configurable: true });
-    let shown = "", requires = "", imports = "";
-    for (let at = 0; at < list.length; at++) {  // (each read once, as text)
-      const text = `${list[at]}`;
-      if (test(refused, text) || (evaluate && test(detection, text))) {
-        throw closed(`a worker's option "${text}"`);
+    // process.env) wherever it is given execArgv or an env object, and a --require there runs
+    // before the harness's: that worker gets its environment without them. A shared one
+    // (SHARE_ENV), where another thread could set them meanwhile, only with no options of its
+    // own: the thread's, the harness's among them, as node gives a worker none are given
+    if (env === shared && execArgv !== undefined) {
+      if (execArgv.length > 3) {  // (options of its own, after the harness's three)
+        throw closed("a worker's execArgv on a shared environment (SHARE_ENV)");
       }
-      shown += `${shown && ","}${stringify(text)}`;
-      // (the module of a --require or an --import: after its "=", or the next option)
-      const requiring = test(required, text), requiringIs = test(requiredIs, text);
-      const importing = test(imported, text), importingIs = test(importedIs, text);
-      let value;
-      if (requiringIs || importingIs) {
-        value = cut(text, requiringIs ? 10 : 9);
-      } else if ((requiring || importing) && at + 1 < list.length) {
-        value = `${list[++at]}`;
-        shown += `,${stringify(value)}`;
-      }
-      if (value !== undefined && (requiring || requiringIs)) {
-        requires += `${requires && ","}${stringify(value)}`;
-        continue;
-      }
-      option(text);  // (a --require with nothing after it too: node refuses it)
-      if (value !== undefined) {
-        imports += `${imports && ","}${stringify(value)}`;
-        if (importing) option(value);
-      }
-    }
-    // The entry, as node tells it: an eval, a data: URL (a module) or a file (a path, or a
-    // file: URL); what node refuses, it refuses (its own error; no thread starts)
-    let kind, target;
-    if (evaluate) {
-      if (typeof file === "string") {
-        kind = "classic";
-        target = file;
-      }
-    } else if (typeof file === "string") {
-      if (isAbsolute(file) || test(relative, file)) {
-        kind = "file";
-        target = resolve(file);
-      }
-    } else if (file != null && file.href && file.protocol && file.auth === undefined
-               && file.path === undefined) {  // (a URL, as node tells one)
-      kind = file.protocol === "data:" ? "module" : "file";
-      target = kind === "module" ? `${file}` : fileURLToPath(file);
-    }
-    if (kind === undefined) {
-      return construct(Original, [file, { __proto__: null, eval: evaluate,
-                                          execArgv: ["--hybridmetric-refused"] }]);
-    }
-    let environment = env;
-    if (env == null || typeof env === "object") {
+      execArgv = undefined;
+    } else if (env !== shared && ((typeof env === "object" && env !== null)
+                                  || (env == null && execArgv !== undefined))) {
       const pairs = entries(env ?? process.env);
       environment = { __proto__: null };
       for (let at = 0; at < pairs.length; at++) {
@@ -266,53 +235,9 @@ const binding = process.binding;
         }
       }
     }
-    sourceText ??= stringify(harnessSource);
-    const entry = `{"kind":${stringify(kind)},"target":${stringify(`${target}`)},`
-      + `"preload":${stringify(preload)},"source":${sourceText},"execArgv":[${shown}],`
-      + `"requires":[${requires}],"imports":[${imports}]}`;
-    return construct(Original, [`(${bootstrapText})(${entry});\\n`, { __proto__: options ?? null,
-                                                                   eval: true, execArgv,
-                                                                   env: environment }],
+    return construct(Original, [file, { __proto__: options ?? null, execArgv, env: environment }],
                      new.target === Worker ? Original : new.target);
   } }.Worker;
-  // What each worker thread runs first: in the thread, none of the program's code has run yet
-  function bootstrap(entry) {
-    "use strict";
-    const { process } = globalThis, Module = require("module"), vm = require("vm");
-    const { dirname } = require("path");
-    // (the globals that node's eval gave this code: the program's eval gets them, as from node)
-    const names = ["module", "exports", "__dirname", "require", "__filename"];
-    const values = names.map((name) => globalThis[name]);
-    for (const name of names) delete globalThis[name];
-    delete process._eval;
-    process.argv.splice(1, 1);  // (node's "[worker eval]")
-    const harness = new Module(entry.preload, null);
-    harness.filename = entry.preload;
-    harness.paths = Module._nodeModulePaths(dirname(entry.preload));
-    harness.hybridmetricHarness = { source: entry.source, execArgv: entry.execArgv };
-    Module._cache[entry.preload] = harness;
-    harness._compile(entry.source, entry.preload);
-    harness.loaded = true;
-    process.execArgv.push(...entry.execArgv);
-    if (entry.requires.length > 0) Module._preloadModules(entry.requires);
-    if (entry.kind === "file") {
-      process.argv.splice(1, 0, entry.target);
-      Module.runMain(entry.target);
-    } else if (entry.kind === "classic") {
-      names.forEach((name, at) => { globalThis[name] = values[at]; });
-      process.argv.splice(1, 0, "[worker eval]");
-      Object.defineProperty(process, "_eval", { configurable: true, enumerable: true,
-                                                value: entry.target });
-      /^/.exec("");  // (RegExp's statics, as node leaves them for an eval)
-      vm.runInThisContext(entry.target, { filename: "[worker eval]",
-        importModuleDynamically: vm.constants?.USE_MAIN_CONTEXT_DEFAULT_LOADER });
-    } else {  // (its --import first, as node's run of a module does)
-      (async () => {
-        for (const specifier of entry.imports) await import(specifier);
-        await import(entry.target);
-      })();
-    }
-  }
   Worker.prototype = Original.prototype;
   Object.setPrototypeOf(Worker, Object.getPrototypeOf(Original));
   Object.defineProperty(Original.prototype, "constructor", { value: Worker, writable: false,
@@ -352,6 +277,24 @@ const binding = process.binding;
             throw closed(`module.${name} in a worker thread`);
           } }[name] });
       }
+    }
+  }
+  // ... and CommonJS modules of the program's look for packages in a node_modules folder of
+  // its working directory, itself named node_modules (node's own lookup passes over a folder
+  // of that name), as they would in any other folder, and not in the folder itself
+  {
+    const Module = require("module"), lookups = Module._nodeModulePaths, work = process.cwd();
+    const starts = Function.prototype.call.bind(String.prototype.startsWith);
+    if (test(working, work)) {
+      Module._nodeModulePaths = { _nodeModulePaths(from) {  // (named as node's)
+        const paths = apply(lookups, Module, [from]), start = `${from}`;
+        if (start === work || starts(start, `${work}/`)) {
+          for (let at = 0; at < paths.length; at++) {
+            if (paths[at] === work) paths[at] = `${work}/node_modules`;
+          }
+        }
+        return paths;
+      } }._nodeModulePaths;
     }
   }
   // V8's flags are the process's, set from any thread: natives syntax would open V8's own run
@@ -1610,8 +1553,8 @@ def build(language: str, source: str, memory_mb: int, cxx: str = ".",
     and compiled classes (the compile server's, which the program may read but not change);
     ``cpp_standard``: the C++ standard (``cxx`` holds outputs built under the same);
     ``js_preload``: the full path of JavaScript's preload (:data:`JS_PRELOAD_SOURCE`, in a
-    folder of the worker's own, out of the program's working directory; the program's worker
-    threads compile it from the text that the main thread read before the program ran).
+    folder of the worker's own: node finds it from the working directory, from which alone the
+    program's worker threads start, and which a program cannot change once one started).
     """
     if language == "javascript":
         return Build({"program.js": source}, None,

@@ -54,6 +54,9 @@ from hybridmetric.sandbox.limits import (
     cap,
 )
 
+#: The name of the programs' working directory: node looks for no package.json from a folder of
+#: that name as it loads JavaScript's preload (see ``languages.JS_PRELOAD_SOURCE``).
+WORKING_DIRECTORY = "node_modules"
 #: What trusted builds (the C++ main wrapper and header) get: nothing of the programs' environment.
 BUILD_ENV = {"PATH": languages.SEARCH_PATH, "LANG": "C.UTF-8"}
 #: How each runtime says that it ran out of memory where its harness cannot (Python's, Java's
@@ -248,7 +251,10 @@ class Worker:
         # One program at a time, always in the same place, so that the environment a program
         # sees is the worker's own, set once (a fork that need not rewrite it is ~0.2 ms faster).
         self.case = os.path.join(self.root, "case")
-        self.env = program_env(os.path.join(self.case, "work"), self.isolation.mount_namespace)
+        self.env = program_env(os.path.join(self.case, WORKING_DIRECTORY),
+                               self.isolation.mount_namespace)
+        if self._programs_own_root:
+            self._pin_folders()
         self.javac = JavacServer(self.root, self.uid)  # started on the first Java program
         self.cgroup: MemoryCgroup | None = None
         try:
@@ -314,7 +320,8 @@ class Worker:
         each, it must hold only the worker's own entries, as the worker left them (the C++
         build outputs, JavaScript's preload, the compile server), or the worker retires before
         the next. Its times, which a program may set for the next to read, are set back."""
-        ours = self.javac.entries() | {os.path.basename(folder) for folder in self._trusted}
+        ours = (self.javac.entries() | {os.path.basename(folder) for folder in self._trusted}
+                | {os.path.basename(self.case)})
         try:
             intact = (_identity(self.root) == self._root_id
                       and set(os.listdir(self.root)) <= ours
@@ -370,8 +377,9 @@ class Worker:
             except UnicodeEncodeError as exc:  # a lone surrogate that escapes no byte
                 return RunResult(SYNTAX_ERROR, f"the program cannot be written to a file: {exc}")
         try:
-            os.mkdir(case, 0o711)
-            os.mkdir(work, 0o700)
+            if not self._programs_own_root:  # (else they stay: see _pin_folders)
+                os.mkdir(case, 0o711)
+                os.mkdir(work, 0o700)
             if self.uid is not None:
                 os.chown(work, self.uid, self.uid)
             if language == "python":
@@ -399,6 +407,14 @@ class Worker:
     def _remove_case(self, language: str) -> None:
         """Remove the case folder: a Python program that left nothing but its own file, in
         three system calls (each fails if anything else is there); else the whole tree."""
+        if self._programs_own_root:  # the folders stay (see _pin_folders): what is in them goes
+            for folder, mode in ((self.case, 0o711), (self.env["HOME"], 0o700)):
+                os.chmod(folder, mode)
+                for name in os.listdir(folder):
+                    if folder != self.case or name != WORKING_DIRECTORY:
+                        isolation.remove_tree(os.path.join(folder, name))
+                os.utime(folder, ns=self._folder_times, follow_symlinks=False)
+            return
         if language == "python":
             with contextlib.suppress(OSError):
                 os.unlink(os.path.join(self.env["HOME"], PROGRAM))
@@ -564,21 +580,42 @@ class Worker:
             self._trusted[self.cxx] = isolation.tree_state(self.cxx)
         return ""
 
+    @property
+    def _programs_own_root(self) -> bool:
+        """Whether programs run as the user that owns the worker's folder (no root), in a
+        mount namespace of the worker's."""
+        return self.uid is None and self.isolation.mount_namespace
+
+    def _pin_folders(self) -> None:
+        """Without root, programs run as the user that owns the worker's folder, and could
+        rename what is in it: their working directory (to a name other than node_modules, from
+        which node would read a package.json of theirs as it loads JavaScript's preload in a
+        worker thread), or the worker's folder (to put a file of their own at the preload's
+        path). Each is a mount point of its own, made once, here, while the worker holds the
+        capabilities of its user namespace (programs hold none, and cannot move a mount point),
+        and the preload's folder is read-only; the working directory and the folder that holds
+        it stay from program to program (emptied after each)."""
+        self._js_preload()
+        os.mkdir(self.case, 0o711)
+        os.mkdir(self.env["HOME"], 0o700)
+        status = os.lstat(self.case)
+        self._folder_times = status.st_atime_ns, status.st_mtime_ns
+        for folder in (self.env["HOME"], self.case, self.root):
+            isolation.pin(folder)
+        isolation.pin(self.js, read_only=True)
+
     def _js_preload(self) -> None:
         """Write JavaScript's preload (``languages.JS_PRELOAD_SOURCE``) in :attr:`js`, out of the
-        programs' working directory, and a package.json above both, once. Trusted, as the C++
-        build outputs are."""
+        programs' working directory, once, with a package.json beside it: node reads the one
+        nearest the preload to tell what kind of module it is, and would otherwise go on up to
+        one that a program left in /tmp (``{"type": "module"}``, or no JSON at all, which
+        failed it). Trusted, as the C++ build outputs are."""
         if self.js in self._trusted:
             return
         os.mkdir(self.js, 0o755)
         self._write(os.path.join(self.js, languages.JS_PRELOAD_FILE),
                     languages.JS_PRELOAD_SOURCE, None)
-        # Node reads the package.json nearest the working directory as it loads the preload
-        # (a --require: "exports" there could name a file in its place); past this folder, the
-        # search would reach one that an earlier program left in /tmp. This one ends it.
-        scope = os.path.join(self.root, "package.json")
-        self._write(scope, "{}\n", None)
-        self._trusted[scope] = isolation.tree_state(scope)
+        self._write(os.path.join(self.js, "package.json"), "{}\n", None)
         self._trusted[self.js] = isolation.tree_state(self.js)
 
     @staticmethod

@@ -122,8 +122,9 @@ started = subprocess.run([sys.executable, '-c', 'print(list(globals()))'], captu
 assert names == [*eval(started), '__file__', '__cached__', 'subprocess', 'sys'], names
 """
 #: A JavaScript program whose node children run where they are started: one started with the
-#: program's own options, one forked into another directory, a worker thread given its options
-#: and started after the program changed its directory.
+#: program's own options, one forked into another directory, and a worker thread given its
+#: options (from the working directory: once elsewhere, a program starts none, see the hostile
+#: tests).
 NODE_CHILDREN_ELSEWHERE = """const assert = require('node:assert');
 const { fork, spawnSync } = require('node:child_process');
 const { Worker } = require('node:worker_threads');
@@ -139,7 +140,6 @@ if (process.argv[2] === 'child') {
     .on('exit', (code) => {
       assert.strictEqual(code, 0);
       assert.strictEqual(answer, 42);
-      process.chdir('/tmp');
       const worker = new Worker('require("node:worker_threads").parentPort.postMessage(7)',
                                 { eval: true, execArgv: process.execArgv });
       worker.on('message', (seven) => assert.strictEqual(seven, 7));
@@ -380,13 +380,29 @@ CASES = [
      "           { eval: true, execArgv: ['--require', './config-loader.js'] })\n"
      "  .on('message', (got) => assert.deepStrictEqual(\n"
      "    got, [['--require', './config-loader.js'], 42]));\n", PASSED),
-    # ... given an environment (the harness leaves its NODE_OPTIONS out)
+    # ... given an environment (the harness leaves its NODE_OPTIONS out), or sharing the main
+    # thread's with no options of their own
     ("js_worker_with_its_own_environment_answers", "javascript",
      "const { Worker } = require('worker_threads');\nconst assert = require('assert');\n"
      "process.env.NODE_OPTIONS = '--no-warnings';\n"
      "new Worker('require(\"worker_threads\").parentPort.postMessage(process.env.A)',\n"
      "           { eval: true, env: { A: 1, NODE_OPTIONS: '--no-deprecation' } })\n"
      "  .on('message', (got) => assert.strictEqual(got, '1'));\n", PASSED),
+    ("js_worker_sharing_the_environment_answers", "javascript",
+     "const { Worker, SHARE_ENV } = require('worker_threads');\n"
+     "const assert = require('assert');\nprocess.env.A = 'b';\n"
+     "new Worker('require(\"worker_threads\").parentPort.postMessage(process.env.A)',\n"
+     "           { eval: true, env: SHARE_ENV, execArgv: [] })\n"
+     "  .on('message', (got) => assert.strictEqual(got, 'b'));\n", PASSED),
+    # ... and a package of the program's in a node_modules folder of its working directory
+    # (which is itself named node_modules), required from CommonJS or imported
+    ("js_requires_a_package_of_its_own", "javascript",
+     "const fs = require('fs'), assert = require('assert');\n"
+     "fs.mkdirSync('node_modules/own', { recursive: true });\n"
+     "fs.writeFileSync('node_modules/own/index.js', 'module.exports = 42;');\n"
+     "fs.writeFileSync('node_modules/own/package.json', '{\"name\": \"own\"}');\n"
+     "assert.strictEqual(require('own'), 42);\n"
+     "import('own').then((m) => assert.strictEqual(m.default, 42));\n", PASSED),
     # ... whatever entry they have (a file, CommonJS or an ES module, a data: URL, an eval),
     # which sees what it would under node: its arguments, its module's names, node's globals
     # for an eval and none for a file, its --require and --import run first, a module of the

@@ -46,7 +46,7 @@ if os.fork() == 0:
 os.wait()
 '''
 plant = '''
-import glob, os
+import errno, glob, os
 roots = glob.glob('/tmp/hybridmetric-sandbox-*')
 assert roots, os.listdir('/tmp')
 for root in roots:
@@ -54,7 +54,10 @@ for root in roots:
                  'js/hybridmetric_token.js'):
         path = os.path.join(root, name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        open(path, 'w').write('#error planted\\n')
+        try:
+            open(path, 'w').write('#error planted\\n')
+        except OSError as exc:  # (JavaScript's preload: a read-only mount of the worker's)
+            assert name.startswith('js/') and exc.errno == errno.EROFS, (name, exc)
     for built in glob.glob(os.path.join(root, 'cxx', '*.[go]*')):
         open(built, 'wb').write(b'planted')
 '''
@@ -220,11 +223,13 @@ programs = {
                                  "assert os.read(s, 9) == b'x\\n'\n"),
     "writes_tmp": ("python", "open('/tmp/scratch', 'w').write('x')\n"),
     "tmp_is_empty": ("python", "import os\nassert os.listdir('/var/tmp') == []\n"),
-    # /tmp keeps its number of entries (its size, which the worker checks) when the worker's own
-    # folder moves into a new one: the worker, whose folder is gone, is replaced
-    "swaps_worker": ("python", "import glob, os\nos.mkdir('/tmp/evil')\n"
+    # the worker's own folder cannot move (a mount point of the worker's), where /tmp would keep
+    # its number of entries (its size, which the worker checks) as it moved into a new one
+    "swaps_worker": ("python", "import errno, glob, os\nos.mkdir('/tmp/evil')\n"
                                "[root] = glob.glob('/tmp/hybridmetric-sandbox-*')\n"
-                               "os.rename(root, '/tmp/evil/root')\n"),
+                               "try:\n    os.rename(root, '/tmp/evil/root')\n"
+                               "    raise AssertionError('moved')\nexcept OSError as exc:\n"
+                               "    assert exc.errno == errno.EBUSY, exc\n"),
     "after_swap": ("python", "import os\nassert not os.path.exists('/tmp/evil')\n"),
     # the precompiled header, the compile server and JavaScript's preload are the user's files
     # too: a program that rewrites them must not reach the next program

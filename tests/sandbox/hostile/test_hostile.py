@@ -1243,11 +1243,60 @@ HOSTILE: list[tuple[Any, ...]] = [
      "const assert = require('node:assert');\n"
      "async function test() { await null; assert.strictEqual(add(1, 2), 4); }\ntest();\n",
      {FAILED}),
-    # ... or from one sharing the main thread's environment, whose NODE_OPTIONS another
-    # thread can set as it starts: refused
-    ("js_worker_sharing_the_environment_is_refused", "javascript",
-     "const { Worker, SHARE_ENV } = require('worker_threads');\n"
-     "new Worker('', { eval: true, env: SHARE_ENV }).on('error', () => {});\n", {FAILED}),
+    # ... or from one whose script, as node's constructor sends it (LOAD_SCRIPT), the program
+    # changed (through MessagePort.prototype.postMessage, or an async hook given each port):
+    # the harness runs first, from the thread's options
+    *[(f"js_terminates_its_microtasks_from_a_worker_s_script_through_{how}", "javascript",
+       "function add(a, b) { return a + b; }\n{\n  const evil = `\n"
+       "    const session = new (require('inspector').Session)();\n"
+       "    session.connectToMainThread();\n"
+       "    session.post('Runtime.terminateExecution', () => session.disconnect());\n  `;\n"
+       f"{setup}"
+       "  Promise.resolve().then(() => {\n    const end = Date.now() + 3000;\n"
+       "    while (Date.now() < end) {}\n  });\n"
+       "  new (require('worker_threads').Worker)('', { eval: true });\n}\n"
+       "const assert = require('node:assert');\n"
+       "async function test() { await null; assert.strictEqual(add(1, 2), 4); }\ntest();\n",
+       {FAILED})
+      for how, setup in [
+          ("the_prototype",
+           "  const proto = MessagePort.prototype, send = proto.postMessage;\n"
+           "  proto.postMessage = function (message, list) {\n"
+           "    if (message && message.type === 'loadScript') message.filename = evil;\n"
+           "    return send.call(this, message, list);\n  };\n"),
+          ("an_async_hook",
+           "  require('async_hooks').createHook({ init(id, type, trigger, port) {\n"
+           "    if (type !== 'MESSAGEPORT') return;\n    const send = port.postMessage;\n"
+           "    port.postMessage = function (message, list) {\n"
+           "      if (message && message.type === 'loadScript') message.filename = evil;\n"
+           "      return send.call(this, message, list);\n    };\n  } }).enable();\n")]],
+    # ... or from one started from a folder of its own named node_modules, renamed once node
+    # kept its path (node would read a package.json there as it loads the thread's harness)
+    ("js_terminates_its_microtasks_from_a_worker_in_a_renamed_folder", "javascript",
+     "function add(a, b) { return a + b; }\n{\n  const fs = require('fs');\n"
+     "  fs.mkdirSync('/tmp/r/node_modules', { recursive: true });\n"
+     "  fs.writeFileSync('/tmp/r/node_modules/evil.js', `\n"
+     "    const session = new (require('inspector').Session)();\n"
+     "    session.connectToMainThread();\n"
+     "    session.post('Runtime.terminateExecution', () => session.disconnect());\n  `);\n"
+     "  fs.writeFileSync('/tmp/r/node_modules/package.json',\n"
+     "                   JSON.stringify({ name: '', exports: { './*': './evil.js' } }));\n"
+     "  process.chdir('/tmp/r/node_modules');\n  process.cwd();\n"
+     "  fs.renameSync('/tmp/r/node_modules', '/tmp/r/package');\n"
+     "  Promise.resolve().then(() => {\n    const end = Date.now() + 3000;\n"
+     "    while (Date.now() < end) {}\n  });\n"
+     "  new (require('worker_threads').Worker)('', { eval: true });\n}\n"
+     "const assert = require('node:assert');\n"
+     "async function test() { await null; assert.strictEqual(add(1, 2), 4); }\ntest();\n",
+     {FAILED}),
+    # ... or from one started from a folder of its own (where node would read its
+    # package.json), or after it changed directory to one: refused
+    *[(f"js_worker_thread_from_another_folder_{how}", "javascript",
+       f"{setup}new (require('worker_threads').Worker)('', {{ eval: true }});\n{after}",
+       {FAILED})
+      for how, setup, after in [
+          ("before", "process.chdir('/tmp');\n", ""),
+          ("after", "", "process.chdir('/tmp');\n")]],
     # ... from the thread of loader hooks (module.register) that node started with execArgv
     # read through Object.prototype, without the harness
     ("js_terminates_its_microtasks_from_bare_loader_hooks", "javascript",
