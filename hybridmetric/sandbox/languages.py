@@ -159,6 +159,16 @@ const binding = process.binding;
                        + "writes with)");
     } }.binding;
   }
+  // ... and so is process.dlopen (native addons, a require of a .node file, which calls it):
+  // native code in the process (a module the program builds with g++, or writes out itself)
+  // reaches V8's own API, Isolate::TerminateExecution among it, which drops the microtasks
+  // queued as the inspector's does (red-team round 28)
+  if (typeof process.dlopen === "function") {
+    defineProperty(process, "dlopen", { writable: false, configurable: false, enumerable: true,
+      value: { dlopen() {  // (named as node's)
+        throw closed("loading native code (process.dlopen)");
+      } }.dlopen });
+  }
   // A worker thread given options of its own (execArgv, through Object.prototype too) would
   // run without this harness, where the inspector is node's: each gets it again (~2 ms a
   // program, what loading worker_threads costs). Node looks up that --require (or the one it

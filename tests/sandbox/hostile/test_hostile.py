@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import shutil
 import socket
 import sys
 import threading
@@ -2006,6 +2007,50 @@ def test_no_server_of_the_inspector_opens_where_the_network_is_allowed(run: Run)
     with Sandbox(workers=1, allow_network=True) as box:
         result = run(box, "javascript", source, Limits(timeout_s=20.0))
     assert result.outcome == PASSED, result
+
+
+#: A native addon that a JavaScript program builds with the sandbox's g++ and loads: a thread of
+#: its own ends what the main thread runs (V8's TerminateExecution, which drops the microtasks
+#: queued, the tests' continuation among them), and a timer of node's event loop lets it run on.
+NATIVE_TERMINATION = r"""function add(a, b) { return a + b; }
+const fs = require('fs');
+fs.writeFileSync('/tmp/x.cc', `
+#include <pthread.h>
+#include <unistd.h>
+#include <uv.h>
+namespace v8 { class Isolate { public: static Isolate* GetCurrent(); void TerminateExecution();
+                               void CancelTerminateExecution(); }; }
+static v8::Isolate* isolate; static uv_timer_t timer;
+static void cancel(uv_timer_t* h) {
+  isolate->CancelTerminateExecution(); uv_close((uv_handle_t*)h, 0);
+}
+static void* end(void*) { usleep(300000); isolate->TerminateExecution(); return 0; }
+__attribute__((constructor)) static void start() {
+  isolate = v8::Isolate::GetCurrent();
+  uv_timer_init(uv_default_loop(), &timer); uv_timer_start(&timer, cancel, 0, 0);
+  pthread_t thread; pthread_create(&thread, 0, end, 0); pthread_detach(thread);
+}`);
+require('child_process').execFileSync('g++', ['-shared', '-fPIC', '-I/usr/include/node',
+  '/tmp/x.cc', '-o', '/tmp/x.node', '-lpthread', '-Wl,-z,nodelete']);
+try { process.dlopen({ exports: {} }, '/tmp/x.node'); } catch (error) {
+  if (/closed in the sandbox/.test(error.message)) throw error;
+}
+Promise.resolve().then(() => { const end = Date.now() + 3000; while (Date.now() < end) {} });
+const assert = require('node:assert');
+async function test() { await null; assert.strictEqual(add(1, 2), 4); }
+test();
+"""
+
+
+@pytest.mark.skipif(shutil.which("g++") is None or not os.path.exists("/usr/include/node/uv.h"),
+                    reason="builds a native addon with g++ and node's headers")
+def test_a_native_addon_does_not_load(sandbox: Sandbox, run: Run, untouched: Check) -> None:
+    """``process.dlopen`` (and so a require of a ``.node`` file) is closed: native code in the
+    process reaches V8's own API, which ends what runs as the inspector does."""
+    result = run(sandbox, "javascript", NATIVE_TERMINATION, Limits(timeout_s=30.0))
+    assert result.outcome == FAILED, result
+    assert "loading native code (process.dlopen)" in result.error, result
+    untouched(sandbox)
 
 
 IO_URING_SETUP = """
