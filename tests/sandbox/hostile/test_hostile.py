@@ -856,6 +856,25 @@ UTF7_OR_PATTERN_BOMB = "# coding: utf-7\n" + _or_pattern_bomb().replace(
     "case", "+AGMAYQBzAGU-")
 
 # (id, language, source, allowed outcomes[, limits])
+#: What a worker thread of a JavaScript program below runs where it runs without the harness:
+#: it ends what the main thread runs (a microtask, and with it the queue: the tests'
+#: continuation) through the inspector.
+JS_EVIL = ("\n    const session = new (require('inspector').Session)();\n"
+           "    session.connectToMainThread();\n"
+           "    session.post('Runtime.terminateExecution', () => session.disconnect());\n  ")
+
+
+def js_worker_attack(setup: str, options: str = "") -> str:
+    """A JavaScript program whose test fails: after ``setup``, it queues a microtask that spins
+    for 3 s, starts a worker thread (eval, with ``options`` more), then runs its test."""
+    return ("function add(a, b) { return a + b; }\n{\n" + setup
+            + "  Promise.resolve().then(() => {\n    const end = Date.now() + 3000;\n"
+            "    while (Date.now() < end) {}\n  });\n"
+            f"  new (require('worker_threads').Worker)('', {{ eval: true{options} }});\n}}\n"
+            "const assert = require('node:assert');\n"
+            "async function test() { await null; assert.strictEqual(add(1, 2), 4); }\ntest();\n")
+
+
 HOSTILE: list[tuple[Any, ...]] = [
     # a set-user-ID root program (mount, su) runs as its caller: the worker sets no_new_privs
     # for everything it starts, whatever other wall stands
@@ -1210,18 +1229,10 @@ HOSTILE: list[tuple[Any, ...]] = [
     # harness's place: a package.json in the working directory whose name the harness's path
     # starts with (or "", which every absolute path does) and whose "exports" point at it
     *[(f"js_terminates_its_microtasks_from_a_worker_s_self_reference_{how}", "javascript",
-       "function add(a, b) { return a + b; }\n{\n  const fs = require('fs');\n"
-       "  fs.writeFileSync('evil.js', `\n"
-       "    const session = new (require('inspector').Session)();\n"
-       "    session.connectToMainThread();\n"
-       "    session.post('Runtime.terminateExecution', () => session.disconnect());\n  `);\n"
-       f"  fs.writeFileSync('package.json', JSON.stringify({package}));\n"
-       "  Promise.resolve().then(() => {\n    const end = Date.now() + 3000;\n"
-       "    while (Date.now() < end) {}\n  });\n"
-       f"  new (require('worker_threads').Worker)('', {{ eval: true{options} }});\n}}\n"
-       "const assert = require('node:assert');\n"
-       "async function test() { await null; assert.strictEqual(add(1, 2), 4); }\ntest();\n",
-       {FAILED})
+       js_worker_attack("  const fs = require('fs');\n"
+                        f"  fs.writeFileSync('evil.js', `{JS_EVIL}`);\n"
+                        f"  fs.writeFileSync('package.json', JSON.stringify({package}));\n",
+                        options), {FAILED})
       for how, package, options in [
           ("of_every_path", "{ name: '', exports: { './*': './evil.js' } }", ""),
           ("given_options", "{ name: '', exports: { './*': './evil.js' } }",
@@ -1229,36 +1240,16 @@ HOSTILE: list[tuple[Any, ...]] = [
           ("by_its_path", "{ name: require.cache[Object.keys(require.cache)[0]].filename,\n"
            "    exports: { '.': './evil.js' } }", "")]],
     # ... or from one whose harness file the program changed first, where it may write it
-    # (without root, the worker's folder is the program's uid's): a thread compiles the
-    # harness from the text its parent thread read before the program ran
+    # (without root, the harness's folder is a read-only mount of the worker's)
     ("js_changes_the_harness_file_for_its_worker_threads", "javascript",
-     "function add(a, b) { return a + b; }\n{\n  const fs = require('fs');\n"
-     "  const file = Object.keys(require.cache)[0];\n  try {\n    fs.writeFileSync(file, `\n"
-     "      const session = new (require('inspector').Session)();\n"
-     "      session.connectToMainThread();\n"
-     "      session.post('Runtime.terminateExecution', () => session.disconnect());\n"
-     "    `);\n  } catch (_) {}\n"
-     "  Promise.resolve().then(() => {\n    const end = Date.now() + 3000;\n"
-     "    while (Date.now() < end) {}\n  });\n"
-     "  new (require('worker_threads').Worker)('', { eval: true });\n}\n"
-     "const assert = require('node:assert');\n"
-     "async function test() { await null; assert.strictEqual(add(1, 2), 4); }\ntest();\n",
-     {FAILED}),
+     js_worker_attack("  const fs = require('fs');\n  try {\n"
+                      f"    fs.writeFileSync(Object.keys(require.cache)[0], `{JS_EVIL}`);\n"
+                      "  } catch (_) {}\n"), {FAILED}),
     # ... or from one whose script, as node's constructor sends it (LOAD_SCRIPT), the program
     # changed (through MessagePort.prototype.postMessage, or an async hook given each port):
     # the harness runs first, from the thread's options
     *[(f"js_terminates_its_microtasks_from_a_worker_s_script_through_{how}", "javascript",
-       "function add(a, b) { return a + b; }\n{\n  const evil = `\n"
-       "    const session = new (require('inspector').Session)();\n"
-       "    session.connectToMainThread();\n"
-       "    session.post('Runtime.terminateExecution', () => session.disconnect());\n  `;\n"
-       f"{setup}"
-       "  Promise.resolve().then(() => {\n    const end = Date.now() + 3000;\n"
-       "    while (Date.now() < end) {}\n  });\n"
-       "  new (require('worker_threads').Worker)('', { eval: true });\n}\n"
-       "const assert = require('node:assert');\n"
-       "async function test() { await null; assert.strictEqual(add(1, 2), 4); }\ntest();\n",
-       {FAILED})
+       js_worker_attack(f"  const evil = `{JS_EVIL}`;\n{setup}"), {FAILED})
       for how, setup in [
           ("the_prototype",
            "  const proto = MessagePort.prototype, send = proto.postMessage;\n"
@@ -1274,22 +1265,14 @@ HOSTILE: list[tuple[Any, ...]] = [
     # ... or from one started from a folder of its own named node_modules, renamed once node
     # kept its path (node would read a package.json there as it loads the thread's harness)
     ("js_terminates_its_microtasks_from_a_worker_in_a_renamed_folder", "javascript",
-     "function add(a, b) { return a + b; }\n{\n  const fs = require('fs');\n"
-     "  fs.mkdirSync('/tmp/r/node_modules', { recursive: true });\n"
-     "  fs.writeFileSync('/tmp/r/node_modules/evil.js', `\n"
-     "    const session = new (require('inspector').Session)();\n"
-     "    session.connectToMainThread();\n"
-     "    session.post('Runtime.terminateExecution', () => session.disconnect());\n  `);\n"
-     "  fs.writeFileSync('/tmp/r/node_modules/package.json',\n"
-     "                   JSON.stringify({ name: '', exports: { './*': './evil.js' } }));\n"
-     "  process.chdir('/tmp/r/node_modules');\n  process.cwd();\n"
-     "  fs.renameSync('/tmp/r/node_modules', '/tmp/r/package');\n"
-     "  Promise.resolve().then(() => {\n    const end = Date.now() + 3000;\n"
-     "    while (Date.now() < end) {}\n  });\n"
-     "  new (require('worker_threads').Worker)('', { eval: true });\n}\n"
-     "const assert = require('node:assert');\n"
-     "async function test() { await null; assert.strictEqual(add(1, 2), 4); }\ntest();\n",
-     {FAILED}),
+     js_worker_attack("  const fs = require('fs');\n"
+                      "  fs.mkdirSync('/tmp/r/node_modules', { recursive: true });\n"
+                      f"  fs.writeFileSync('/tmp/r/node_modules/evil.js', `{JS_EVIL}`);\n"
+                      "  fs.writeFileSync('/tmp/r/node_modules/package.json',\n"
+                      "                   JSON.stringify({ name: '', exports: { './*': "
+                      "'./evil.js' } }));\n"
+                      "  process.chdir('/tmp/r/node_modules');\n  process.cwd();\n"
+                      "  fs.renameSync('/tmp/r/node_modules', '/tmp/r/package');\n"), {FAILED}),
     # ... or from one started from a folder of its own (where node would read its
     # package.json), or after it changed directory to one: refused
     *[(f"js_worker_thread_from_another_folder_{how}", "javascript",
