@@ -169,6 +169,26 @@ const binding = process.binding;
         throw closed("loading native code (process.dlopen)");
       } }.dlopen });
   }
+  // ... and so is v8.queryObjects's "summary", which shows every object of a class with what
+  // it holds (util.inspect's text), the harness's among them, the bytes of the token (red-team
+  // round 29); its count shows nothing of that, and stays
+  {
+    const v8 = require("v8"), queryObjects = v8.queryObjects;
+    if (typeof queryObjects === "function") {
+      defineProperty(v8, "queryObjects", { writable: false, configurable: false,
+        enumerable: true, value: { queryObjects(constructor, options) {  // (named as node's)
+          if (typeof options !== "object" || options === null) {
+            return apply(queryObjects, v8, arguments.length > 1 ? [constructor, options]
+                                                                : [constructor]);
+          }
+          const format = options.format;  // (read once)
+          if (format === "summary") {
+            throw closed("v8.queryObjects's summary (it shows what the harness's objects hold)");
+          }
+          return apply(queryObjects, v8, [constructor, { format }]);
+        } }.queryObjects });
+    }
+  }
   // A worker thread given options of its own (execArgv, through Object.prototype too) would
   // run without this harness, where the inspector is node's: each gets it again (~2 ms a
   // program, what loading worker_threads costs). Node looks up that --require (or the one it

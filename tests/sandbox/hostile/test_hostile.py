@@ -1215,6 +1215,20 @@ HOSTILE: list[tuple[Any, ...]] = [
      "      fs.writeSync(4, 'T' + text, null, 'latin1');\n    }\n  }\n"
      "  process.reallyExit(0);\n}\nconst assert = require('node:assert');\n"
      "assert.strictEqual(add(1, 2), 4);\n", {FAILED}),
+    # ... nor through v8.queryObjects's summary, which shows every live Uint8Array with its
+    # bytes, the harness's too (its count stays, as a valid program uses it)
+    ("js_finds_the_token_with_query_objects", "javascript",
+     "function add(a, b) { return a + b; }\n{\n  const fs = require('fs');\n"
+     "  for (const text of require('v8').queryObjects(Uint8Array, { format: 'summary' })) {\n"
+     "    const bytes = (text.slice(text.indexOf('[')).match(/\\d+/g) || []).map(Number);\n"
+     "    if (bytes.length === 64 && bytes.slice(0, 32).some((x) => x)) {\n"
+     "      fs.writeSync(4, 'T' + Buffer.from(bytes.slice(0, 16)).toString('latin1'), null,\n"
+     "                   'latin1');\n    }\n  }\n  process.reallyExit(0);\n}\n"
+     "const assert = require('node:assert');\nassert.strictEqual(add(1, 2), 4);\n", {FAILED}),
+    ("js_counts_objects_of_a_class", "javascript",
+     "class Point {}\nconst points = [new Point(), new Point()];\n"
+     "require('node:assert').strictEqual(require('v8').queryObjects(Point), points.length);\n",
+     {PASSED}),
     # valid: a package.json left in /tmp or in the working directory (where node would look as
     # it loaded a --require) says "module" or is no JSON at all, and worker threads still run
     *[(f"js_package_json_left_in_{where}_{how}", "javascript",
