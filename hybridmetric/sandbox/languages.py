@@ -313,7 +313,7 @@ const binding = process.binding;
   // its working directory, itself named node_modules (node's own lookup passes over a folder
   // of that name), as they would in any other folder, and not in the folder itself
   {
-    const Module = require("module"), lookups = Module._nodeModulePaths, work = process.cwd();
+    const Module = require("module"), lookups = Module._nodeModulePaths, work = home;
     const starts = Function.prototype.call.bind(String.prototype.startsWith);
     if (test(working, work)) {
       Module._nodeModulePaths = { _nodeModulePaths(from) {  // (named as node's)
