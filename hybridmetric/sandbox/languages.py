@@ -344,6 +344,11 @@ const binding = process.binding;
     enumerable: true, value: { setFlagsFromString(flags) {  // (named as node's)
       const text = `${flags}`;
       if (test(/natives|fuzz/, text)) throw closed("V8's natives syntax");
+      // and those that print what each frame holds, the harness's among them, as an exception
+      // is thrown or a function called (--print-all-exceptions, --trace)
+      if (test(/exception|trace/, text)) {
+        throw new Errors("V8's tracing is closed in the sandbox: it prints what the harness holds");
+      }
       const result = apply(setFlags, this, [text]);
       if (natives()) {
         apply(setFlags, this, ["--no-allow-natives-syntax"]);

@@ -1359,6 +1359,15 @@ HOSTILE: list[tuple[Any, ...]] = [
      "    } catch (_) {}\n  });\n}\nconst assert = require('node:assert');\n"
      "async function test() { await null; assert.strictEqual(add(1, 2), 4); }\ntest();\n",
      {FAILED}),
+    # V8's flags that print what each frame holds as an exception is thrown, or each call's
+    # arguments, the harness's among them, are refused (any spelling): a pass only where all were
+    ("js_v8_tracing_refused", "javascript",
+     "function add(a, b) { return a + b; }\nconst v8 = require('v8'), refused = [];\n"
+     "for (const flag of ['--print-all-exceptions', '--print_all_exceptions', '--trace',\n"
+     "                    '--trace-deopt-verbose']) {\n"
+     "  try { v8.setFlagsFromString(flag); } catch (_) { refused.push(flag); }\n}\n"
+     "try { null.x; } catch (_) {}\nconst assert = require('node:assert');\n"
+     "assert.strictEqual(refused.length, 4);\nassert.strictEqual(add(1, 2), 3);\n", {PASSED}),
     # a getter of process.domain that throws where node reads it to record the tests' rejection
     ("js_throws_where_node_records_a_rejection", "javascript",
      "function add(a, b) { return a + b; }\n"
