@@ -45,7 +45,8 @@ def test_settings_parse_from_command_line_strings() -> None:
                         preload="json, re", cache="none", pin_cpus="false",
                         cpp_standard="gnu++20")
     assert instance.settings == {"timeout_s": 2.5, "memory_mb": 256, "workers": 1,
-                                 "pin_cpus": False, "allow_network": False, "preload": "json, re",
+                                 "pin_cpus": False, "allow_network": False,
+                                 "allow_file_writes": False, "preload": "json, re",
                                  "java_classpath": "/usr/share/java/javatuples.jar",
                                  "cpp_standard": "gnu++20", "cache": None}
     with pytest.raises(ValueError, match="valid settings"):

@@ -16,7 +16,9 @@ own session, rlimits (data, CPU, file size, open files, processes; without a mem
 space for Python and C++, which can make shared memory), a private working directory,
 stdin from /dev/null, capped output, a clean environment and, as root, an unprivileged uid whose
 processes are all killed afterwards. A sandbox that gets no network block refuses to start
-unless ``allow_network``; ``Sandbox.isolation`` records which walls a machine gave.
+unless ``allow_network``, and one whose programs would run as the caller with nothing
+read-only (without root, no user namespace) unless ``allow_file_writes``;
+``Sandbox.isolation`` records which walls a machine gave.
 
 Verdicts (``languages.py``): a program passes only when a per-run token, which the harness takes
 from fd 3 before the program runs, comes back on fd 4 after the tests ran and the process exits

@@ -560,12 +560,13 @@ class _CapData(ctypes.Structure):
                 ("inheritable", ctypes.c_uint32)]
 
 
-def user_network_namespace() -> None:
-    """Without root: a user namespace (mapping only this uid and gid onto themselves) that owns
-    a new network namespace. The capabilities it grants are dropped once the worker is set up
+def user_namespace(network: bool) -> None:
+    """Without root: a user namespace (mapping only this uid and gid onto themselves), which
+    grants what the worker's other walls need, and, with ``network``, owns a new network
+    namespace. The capabilities it grants are dropped once the worker is set up
     (:func:`drop_capabilities`)."""
     uid, gid = os.getuid(), os.getgid()
-    unshare(CLONE_NEWUSER | CLONE_NEWNET)
+    unshare(CLONE_NEWUSER | (CLONE_NEWNET if network else 0))
     for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
                        ("gid_map", f"{gid} {gid} 1")):
         with open(f"/proc/self/{name}", "w") as handle:
@@ -739,13 +740,16 @@ def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
 
     root = os.getuid() == 0
     blocked = not allow_network
-    netns = blocked and wall("network namespace", (lambda: unshare(CLONE_NEWNET)) if root
-                             else user_network_namespace)
-    if netns and not root:  # (as root, programs run as a uid of their own)
+    # without root, only a user namespace grants what the other walls need (with the network
+    # namespace, where the network is blocked)
+    userns = not root and wall("user namespace", lambda: user_namespace(network=blocked))
+    netns = blocked and (userns or root and wall("network namespace",
+                                                 lambda: unshare(CLONE_NEWNET)))
+    if userns:  # (as root, programs run as a uid of their own)
         wall("the programs' share of the user's inotify limits", limit_user_counts)
     filtered = wall("seccomp", lambda: load_filter(deny_sockets=blocked))
     seccomp = blocked and filtered
-    may_unshare = root or netns  # without root, only a user namespace grants the capability
+    may_unshare = root or userns
     ipcns = may_unshare and wall("IPC namespace", lambda: unshare(CLONE_NEWIPC))
     if ipcns:
         wall("System V shared memory limit", limit_shared_memory)
@@ -756,7 +760,7 @@ def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
         wall("no access times", no_access_times)
     pidns = may_unshare and wall("PID namespace",
                                  lambda: pid_namespace(own_mounts=not mountns, watch=replies))
-    read_only = not root and netns and wall("read-only file system", read_only_mounts)
+    read_only = userns and wall("read-only file system", read_only_mounts)
     mountns = mountns or read_only
     queues = False
     if ipcns:

@@ -107,8 +107,10 @@ class _Worker:
     per reply on its stdout."""
 
     def __init__(self, allow_network: bool, preload: Sequence[str], cpu: int | None,
-                 cpp_standard: str, java_classpath: Sequence[str] = ()):
+                 cpp_standard: str, java_classpath: Sequence[str] = (),
+                 allow_file_writes: bool = False):
         self.allow_network, self.preload, self.cpu = allow_network, list(preload), cpu
+        self.allow_file_writes = allow_file_writes
         self.cpp_standard, self.java_classpath = cpp_standard, list(java_classpath)
         self.uid: int | None = None
         self._claim: socket.socket | None = None
@@ -169,6 +171,17 @@ class _Worker:
                 + "; ".join(self.problems) + "). Run as root or where unprivileged network "
                 "namespaces or seccomp are allowed, or accept the risk explicitly with "
                 "allow_network=True (--set pass_rate.allow_network=true)."
+            )
+        if (self.isolation.uid is None and not self.isolation.read_only
+                and not self.allow_file_writes):
+            raise RuntimeError(
+                "programs would run as you, free to change your files and the sandbox's own "
+                "(a program could forge its pass), as no read-only file system could be made for "
+                "them here (" + "; ".join(self.problems) + "). Run as root or where "
+                "unprivileged user namespaces are allowed (sysctl "
+                "kernel.unprivileged_userns_clone=1; on Ubuntu 24.04 and later, "
+                "kernel.apparmor_restrict_unprivileged_userns=0), or accept the risk explicitly "
+                "with allow_file_writes=True (--set pass_rate.allow_file_writes=true)."
             )
 
     def log_tail(self) -> str:
@@ -291,12 +304,15 @@ class Sandbox:
     15% more programs per second on 2 cores). A program may widen its own affinity (nothing
     stops it), and the JVM's and node's helper threads share their program's core. Turn it off
     on a machine whose cores other work keeps busy, where a pinned worker could not move away.
+    ``allow_network`` and ``allow_file_writes``: run where the network cannot be blocked, or
+    (without root) where programs, which then run as the caller, could change the caller's files,
+    which the sandbox otherwise refuses to do.
     """
 
     def __init__(self, *, workers: int = 0, allow_network: bool = False,
                  preload: Sequence[str] = (), cache: str | Path | None = None,
                  java_classpath: Sequence[str] = DEFAULT_JAVA_CLASSPATH, pin_cpus: bool = True,
-                 cpp_standard: str = CPP_STANDARD):
+                 cpp_standard: str = CPP_STANDARD, allow_file_writes: bool = False):
         cxx_flags(cpp_standard)  # (ValueError for what names no standard)
         cpus = sorted(os.sched_getaffinity(0))  # the cores this process may use
         count = workers or len(cpus)
@@ -310,7 +326,8 @@ class Sandbox:
         self.cache = ResultCache(cache) if cache is not None else None  # first: it may not open
         self._runtimes: dict[str, str] = {}
         self._workers = [_Worker(allow_network, preload, cpus[i % len(cpus)] if pin_cpus else None,
-                                 cpp_standard, self.java_classpath) for i in range(count)]
+                                 cpp_standard, self.java_classpath, allow_file_writes)
+                         for i in range(count)]
         self._finalizer = weakref.finalize(self, _close_all, self._workers)
         try:
             for worker in self._workers:

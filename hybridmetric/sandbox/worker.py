@@ -268,7 +268,7 @@ class Worker:
             self._release()
             raise
         finally:  # (those of the user namespace, held until the launcher's namespace is made)
-            if os.getuid() != 0 and self.isolation.network_namespace:
+            if os.getuid() != 0:  # (none to drop where no user namespace was made)
                 isolation.drop_capabilities()
         self._forker_settings = process_settings(self.launcher.pid or 0)
         self.sweep()
@@ -287,7 +287,7 @@ class Worker:
         if self.uid is not None:
             return ForkServer(self.uid, procs, self.env, self.env["HOME"], preload, code,
                               child_filter=no_memory_files)
-        if self.isolation.pid_namespace and self.isolation.network_namespace:
+        if self.isolation.pid_namespace:
             with isolation.children_in_a_new_pid_namespace():
                 return ForkServer(None, procs, self.env, self.env["HOME"], preload, code,
                                   before_exec=isolation.own_proc, child_filter=no_memory_files)

@@ -75,6 +75,9 @@ class PassRate(Scorer):
                                   "where other work keeps the cores busy)"),
         "allow_network": Setting(False, "run with no network block (only for trusted tests "
                                         "that need it)"),
+        "allow_file_writes": Setting(False, "run without root where programs, which then run "
+                                            "as you, could change your files (no user "
+                                            "namespaces): only for trusted tests"),
         "preload": Setting("", "comma-separated modules the Python fork server imports once, "
                                "e.g. numpy,pandas"),
         "java_classpath": Setting(":".join(DEFAULT_JAVA_CLASSPATH),
@@ -129,7 +132,8 @@ class PassRate(Scorer):
             sandbox = Sandbox(workers=self.settings["workers"],
                               allow_network=self.settings["allow_network"], preload=modules,
                               java_classpath=jars, pin_cpus=self.settings["pin_cpus"],
-                              cpp_standard=self.settings["cpp_standard"])
+                              cpp_standard=self.settings["cpp_standard"],
+                              allow_file_writes=self.settings["allow_file_writes"])
             try:
                 sandbox.cache = self._open_cache(sandbox.isolation)
             except BaseException:

@@ -430,7 +430,8 @@ def _run_as_user(home: str, data: str) -> None:
 
 #: In a process of ``USER``: a machine where neither a namespace nor a seccomp filter can be made
 #: (``unshare``, ``setns``, ``seccomp`` and ``prctl(PR_SET_SECCOMP)`` fail with EPERM, for it and
-#: everything it starts); then the sandbox without and with ``allow_network``.
+#: everything it starts); then the sandbox without ``allow_network``, with it alone (programs
+#: would run as the user with nothing read-only: refused too), and with ``allow_file_writes``.
 NO_WALLS = r"""
 import ctypes, errno, json
 from hybridmetric.sandbox import Limits, Program, Sandbox, isolation
@@ -456,7 +457,11 @@ try:
     Sandbox(workers=1).close()
 except RuntimeError as exc:
     seen["refused"] = str(exc)
-with Sandbox(workers=1, allow_network=True) as box:
+try:
+    Sandbox(workers=1, allow_network=True).close()
+except RuntimeError as exc:
+    seen["refused_files"] = str(exc)
+with Sandbox(workers=1, allow_network=True, allow_file_writes=True) as box:
     seen["walls"] = box.isolation.as_dict()
     [result] = box.run([Program("python", "assert 1 + 1 == 2\n", Limits(timeout_s=5.0))])
     seen["outcome"] = result.outcome
@@ -465,7 +470,8 @@ import contextlib, io
 import pandas as pd
 from hybridmetric.scorers.pass_rate import PassRate
 said = io.StringIO()
-with contextlib.redirect_stderr(said), PassRate(workers=1, allow_network=True) as scorer:
+with contextlib.redirect_stderr(said), PassRate(workers=1, allow_network=True,
+                                                allow_file_writes=True) as scorer:
     rows = pd.DataFrame([{"task_id": "t", "candidate": "", "tests": {"cases": ["assert 1\n"]}}])
     seen["scored"] = float(scorer.score(rows)["score.pass"][0])
     seen["cached"] = scorer.sandbox.cache is not None
@@ -482,9 +488,87 @@ def test_no_network_block_is_refused_unless_allowed() -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     seen = json.loads(done.stdout)
     assert seen["refused"].startswith("no way to block the network works on this machine ("
-                                      "network namespace: [Errno 1]"), seen["refused"]
+                                      "user namespace: [Errno 1]"), seen["refused"]
     assert "allow_network=True (--set pass_rate.allow_network=true)" in seen["refused"]
+    assert seen["refused_files"].startswith("programs would run as you, free to change your "
+                                            "files"), seen["refused_files"]
+    assert "allow_file_writes=True (--set pass_rate.allow_file_writes=true)" in (
+        seen["refused_files"])
     assert not seen["walls"]["network_namespace"] and not seen["walls"]["seccomp"]
     assert seen["outcome"] == "passed"  # allowed explicitly: the programs run
     assert seen["scored"] == 1.0 and not seen["cached"]
     assert "could plant verdicts in the default cache" in seen["warning"], seen["warning"]
+
+
+#: In a process of ``USER``: a machine where seccomp works but no user namespace can be made
+#: (``clone`` and ``unshare`` with CLONE_NEWUSER fail with EPERM, as the sandbox's own filter
+#: has it; Ubuntu's AppArmor default gives a namespace without capabilities), so the network is
+#: blocked, and nothing made read-only: refused unless ``allow_file_writes``. A program then
+#: writes in the user's home (argument 1), which it can: why the sandbox asks.
+NO_USER_NAMESPACES = r"""
+import ctypes, json, sys
+from hybridmetric.sandbox import Limits, Program, Sandbox, isolation
+
+assert ctypes.CDLL(None).prctl(38, 1, 0, 0, 0) == 0  # PR_SET_NO_NEW_PRIVS, as a user must
+isolation.load_filter(deny_sockets=False)
+seen = {}
+try:
+    Sandbox(workers=1).close()
+except RuntimeError as exc:
+    seen["refused"] = str(exc)
+writes = f"open({sys.argv[1] + '/planted'!r}, 'w').write('x')\n"
+with Sandbox(workers=1, allow_file_writes=True) as box:
+    seen["walls"] = box.isolation.walls
+    seen["outcomes"] = [r.outcome for r in box.run(
+        [Program("python", code, Limits(timeout_s=5.0)) for code in (
+            "assert 1 + 1 == 2\n", "import socket\nsocket.socket()\n", writes)])]
+print(json.dumps(seen))
+"""
+
+#: In a process of ``USER``, with the network allowed: the user namespace is made all the same
+#: (without a network namespace), and with it the read-only file system and the other walls.
+NETWORK_ALLOWED = r"""
+import json, sys
+from hybridmetric.sandbox import Limits, Program, Sandbox
+
+writes = f"open({sys.argv[1] + '/planted'!r}, 'w').write('x')\n"
+with Sandbox(workers=1, allow_network=True) as box:
+    walls = box.isolation.walls
+    outcomes = [r.outcome for r in box.run(
+        [Program("python", code, Limits(timeout_s=5.0)) for code in (
+            "assert 1 + 1 == 2\n", writes)])]
+print(json.dumps({"walls": walls, "outcomes": outcomes}))
+"""
+
+
+@pytest.mark.skipif(os.getuid() != 0, reason="starting a process as another user needs root")
+@pytest.mark.skipif(not os.path.isdir("/home"), reason="the test's user home goes in /home")
+def test_writable_files_are_refused_unless_allowed() -> None:
+    home = f"/home/hybridmetric-test-{os.getpid()}"
+    os.mkdir(home, 0o755)
+    os.chown(home, USER, USER)
+    try:
+        seen = {}
+        for name, script in (("no_userns", NO_USER_NAMESPACES), ("network", NETWORK_ALLOWED)):
+            done = subprocess.run([sys.executable, "-c", script, home], cwd="/",
+                                  preexec_fn=_as_user,
+                                  env={"PATH": os.environ["PATH"], "HOME": home},
+                                  capture_output=True, text=True, timeout=120, check=False)
+            assert done.returncode == 0, done.stderr[-3000:]
+            seen[name] = json.loads(done.stdout)
+            planted = os.path.exists(os.path.join(home, "planted"))
+            seen[name]["planted"] = planted
+            if planted:
+                os.unlink(os.path.join(home, "planted"))
+    finally:
+        shutil.rmtree(home)
+    refused = seen["no_userns"]["refused"]
+    assert refused.startswith("programs would run as you, free to change your files"), refused
+    assert "user namespace: [Errno 1]" in refused and "allow_file_writes=True" in refused
+    assert seen["no_userns"]["walls"] == "seccomp+nokeys+nouserns"
+    # the network blocked by seccomp alone; the user's file written, as allowed
+    assert seen["no_userns"]["outcomes"] == ["passed", "failed", "passed"]
+    assert seen["no_userns"]["planted"]
+    assert seen["network"]["walls"] == "mountns+pidns+rofs+ipcns+nokeys+nouserns"
+    assert seen["network"]["outcomes"] == ["passed", "failed"]  # read-only
+    assert not seen["network"]["planted"]
