@@ -429,11 +429,11 @@ class Worker:
             file_source(file_bytes(source), path)
         except SyntaxError as exc:
             return RunResult(SYNTAX_ERROR, _error_text(exc.with_traceback(None), source, path))
+        self._write(path, source, self.uid)  # (as given: a program may read its own file)
         # a byte order mark, as ``python path`` skips it (one: a second is a syntax error there)
         if source.startswith("\ufeff") and not source.startswith("\ufeff\ufeff"):
             source = source[1:]
             tail_at = tail_at - 1 if tail_at else None
-        self._write(path, source, self.uid)
         code = precompile(source, path, tail_at) if self.launcher.compiles_here else None
         if isinstance(code, str):  # it does not compile: no child needed
             return RunResult(SYNTAX_ERROR, code)

@@ -295,6 +295,14 @@ CASES = [
     # ... and starts with one byte order mark at most (python skips one; a second is an error)
     ("one_byte_order_mark", "python", "\ufeffx = 1\n", PASSED),
     ("two_byte_order_marks", "python", "\ufeff\ufeffx = 1\n", SYNTAX_ERROR),
+    # ... which stays in its file, where the program reads it (red-team round 7)
+    ("byte_order_mark_in_its_own_file", "python",
+     "\ufeffwith open(__file__, 'rb') as f:\n    assert f.read(3) == b'\\xef\\xbb\\xbf'\n",
+     PASSED),
+    ("byte_order_mark_parsed_from_its_own_file", "python",
+     "\ufeffimport ast\ntry:\n    ast.parse(open(__file__, encoding='utf-8').read())\n"
+     "except SyntaxError:\n    pass\nelse:\n    raise AssertionError('no byte order mark')\n",
+     PASSED),
     ("coding_ascii_with_utf8", "python", "# coding: ascii\ns = '\u00e9'\n", SYNTAX_ERROR),
     # ... as python's file reader reads it: the declaration's own line as it is (an escaped line
     # end in a raw_unicode_escape declaration, a comment, ends no line), bytes that are not UTF-8
