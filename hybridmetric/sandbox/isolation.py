@@ -46,7 +46,7 @@ import shutil
 import signal
 import stat
 import time
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -339,6 +339,14 @@ def pin(path: str, read_only: bool = False) -> None:
     if read_only:
         _check(_libc.mount(None, path.encode(), None, MS_REMOUNT | MS_BIND | MS_RDONLY, None),
                f"remount {path} read-only")
+
+
+def hide_files(paths: Sequence[str]) -> None:
+    """Mount ``/dev/null`` over each of ``paths`` (in this process's own mount namespace): a
+    program that opens one reads nothing, and a library there no longer loads."""
+    for path in paths:
+        _check(_libc.mount(b"/dev/null", path.encode(), None, MS_BIND, None),
+               f"bind-mount /dev/null over {path}")
 
 
 def new_mount_namespace() -> None:
@@ -709,11 +717,14 @@ def pid_namespace(own_mounts: bool, watch: int | None = None) -> None:
 
 
 def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
-                   home: str | None, replies: int | None = None) -> tuple[Isolation, list[str]]:
+                   home: str | None, replies: int | None = None,
+                   hidden: Sequence[str] = ()) -> tuple[Isolation, list[str]]:
     """Apply the per-worker walls; return what worked and why the rest did not.
 
     ``needed``: paths the programs must be able to read (see :func:`private_mounts`); ``home``:
     the user's home directory, hidden from programs without root (see :func:`read_only_files`);
+    ``hidden``: files that programs must not load, where the worker has a mount namespace (see
+    :func:`hide_files`);
     ``replies``: the pipe the worker answers on (see :func:`pid_namespace`). Without root, the
     capabilities the user namespace grants are left to the caller to drop
     (:func:`drop_capabilities`), once it has made its fork server's PID namespace.
@@ -762,6 +773,8 @@ def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
                                  lambda: pid_namespace(own_mounts=not mountns, watch=replies))
     read_only = userns and wall("read-only file system", read_only_mounts)
     mountns = mountns or read_only
+    if mountns and hidden:
+        wall("hidden files", lambda: hide_files(hidden))
     queues = False
     if ipcns:
         try:

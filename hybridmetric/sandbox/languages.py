@@ -986,6 +986,21 @@ def tool(name: str) -> str:
     return path
 
 
+def java_agent_libraries() -> list[str]:
+    """The JDK's library of Java agents (``lib/libinstrument.so`` of the ``java`` found), which
+    the worker hides from programs (``isolation.hide_files``): a program's JVM would load an
+    agent of its own through it, in process (the DiagnosticCommand MBean's
+    ``jvmtiAgentLoad``, which ``-XX:+DisableAttachMechanism`` does not stop), and the agent
+    opens the harness's classes and frames to the program (red-team round 7). Nothing but
+    ``-javaagent`` and that command loads it."""
+    found = shutil.which("java", path=SEARCH_PATH)
+    if found is None:
+        return []
+    home = os.path.dirname(os.path.dirname(os.path.realpath(found)))
+    library = os.path.join(home, "lib", "libinstrument.so")
+    return [library] if os.path.isfile(library) else []
+
+
 @dataclass(frozen=True)
 class Build:
     """Files to write, an optional compile command, and the run command (argv).

@@ -232,7 +232,8 @@ class Worker:
         host_pid = os.getpid()  # before the PID namespace, where the worker is pid 1
         self.cpp_standard = cpp_standard
         self.isolation, self.problems = isolation.isolate_worker(
-            uid, allow_network, needed_paths(preload, classpath, home), home, replies)
+            uid, allow_network, needed_paths(preload, classpath, home), home, replies,
+            hidden=languages.java_agent_libraries())
         # Without root, programs share the worker's uid: they must not be able to interrupt it
         # (a handled signal reaches a namespace's init) or read and write its memory.
         signal.signal(signal.SIGINT, signal.SIG_IGN)

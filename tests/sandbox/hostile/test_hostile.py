@@ -819,6 +819,64 @@ process.on("uncaughtException", () => {
 try { require("assert").strictEqual(1 + 1, 3); }
 catch (error) { throw new RangeError("Array buffer allocation failed"); }
 """
+#: A Java program that loads an agent of its own into its JVM, in process (the DiagnosticCommand
+#: MBean's ``jvmtiAgentLoad``), opens ``java.lang`` to itself through it, reads the harness
+#: frame's locals (``LiveStackFrame``) and sends the pass it finds there before its tests fail
+#: (red-team round 7).
+JAVA_LOADS_AN_AGENT = """
+import java.io.*;
+import java.lang.reflect.*;
+import java.util.*;
+class Problem {
+  static volatile java.lang.instrument.Instrumentation inst;
+  public static void agentmain(String a, java.lang.instrument.Instrumentation i) { inst = i; }
+  static void forge() throws Throwable {
+    File jar = new File("/tmp/agent.jar");
+    java.util.jar.Manifest m = new java.util.jar.Manifest();
+    m.getMainAttributes().put(java.util.jar.Attributes.Name.MANIFEST_VERSION, "1.0");
+    m.getMainAttributes().putValue("Agent-Class", "Problem");
+    new java.util.jar.JarOutputStream(new FileOutputStream(jar), m).close();
+    java.lang.management.ManagementFactory.getPlatformMBeanServer().invoke(
+        new javax.management.ObjectName("com.sun.management:type=DiagnosticCommand"),
+        "jvmtiAgentLoad", new Object[] {new String[] {jar.getPath()}},
+        new String[] {String[].class.getName()});
+    if (inst == null) throw new Error("no agent");
+    inst.redefineModule(Object.class.getModule(), Set.of(), Map.of(),
+        Map.of("java.lang", Set.of(Problem.class.getModule())), Set.of(), Map.of());
+    Class<?> live = Class.forName("java.lang.LiveStackFrame");
+    Method walker = live.getMethod("getStackWalker", Set.class);
+    walker.setAccessible(true);
+    Method locals = live.getMethod("getLocals");
+    locals.setAccessible(true);
+    List<Object[]> found = new ArrayList<>();
+    ((StackWalker) walker.invoke(null, EnumSet.of(StackWalker.Option.RETAIN_CLASS_REFERENCE)))
+        .forEach(f -> {
+          try {
+            found.add((Object[]) locals.invoke(f));
+          } catch (Exception e) {
+            throw new RuntimeException(e);
+          }
+        });
+    for (Object[] frame : found) for (Object o : frame) {
+      if (o instanceof byte[] b && b.length > 1 && b.length < 64 && b[0] == 'T') {
+        try (FileOutputStream out = new FileOutputStream("/proc/self/fd/4")) { out.write(b); }
+        Runtime.getRuntime().halt(0);
+      }
+    }
+  }
+  static long add(long x, long y) { return x - y; }
+  public static void main(String[] args) {
+    try {
+      forge();
+    } catch (Throwable t) {
+      t.printStackTrace();
+    }
+    assert add(2, 3) == 5;
+  }
+}
+"""
+
+
 JAVA_READS_BACK_ITS_REPORT = """
 import java.io.*;
 class Problem {
@@ -1414,6 +1472,8 @@ HOSTILE: list[tuple[Any, ...]] = [
      "\n        \"VM.version\").redirectErrorStream(true).start();\n"
      "    String out = new String(p.getInputStream().readAllBytes());\n"
      "    assert p.waitFor() != 0 : \"attached: \" + out;\n  }\n}\n", {PASSED}),
+    # ... nor does the program load an agent into its JVM itself, through its management beans
+    ("java_loads_an_agent_in_process", "java", JAVA_LOADS_AN_AGENT, {FAILED}),
     # a report the harness makes counts only with the token after it (a failure stays one)
     ("forges_a_syntax_error", "python", "import os\nos.write(4, b'S')\nassert 1 == 2\n",
      {FAILED}),
