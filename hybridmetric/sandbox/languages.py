@@ -1403,6 +1403,12 @@ COPY = {62: 5, 183: 1024, 21: 19, 22: 9, 243: 4, 258: 4}
 #: that the linker makes for an executable (but IRELATIVE's, refused above).
 RELATIVE = {62: 8, 183: 1027, 21: 22, 22: 12, 243: 3, 258: 3}
 DT_PREINIT_ARRAY, DT_PREINIT_ARRAYSZ = 32, 33
+#: The dynamic tags that name what the dynamic loader reads as it relocates an executable, each
+#: with the tag of its size (None: the size of the section at that address): its relocations,
+#: their symbols, the symbols' names, hash tables and versions.
+LOADER_TABLES = {7: 8, 17: 18, 23: 2, 36: 35, 5: 10, 6: None, 4: None, 0x6FFFFEF5: None,
+                 0x6FFFFFF0: None, 0x6FFFFFFE: None, 0x6FFFFFFC: None}
+PT_LOAD, PF_W = 1, 2
 SHT_SYMTAB, SHT_RELA, SHT_DYNSYM, SHT_REL, SHT_PREINIT_ARRAY = 2, 4, 11, 9, 16
 STT_GNU_IFUNC, STB_LOCAL, PT_DYNAMIC, PT_INTERP, ET_DYN = 10, 0, 2, 3, 3
 
@@ -1418,7 +1424,8 @@ def code_before_the_harness(path: str) -> str:
     such definition), or a relocation of its own (bytes in a section named like the linker's,
     ``.rela.*``, which the linker counts among its relocations) that has the loader rewrite
     what it reads next: the executable's ``.dynamic`` section (where ``.preinit_array`` is
-    named) or a slot of ``.preinit_array`` that the linker already relocates."""
+    named) or a slot of ``.preinit_array`` that the linker already relocates; or tables the
+    loader reads as it relocates the executable, made writable (:func:`_writable_loader_tables`)."""
     data, order = _elf64(path)  # (read once, for every check)
     if _indirect_functions(data, order):
         return ("the program defines an indirect function (__attribute__((ifunc)), "
@@ -1438,6 +1445,11 @@ def code_before_the_harness(path: str) -> str:
     if taken:
         return (f"the program defines {', '.join(taken)}, which the dynamic loader defines and "
                 "the C library uses, so that the program's runs,")
+    if _writable_loader_tables(data, order):
+        return ("the program makes writable what the dynamic loader reads as it relocates the "
+                "executable (its relocations, symbols or their names: a section of its own named "
+                "like the linker's), so that a relocation of its own could rewrite them and run "
+                "code of the program's")
     dynamic = next(((start, start + size) for kind, start, size in _segments(data, order)
                     if kind == PT_DYNAMIC), (0, 0))
     # (.preinit_array as the loader finds it, named in .dynamic: a section of that type of
@@ -1556,6 +1568,32 @@ def _section_headers(data: bytes, order: str) -> list[tuple[int, int, int, int, 
              struct.unpack_from(order + "I", data, header + 0x28)[0],
              struct.unpack_from(order + "Q", data, header + 0x10)[0])
             for header in range(table, table + size * count, size)]
+
+
+def _writable_loader_tables(data: bytes, order: str) -> bool:
+    """Whether a table the dynamic loader reads as it relocates the 64-bit ELF executable
+    ``data`` (:data:`LOADER_TABLES`) lies in a writable segment, where a relocation could
+    rewrite it before the loader reads it (red-team round 7: a writable section of the
+    program's, named like the linker's, made the linker's first segment writable, and one of
+    its relocations rewrote the linker's own that fills ``.preinit_array``)."""
+    table = struct.unpack_from(order + "Q", data, 0x20)[0]
+    size, count = struct.unpack_from(order + "HH", data, 0x36)
+    writable = []
+    for header in range(table, table + size * count, size):
+        kind, flags = struct.unpack_from(order + "II", data, header)
+        if kind == PT_LOAD and flags & PF_W:
+            start = struct.unpack_from(order + "Q", data, header + 0x10)[0]
+            writable.append((start, start + struct.unpack_from(order + "Q", data,
+                                                               header + 0x28)[0]))
+    tags = dict(_dynamic_tags(data, order))
+    sizes = {address: length for _, _, length, _, address in _section_headers(data, order)}
+    for tag, size_tag in LOADER_TABLES.items():
+        if tag in tags:
+            start = tags[tag]
+            end = start + max(1, tags.get(size_tag, 0) if size_tag else sizes.get(start, 1))
+            if any(start < high and low < end for low, high in writable):
+                return True
+    return False
 
 
 def _segments(data: bytes, order: str, in_file: bool = False) -> list[tuple[int, int, int]]:

@@ -877,6 +877,43 @@ class Problem {
 """
 
 
+#: A C++ program whose relocation of its own (``inj``: an Elf64_Rela, R_X86_64_DTPOFF64 against
+#: ``__libc_start_main``, which writes the symbol's value plus the addend) rewrites the addend of
+#: the linker's own relocation of ``.preinit_array``'s first slot, so that the loader calls
+#: ``steal`` there in place of the harness's ``take_token``: a writable section named like the
+#: linker's relocations (``.rela.data.*``, or one named ``.dynstr``) made the linker's first
+#: segment writable (red-team round 7; its constants fit this machine's link of it).
+CPP_REWRITES_THE_LOADER_S_TABLES = """
+#include <bits/stdc++.h>
+#include <signal.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+static char stolen[64];
+static long nstolen;
+extern "C" __attribute__((used, noinline)) void steal(int, char **, char **) {
+  nstolen = syscall(SYS_read, 3, stolen, sizeof stolen);
+}
+static void on_abort(int) {
+  if (nstolen >= 32) {
+    char out[17];
+    out[0] = 'T';
+    memcpy(out + 1, stolen, 16);
+    syscall(SYS_write, 4, out, 17);
+  }
+  _exit(0);
+}
+static int installed = (signal(SIGABRT, on_abort), 0);
+__attribute__((section(".rela.data.zz"), used, aligned(8)))
+%s unsigned long inj[3] = {%s, (6UL << 32) | 17, 0xfffffffffffda15cUL};
+%s
+std::vector<long> sort_array(std::vector<long> arr) { return arr; }
+int main() {
+  auto candidate = sort_array;
+  assert(candidate(std::vector<long>({3, 1, 2})) == std::vector<long>({1, 2, 3}));
+}
+"""
+
+
 JAVA_READS_BACK_ITS_REPORT = """
 import java.io.*;
 class Problem {
@@ -1460,6 +1497,14 @@ HOSTILE: list[tuple[Any, ...]] = [
     # ... or one in read-only memory, for which the loader would make the code and the
     # relocations writable while it relocates (DT_TEXTREL): later relocations of the program's
     # then rewrote the harness's code or the linker's relocations
+    # ... nor a section of its own that makes the loader's tables writable, where a relocation
+    # of its own rewrote one of the linker's
+    ("cpp_rewrites_the_loader_s_relocations", "cpp",
+     CPP_REWRITES_THE_LOADER_S_TABLES % ("", "0x9b0UL", ""), {SYNTAX_ERROR}),
+    ("cpp_makes_the_loader_s_tables_writable_by_their_names", "cpp",
+     CPP_REWRITES_THE_LOADER_S_TABLES % (
+         "const", "0x9b8UL", '__attribute__((section(".dynstr"), used)) char byte[1] = {0};'),
+     {SYNTAX_ERROR}),
     ("cpp_relocates_read_only_memory", "cpp",
      "#include <cassert>\nint f() { return 0; }\n"
      "asm(\".section .rodata.mine,\\\"a\\\"\\n.quad _Z1fv\\n.text\\n\");\n"
