@@ -1013,6 +1013,9 @@ class Build:
     compile: list[str] | None
     run: list[str]
     javac_server: bool = False
+    #: The command that links what ``compile`` made (C++: the program's object, which the
+    #: worker checks first, :func:`sections_of_the_loader`), or None.
+    link: list[str] | None = None
 
 
 def java_code(source: str) -> str:
@@ -1413,6 +1416,47 @@ SHT_SYMTAB, SHT_RELA, SHT_DYNSYM, SHT_REL, SHT_PREINIT_ARRAY = 2, 4, 11, 9, 16
 STT_GNU_IFUNC, STB_LOCAL, PT_DYNAMIC, PT_INTERP, ET_DYN = 10, 0, 2, 3, 3
 
 
+#: The names of what the linker makes and the dynamic loader reads (the tables it relocates
+#: the executable with, its symbols and their names, ``.dynamic``, the GOT and PLT, the loader's
+#: name), each with what follows a dot after it: a section of the program's object so named
+#: goes into the linker's own (red-team rounds 3 to 8: relocations of the program's that
+#: rewrote the linker's, or ``.dynamic`` entries past its end that fooled the checks below).
+_LOADER_SECTION = re.compile(r"\.(?:rel|rela|relr|interp|hash|gnu\.hash|dynsym|dynstr|dynamic|"
+                             r"dynbss|gnu\.version(?:_[dr])?|got|plt|iplt|igot)(?:\..*)?",
+                             re.DOTALL)
+SHF_ALLOC = 0x2
+
+
+def sections_of_the_loader(path: str) -> list[str]:
+    """The sections of the C++ object ``path`` (the program's) named like the linker's own that
+    the dynamic loader reads (:data:`_LOADER_SECTION`): the linker would merge them into its
+    own. The object's relocation sections (``.rela.text``: of a relocation type, not loaded),
+    which the linker applies itself, are not among them."""
+    with open(path, "rb") as handle:  # (its headers and their names: the data may be large)
+        head = handle.read(64)
+        order = _elf64_order(head)
+        if order is None:
+            return ["(not a 64-bit ELF object)"]
+        table = struct.unpack_from(order + "Q", head, 0x28)[0]
+        size, count, names = struct.unpack_from(order + "HHH", head, 0x3A)
+        handle.seek(table)
+        headers = handle.read(size * count)
+        try:
+            offset, length = struct.unpack_from(order + "QQ", headers, names * size + 0x18)
+        except struct.error:
+            return ["(no section names)"]
+        handle.seek(offset)
+        name_table = handle.read(length)
+    found = []
+    for header in range(0, len(headers) - size + 1, size):
+        at, kind, flags = struct.unpack_from(order + "IIQ", headers, header)
+        name = name_table[at:].partition(b"\0")[0].decode("latin-1")
+        relocations = kind in (SHT_RELA, SHT_REL) and not flags & SHF_ALLOC
+        if _LOADER_SECTION.fullmatch(name) and not relocations:
+            found.append(name)
+    return found
+
+
 def code_before_the_harness(path: str) -> str:
     """Why the C++ executable ``path`` could run code of its own before ``take_token`` (from
     ``.preinit_array``, otherwise the executable's first code) and read the token first, or ""
@@ -1533,8 +1577,11 @@ def _dynamic_tags(data: bytes, order: str) -> list[tuple[int, int]]:
     entries = []
     for kind, offset, size in _segments(data, order, in_file=True):
         if kind == PT_DYNAMIC:
-            entries += [struct.unpack_from(order + "QQ", data, entry)
-                        for entry in range(offset, offset + size - 15, 16)]
+            for entry in range(offset, offset + size - 15, 16):
+                tag, value = struct.unpack_from(order + "QQ", data, entry)
+                if tag == 0:  # DT_NULL: the loader reads no further (red-team round 8)
+                    break
+                entries.append((tag, value))
     return entries
 
 
@@ -1651,10 +1698,11 @@ def build(language: str, source: str, memory_mb: int, cxx: str = ".",
     if language == "cpp":
         header = ["-I", cxx, "-include", PCH_NAME, "-Winvalid-pch"] if uses_stdcxx(source) else []
         return Build({"program.cpp": source},
-                     [tool("g++"), *cxx_flags(cpp_standard), "-pipe", "-Wl,--wrap=main",
-                      "-Wl,-z,text", *header,
-                      "-o", "program", f"{cxx}/{CPP_MAIN}.o", "program.cpp"],
-                     ["./program"])
+                     [tool("g++"), *cxx_flags(cpp_standard), "-pipe", *header, "-c",
+                      "-o", "program.o", "program.cpp"],
+                     ["./program"],
+                     link=[tool("g++"), *cxx_flags(cpp_standard), "-Wl,--wrap=main",
+                           "-Wl,-z,text", "-o", "program", f"{cxx}/{CPP_MAIN}.o", "program.o"])
     if language == "java":
         java_refuse_early_end(source)
         public = java_public_type(source)

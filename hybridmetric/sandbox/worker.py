@@ -527,10 +527,25 @@ class Worker:
                 return RunResult(TIMEOUT, diagnostics)
             diagnostics = diagnostics.replace(directory + os.sep, "")  # paths as javac's own
             return None if status == 0 else RunResult(SYNTAX_ERROR, diagnostics)
+        failed = self._build(recipe.compile, limits)
+        if failed is not None or recipe.link is None:
+            return failed
+        # the program's object, before the linker merges it: no section of the loader's
+        foreign = languages.sections_of_the_loader(os.path.join(directory, "program.o"))
+        if foreign:
+            return RunResult(SYNTAX_ERROR, f"the program makes sections named like those the "
+                             f"linker makes for the dynamic loader ({', '.join(foreign)[:200]}),"
+                             " which the linker would merge into its own: the sandbox does not "
+                             "run it, as its verdict could not be trusted")
+        return self._build(recipe.link, limits)
+
+    def _build(self, command: list[str], limits: Limits) -> RunResult | None:
+        """Run a step of a program's build (g++ compiling or linking); None where it succeeded,
+        else the verdict."""
         memory = max(limits.memory_mb, 1024) + 1024
         # (the objects and the program g++ writes are as large as its static data: they are
         # bounded by the compile's memory, as the tmpfs they go to is in its memory cgroup)
-        built = self._spawn(recipe.compile, None, limits, memory, limits.compile_timeout_s,
+        built = self._spawn(command, None, limits, memory, limits.compile_timeout_s,
                             file_mb=memory)
         if built.timed_out or built.signal == signal.SIGXCPU:
             return RunResult(TIMEOUT, f"compiling took over {limits.compile_timeout_s} s",

@@ -325,6 +325,12 @@ CASES = [
     ("user_name", "python",
      "import getpass, os, pwd\nassert getpass.getuser() == pwd.getpwuid(os.getuid()).pw_name\n",
      PASSED),
+    # sections of a C++ program's own, named otherwise than the loader's, as g++ links them
+    ("cpp_sections_of_its_own", "cpp",
+     '__attribute__((section("mine"), used)) const int a[2] = {1, 2};\n'
+     '__attribute__((section(".data.rel.ro.mine"), used)) const int b[2] = {3, 4};\n'
+     '__attribute__((section(".mydata"), used)) int c[2] = {5, 6};\n'
+     "#include <cassert>\nint main() { assert(a[1] + b[0] + c[1] == 11); }\n", PASSED),
     ("js_user_info", "javascript", "require('os').userInfo();\n", PASSED),
     ("cpp_user_entry", "cpp", "#include <pwd.h>\n#include <unistd.h>\n"
      "int main() { return getpwuid(getuid()) == nullptr; }\n", PASSED),

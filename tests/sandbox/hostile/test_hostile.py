@@ -914,6 +914,40 @@ int main() {
 """
 
 
+#: A C++ program that defines ``__tunable_get_val`` (which the C library calls as it starts,
+#: before ``.preinit_array``), reading fd 3 there, and adds a copy relocation of its own against
+#: it, which the check of names the loader defines once excused (red-team round 8).
+CPP_COPIES_THE_LOADER_S_FUNCTION = """
+#include <bits/stdc++.h>
+#include <signal.h>
+#include <unistd.h>
+#include <sys/syscall.h>
+static char stolen[64];
+static long stolen_n = -1;
+extern "C" void __tunable_get_val(unsigned, void *, void *) {
+  if (stolen_n < 0) stolen_n = syscall(SYS_read, 3, stolen, sizeof stolen);
+}
+extern "C" __attribute__((used, aligned(64))) char sink[8192];
+char sink[8192];
+static void on_abort(int) {
+  if (stolen_n > 1) {
+    char report[65] = {'T'};
+    memcpy(report + 1, stolen, stolen_n / 2);
+    syscall(SYS_write, 4, report, 1 + stolen_n / 2);
+  }
+  _exit(0);
+}
+static int installed = (signal(SIGABRT, on_abort), 0);
+__attribute__((section(".rela.data.zz"), used, aligned(8)))
+const unsigned long inj[3] = {0x5140UL, (23UL << 32) | 5, 0};
+std::vector<int> sort_array(std::vector<int> v) { return v; }
+int main() {
+  auto candidate = sort_array;
+  assert(candidate({3, 1, 2}) == (std::vector<int>{1, 2, 3}));
+}
+"""
+
+
 JAVA_READS_BACK_ITS_REPORT = """
 import java.io.*;
 class Problem {
@@ -1505,6 +1539,20 @@ HOSTILE: list[tuple[Any, ...]] = [
      CPP_REWRITES_THE_LOADER_S_TABLES % (
          "const", "0x9b8UL", '__attribute__((section(".dynstr"), used)) char byte[1] = {0};'),
      {SYNTAX_ERROR}),
+    ("cpp_copies_the_loader_s_function", "cpp", CPP_COPIES_THE_LOADER_S_FUNCTION, {SYNTAX_ERROR}),
+    # ... or any other section named like those the linker makes for the loader (the program's
+    # object is read before it is linked), ``.dynamic`` entries past its end among them, which
+    # the loader never reads and the checks of the executable once did (red-team round 8)
+    *((f"cpp_names_a_section_{name}", "cpp",
+       f'__attribute__((section("{name}"), used, aligned(8))) const unsigned long x[2] = {{7, 0}};'
+       "\n#include <cassert>\nint main() { assert(1 == 2); }\n", {SYNTAX_ERROR})
+      for name in (".dynamic", ".rel.zz", ".relr.dyn", ".got", ".got.plt", ".plt.sec",
+                   ".dynsym", ".gnu.version_r", ".interp", ".gnu.hash")),
+    # a writable section of the program's that the linker puts beside the loader's tables (a
+    # note's name: valid C++) makes them writable: refused, by the check of the executable
+    ("cpp_writable_note_section", "cpp",
+     '__attribute__((section(".note.mine"), used)) int table[4] = {1, 2, 3, 4};\n'
+     "#include <cassert>\nint main() { assert(++table[1] == 3); }\n", {SYNTAX_ERROR}),
     ("cpp_relocates_read_only_memory", "cpp",
      "#include <cassert>\nint f() { return 0; }\n"
      "asm(\".section .rodata.mine,\\\"a\\\"\\n.quad _Z1fv\\n.text\\n\");\n"
