@@ -1414,6 +1414,7 @@ LOADER_TABLES = {7: 8, 17: 18, 23: 2, 36: 35, 5: 10, 6: None, 4: None, 0x6FFFFEF
 PT_LOAD, PF_W = 1, 2
 SHT_SYMTAB, SHT_RELA, SHT_DYNSYM, SHT_REL, SHT_PREINIT_ARRAY = 2, 4, 11, 9, 16
 STT_GNU_IFUNC, STB_LOCAL, PT_DYNAMIC, PT_INTERP, ET_DYN = 10, 0, 2, 3, 3
+STT_OBJECT = 1
 
 
 #: The names of what the linker makes and the dynamic loader reads (the tables it relocates
@@ -1424,7 +1425,12 @@ STT_GNU_IFUNC, STB_LOCAL, PT_DYNAMIC, PT_INTERP, ET_DYN = 10, 0, 2, 3, 3
 _LOADER_SECTION = re.compile(r"\.(?:rel|rela|relr|interp|hash|gnu\.hash|dynsym|dynstr|dynamic|"
                              r"dynbss|gnu\.version(?:_[dr])?|got|plt|iplt|igot)(?:\..*)?",
                              re.DOTALL)
-SHF_ALLOC = 0x2
+SHF_ALLOC, SHF_INFO_LINK = 0x2, 0x40
+#: The types of the loaded sections g++ makes (code and data, zeroed data, notes, the init
+#: and fini arrays, x86-64's unwind tables): a loaded section of another type of the
+#: program's (relocations, symbols, dynamic entries under any name) the linker puts beside the
+#: linker's own of that type, which the loader reads (red-team round 9).
+_LOADED_KINDS = frozenset({1, 8, 7, 14, 15, 16, 0x70000001})
 
 
 def sections_of_the_loader(path: str) -> list[str]:
@@ -1448,12 +1454,21 @@ def sections_of_the_loader(path: str) -> list[str]:
         handle.seek(offset)
         name_table = handle.read(length)
     found = []
-    for header in range(0, len(headers) - size + 1, size):
+    kinds = [struct.unpack_from(order + "I", headers, header + 4)[0]
+             for header in range(0, len(headers) - size + 1, size)]
+    for index, header in enumerate(range(0, len(headers) - size + 1, size)):
         at, kind, flags = struct.unpack_from(order + "IIQ", headers, header)
+        link, info = struct.unpack_from(order + "II", headers, header + 0x28)
         name = name_table[at:].partition(b"\0")[0].decode("latin-1")
-        relocations = kind in (SHT_RELA, SHT_REL) and not flags & SHF_ALLOC
-        if _LOADER_SECTION.fullmatch(name) and not relocations:
-            found.append(name)
+        # the linker's input: relocations of a section of the object's (it applies them
+        # itself), as the assembler makes them; a hand-made one that names no section is bytes
+        # it merges by name or type (red-team round 9)
+        relocations = (kind in (SHT_RELA, SHT_REL) and not flags & SHF_ALLOC
+                       and flags & SHF_INFO_LINK and 0 < info < len(kinds) and info != index
+                       and link < len(kinds) and kinds[link] == SHT_SYMTAB)
+        if (_LOADER_SECTION.fullmatch(name) and not relocations) or (
+                flags & SHF_ALLOC and kind not in _LOADED_KINDS):
+            found.append(name or f"(section {index}, of type {kind})")
     return found
 
 
@@ -1482,9 +1497,12 @@ def code_before_the_harness(path: str) -> str:
     machine = struct.unpack_from(order + "H", data, 0x12)[0]
     symbols = _dynamic_symbols(data, order)
     relocations = _relocations(data, order)
-    copied = {symbols[symbol][0] for _, kind, symbol in relocations
-              if kind == COPY.get(machine) and symbol < len(symbols)}
-    defined = {name for name, exported, _ in symbols if exported} - copied
+    # (the linker's own copies: a data object's, at the address of its symbol; a copy
+    # relocation of the program's, of its own function, once excused it: red-team round 8)
+    copied = {symbols[symbol][0] for where, kind, symbol in relocations
+              if kind == COPY.get(machine) and symbol < len(symbols)
+              and symbols[symbol][3] == STT_OBJECT and symbols[symbol][4] == where}
+    defined = {name for name, exported, *_ in symbols if exported} - copied
     taken = sorted(defined & _loader_definitions(loader))
     if taken:
         return (f"the program defines {', '.join(taken)}, which the dynamic loader defines and "
@@ -1540,7 +1558,7 @@ def _loader_definitions(loader: str) -> frozenset[str]:
     data, order = _elf64(loader)
     if order is None:
         return frozenset()
-    return frozenset(name for name, exported, _ in _dynamic_symbols(data, order) if exported)
+    return frozenset(name for name, exported, *_ in _dynamic_symbols(data, order) if exported)
 
 
 def _interpreter(data: bytes, order: str | None) -> str | None:
@@ -1554,9 +1572,10 @@ def _interpreter(data: bytes, order: str | None) -> str | None:
     return None
 
 
-def _dynamic_symbols(data: bytes, order: str) -> list[tuple[str, bool, int]]:
+def _dynamic_symbols(data: bytes, order: str) -> list[tuple[str, bool, int, int, int]]:
     """The name of each symbol of the 64-bit ELF file ``data``'s dynamic symbol table, in its
-    order, whether the file defines it for others (not local, in a section), and its size."""
+    order, whether the file defines it for others (not local, in a section), its size, type
+    and value."""
     sections = _section_headers(data, order)
     symbols = []
     for kind, offset, length, link, _ in sections:
@@ -1568,7 +1587,9 @@ def _dynamic_symbols(data: bytes, order: str) -> list[tuple[str, bool, int]]:
             exported = data[entry + 4] >> 4 != STB_LOCAL and struct.unpack_from(
                 order + "H", data, entry + 6)[0] != 0
             symbols.append((data[name:data.index(b"\0", name)].decode("utf-8", "surrogateescape"),
-                            exported, struct.unpack_from(order + "Q", data, entry + 16)[0]))
+                            exported, struct.unpack_from(order + "Q", data, entry + 16)[0],
+                            data[entry + 4] & 0xF,
+                            struct.unpack_from(order + "Q", data, entry + 8)[0]))
     return symbols
 
 

@@ -533,10 +533,11 @@ class Worker:
         # the program's object, before the linker merges it: no section of the loader's
         foreign = languages.sections_of_the_loader(os.path.join(directory, "program.o"))
         if foreign:
-            return RunResult(SYNTAX_ERROR, f"the program makes sections named like those the "
-                             f"linker makes for the dynamic loader ({', '.join(foreign)[:200]}),"
-                             " which the linker would merge into its own: the sandbox does not "
-                             "run it, as its verdict could not be trusted")
+            return RunResult(SYNTAX_ERROR, f"the program makes sections named or typed like "
+                             f"those the linker makes for the dynamic loader "
+                             f"({', '.join(foreign)[:200]}), which the linker would merge into "
+                             "its own: the sandbox does not run it, as its verdict could not be "
+                             "trusted")
         return self._build(recipe.link, limits)
 
     def _build(self, command: list[str], limits: Limits) -> RunResult | None:

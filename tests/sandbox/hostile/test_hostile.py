@@ -1540,6 +1540,18 @@ HOSTILE: list[tuple[Any, ...]] = [
          "const", "0x9b8UL", '__attribute__((section(".dynstr"), used)) char byte[1] = {0};'),
      {SYNTAX_ERROR}),
     ("cpp_copies_the_loader_s_function", "cpp", CPP_COPIES_THE_LOADER_S_FUNCTION, {SYNTAX_ERROR}),
+    # ... the same relocation in a loaded section of the relocations' type under another name
+    # (the type in the section attribute: no asm), which the linker merges with its own, or in
+    # one that is not loaded and names no section to relocate (red-team round 9)
+    ("cpp_copies_the_loader_s_function_by_a_section_type", "cpp",
+     CPP_COPIES_THE_LOADER_S_FUNCTION.replace('section(".rela.data.zz")',
+                                              'section(".xyz,\\"a\\",@4 #")'), {SYNTAX_ERROR}),
+    ("cpp_copies_the_loader_s_function_unloaded", "cpp",
+     CPP_COPIES_THE_LOADER_S_FUNCTION.replace(
+         '__attribute__((section(".rela.data.zz"), used, aligned(8)))\n'
+         "const unsigned long inj[3] = {0x5140UL, (23UL << 32) | 5, 0};",
+         'asm(".section .rela.data.zz,\\"\\",@4\\n.balign 8\\n.quad 0x5140\\n'
+         '.quad (23<<32)|5\\n.quad 0\\n.previous\\n");'), {SYNTAX_ERROR}),
     # ... or any other section named like those the linker makes for the loader (the program's
     # object is read before it is linked), ``.dynamic`` entries past its end among them, which
     # the loader never reads and the checks of the executable once did (red-team round 8)
