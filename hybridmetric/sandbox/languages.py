@@ -1431,13 +1431,22 @@ SHF_ALLOC, SHF_INFO_LINK = 0x2, 0x40
 #: program's (relocations, symbols, dynamic entries under any name) the linker puts beside the
 #: linker's own of that type, which the loader reads (red-team round 9).
 _LOADED_KINDS = frozenset({1, 8, 7, 14, 15, 16, 0x70000001})
+#: The types of the tables the dynamic loader reads (relocations, their compact form, dynamic
+#: entries, dynamic symbols, hash tables, symbol versions): in the program's object, only the
+#: assembler's own relocation sections may have one.
+_LOADER_KINDS = frozenset({4, 9, 19, 6, 11, 5, 0x6FFFFFF6, 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF})
+SHN_XINDEX = 0xFFFF
 
 
 def sections_of_the_loader(path: str) -> list[str]:
-    """The sections of the C++ object ``path`` (the program's) named like the linker's own that
-    the dynamic loader reads (:data:`_LOADER_SECTION`): the linker would merge them into its
-    own. The object's relocation sections (``.rela.text``: of a relocation type, not loaded),
-    which the linker applies itself, are not among them."""
+    """The sections of the C++ object ``path`` (the program's) that the linker would merge into
+    what the dynamic loader reads, or that the checks of the executable would read as the
+    linker's (:func:`code_before_the_harness`): named like the linker's own
+    (:data:`_LOADER_SECTION`), loaded and of a type g++ does not make (:data:`_LOADED_KINDS`),
+    or of a type of the loader's tables under any name, loaded or not (:data:`_LOADER_KINDS`:
+    red-team round 10), as is a second symbol table. The object's relocation sections
+    (``.rela.text``), as the assembler makes them, which the linker applies itself, are not
+    among them."""
     with open(path, "rb") as handle:  # (its headers and their names: the data may be large)
         head = handle.read(64)
         order = _elf64_order(head)
@@ -1445,6 +1454,15 @@ def sections_of_the_loader(path: str) -> list[str]:
             return ["(not a 64-bit ELF object)"]
         table = struct.unpack_from(order + "Q", head, 0x28)[0]
         size, count, names = struct.unpack_from(order + "HHH", head, 0x3A)
+        handle.seek(table)
+        first = handle.read(size)
+        if len(first) < 0x30:
+            return ["(no section headers)"]
+        # (extended numbering, past 65,279 sections: the count and the names' index are kept
+        # in the first header's size and link)
+        count = count or struct.unpack_from(order + "Q", first, 0x20)[0]
+        if names == SHN_XINDEX:
+            names = struct.unpack_from(order + "I", first, 0x28)[0]
         handle.seek(table)
         headers = handle.read(size * count)
         try:
@@ -1460,14 +1478,17 @@ def sections_of_the_loader(path: str) -> list[str]:
         at, kind, flags = struct.unpack_from(order + "IIQ", headers, header)
         link, info = struct.unpack_from(order + "II", headers, header + 0x28)
         name = name_table[at:].partition(b"\0")[0].decode("latin-1")
-        # the linker's input: relocations of a section of the object's (it applies them
-        # itself), as the assembler makes them; a hand-made one that names no section is bytes
-        # it merges by name or type (red-team round 9)
+        # the linker's input: relocations of a section of the object's code or data (it
+        # applies them itself), as the assembler makes them; a hand-made one that names no
+        # such section is bytes it merges by name or type (red-team rounds 9 and 10)
         relocations = (kind in (SHT_RELA, SHT_REL) and not flags & SHF_ALLOC
                        and flags & SHF_INFO_LINK and 0 < info < len(kinds) and info != index
+                       and kinds[info] in _LOADED_KINDS
                        and link < len(kinds) and kinds[link] == SHT_SYMTAB)
-        if (_LOADER_SECTION.fullmatch(name) and not relocations) or (
-                flags & SHF_ALLOC and kind not in _LOADED_KINDS):
+        if ((_LOADER_SECTION.fullmatch(name) and not relocations)
+                or (flags & SHF_ALLOC and kind not in _LOADED_KINDS)
+                or (kind in _LOADER_KINDS and not relocations)
+                or (kind == SHT_SYMTAB and kinds.index(SHT_SYMTAB) != index)):
             found.append(name or f"(section {index}, of type {kind})")
     return found
 

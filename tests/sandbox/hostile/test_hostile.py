@@ -1546,6 +1546,19 @@ HOSTILE: list[tuple[Any, ...]] = [
     ("cpp_copies_the_loader_s_function_by_a_section_type", "cpp",
      CPP_COPIES_THE_LOADER_S_FUNCTION.replace('section(".rela.data.zz")',
                                               'section(".xyz,\\"a\\",@4 #")'), {SYNTAX_ERROR}),
+    # ... or a copy relocation against a symbol of its own in unloaded sections typed as
+    # dynamic symbols and relocations, which the loader never reads and the executable's check
+    # once read as the linker's (red-team round 10)
+    ("cpp_copies_the_loader_s_function_by_unloaded_tables", "cpp",
+     CPP_COPIES_THE_LOADER_S_FUNCTION.replace(
+         '__attribute__((section(".rela.data.zz"), used, aligned(8)))\n'
+         "const unsigned long inj[3] = {0x5140UL, (23UL << 32) | 5, 0};",
+         "struct FakeSym { unsigned name; unsigned char info, other; unsigned short shndx; "
+         "unsigned long value, size; };\n"
+         '__attribute__((section(".yy,\\"\\",@11 #"), used, aligned(8)))\n'
+         "const FakeSym fake_sym = {362, 0x11, 0, 1, 0x10, 0};\n"
+         '__attribute__((section(".zz,\\"\\",@4 #"), used, aligned(8)))\n'
+         "const unsigned long fake_copy[3] = {0x10, (24UL << 32) | 5, 0};"), {SYNTAX_ERROR}),
     ("cpp_copies_the_loader_s_function_unloaded", "cpp",
      CPP_COPIES_THE_LOADER_S_FUNCTION.replace(
          '__attribute__((section(".rela.data.zz"), used, aligned(8)))\n'
