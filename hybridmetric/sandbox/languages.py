@@ -1436,6 +1436,12 @@ _LOADED_KINDS = frozenset({1, 8, 7, 14, 15, 16, 0x70000001})
 #: assembler's own relocation sections may have one.
 _LOADER_KINDS = frozenset({4, 9, 19, 6, 11, 5, 0x6FFFFFF6, 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF})
 SHN_XINDEX = 0xFFFF
+#: Code the linker compiles (link-time optimisation's bytecode, which its plugin finds by these
+#: sections, each excluded from the output), where the object check cannot read it: a program
+#: that wrote it with ``asm`` had sections of the loader's types made at the link (red-team
+#: round 11).
+_LINK_TIME_CODE = re.compile(r"\.gnu\.(?:offload_|debuglto_)?lto_")
+SHF_EXCLUDE = 0x80000000
 
 
 def sections_of_the_loader(path: str) -> list[str]:
@@ -1444,9 +1450,10 @@ def sections_of_the_loader(path: str) -> list[str]:
     linker's (:func:`code_before_the_harness`): named like the linker's own
     (:data:`_LOADER_SECTION`), loaded and of a type g++ does not make (:data:`_LOADED_KINDS`),
     or of a type of the loader's tables under any name, loaded or not (:data:`_LOADER_KINDS`:
-    red-team round 10), as is a second symbol table. The object's relocation sections
-    (``.rela.text``), as the assembler makes them, which the linker applies itself, are not
-    among them."""
+    red-team round 10), as is a second symbol table, and code for the linker to compile
+    (:data:`_LINK_TIME_CODE`, or any section excluded from the output). The object's
+    relocation sections (``.rela.text``), as the assembler makes them, which the linker applies
+    itself, are not among them."""
     with open(path, "rb") as handle:  # (its headers and their names: the data may be large)
         head = handle.read(64)
         order = _elf64_order(head)
@@ -1486,6 +1493,7 @@ def sections_of_the_loader(path: str) -> list[str]:
                        and kinds[info] in _LOADED_KINDS
                        and link < len(kinds) and kinds[link] == SHT_SYMTAB)
         if ((_LOADER_SECTION.fullmatch(name) and not relocations)
+                or _LINK_TIME_CODE.match(name) or flags & SHF_EXCLUDE
                 or (flags & SHF_ALLOC and kind not in _LOADED_KINDS)
                 or (kind in _LOADER_KINDS and not relocations)
                 or (kind == SHT_SYMTAB and kinds.index(SHT_SYMTAB) != index)):

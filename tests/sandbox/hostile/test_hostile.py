@@ -1559,6 +1559,15 @@ HOSTILE: list[tuple[Any, ...]] = [
          "const FakeSym fake_sym = {362, 0x11, 0, 1, 0x10, 0};\n"
          '__attribute__((section(".zz,\\"\\",@4 #"), used, aligned(8)))\n'
          "const unsigned long fake_copy[3] = {0x10, (24UL << 32) | 5, 0};"), {SYNTAX_ERROR}),
+    # ... or code for the linker to compile (link-time optimisation's bytecode, which a program
+    # wrote with asm: the link made the sections the object check refuses, red-team round 11),
+    # nor any section excluded from the output
+    *((f"cpp_leaves_code_to_the_linker_{name}", "cpp",
+       f'asm(".section {section},\\"{flags}\\",@progbits\\n.byte 1\\n.previous\\n");\n'
+       "#include <cassert>\nint main() { assert(1 == 2); }\n", {SYNTAX_ERROR})
+      for name, section, flags in (("lto", ".gnu.lto_.decls.0", "e"),
+                                   ("offload", ".gnu.offload_lto_.x", ""),
+                                   ("excluded", ".mine", "e"))),
     ("cpp_copies_the_loader_s_function_unloaded", "cpp",
      CPP_COPIES_THE_LOADER_S_FUNCTION.replace(
          '__attribute__((section(".rela.data.zz"), used, aligned(8)))\n'
