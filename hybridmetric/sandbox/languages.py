@@ -1405,6 +1405,9 @@ COPY = {62: 5, 183: 1024, 21: 19, 22: 9, 243: 4, 258: 4}
 #: ... and the one that adds the load address to a constant, the only one against no symbol
 #: that the linker makes for an executable (but IRELATIVE's, refused above).
 RELATIVE = {62: 8, 183: 1027, 21: 22, 22: 12, 243: 3, 258: 3}
+#: ... and the TLS descriptor's, which writes two words, not one (x86-64, AArch64, RISC-V,
+#: LoongArch): where it lands is checked over both (red-team round 12).
+TLSDESC = {62: 36, 183: 1031, 243: 12, 258: 13}
 DT_PREINIT_ARRAY, DT_PREINIT_ARRAYSZ = 32, 33
 #: The dynamic tags that name what the dynamic loader reads as it relocates an executable, each
 #: with the tag of its size (None: the size of the section at that address): its relocations,
@@ -1437,10 +1440,10 @@ _LOADED_KINDS = frozenset({1, 8, 7, 14, 15, 16, 0x70000001})
 _LOADER_KINDS = frozenset({4, 9, 19, 6, 11, 5, 0x6FFFFFF6, 0x6FFFFFFD, 0x6FFFFFFE, 0x6FFFFFFF})
 SHN_XINDEX = 0xFFFF
 #: Code the linker compiles (link-time optimisation's bytecode, which its plugin finds by these
-#: sections, each excluded from the output), where the object check cannot read it: a program
-#: that wrote it with ``asm`` had sections of the loader's types made at the link (red-team
-#: round 11).
-_LINK_TIME_CODE = re.compile(r"\.gnu\.(?:offload_|debuglto_)?lto_")
+#: sections, each excluded from the output; LLVM's, ``.llvmbc``, for a linker that loads its
+#: plugin), where the object check cannot read it: a program that wrote it with ``asm`` had
+#: sections of the loader's types made at the link (red-team rounds 11 and 12).
+_LINK_TIME_CODE = re.compile(r"\.gnu\.(?:offload_|debuglto_)?lto_|\.llvm")
 SHF_EXCLUDE = 0x80000000
 
 
@@ -1557,7 +1560,7 @@ def code_before_the_harness(path: str) -> str:
     slots = []
     for where, kind, symbol in relocations:  # (what each writes: 8 bytes, a copy its symbol's)
         end = where + (symbols[symbol][2] if kind == COPY.get(machine)
-                       and symbol < len(symbols) else 8)
+                       and symbol < len(symbols) else 16 if kind == TLSDESC.get(machine) else 8)
         if where < dynamic[1] and dynamic[0] < end:
             slots.append(-1)
         elif where < preinit[1] and preinit[0] < end:
@@ -1751,7 +1754,8 @@ def build(language: str, source: str, memory_mb: int, cxx: str = ".",
                      [tool("g++"), *cxx_flags(cpp_standard), "-pipe", *header, "-c",
                       "-o", "program.o", "program.cpp"],
                      ["./program"],
-                     link=[tool("g++"), *cxx_flags(cpp_standard), "-Wl,--wrap=main",
+                     link=[tool("g++"), *cxx_flags(cpp_standard), "-fno-use-linker-plugin",
+                           "-Wl,--wrap=main",
                            "-Wl,-z,text", "-o", "program", f"{cxx}/{CPP_MAIN}.o", "program.o"])
     if language == "java":
         java_refuse_early_end(source)

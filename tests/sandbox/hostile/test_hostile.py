@@ -1567,6 +1567,7 @@ HOSTILE: list[tuple[Any, ...]] = [
        "#include <cassert>\nint main() { assert(1 == 2); }\n", {SYNTAX_ERROR})
       for name, section, flags in (("lto", ".gnu.lto_.decls.0", "e"),
                                    ("offload", ".gnu.offload_lto_.x", ""),
+                                   ("llvm", ".llvmbc", ""),
                                    ("excluded", ".mine", "e"))),
     ("cpp_copies_the_loader_s_function_unloaded", "cpp",
      CPP_COPIES_THE_LOADER_S_FUNCTION.replace(
