@@ -1539,16 +1539,16 @@ def code_before_the_harness(path: str) -> str:
     if taken:
         return (f"the program defines {', '.join(taken)}, which the dynamic loader defines and "
                 "the C library uses, so that the program's runs,")
-    if _writable_loader_tables(data, order):
+    tags = dict(_dynamic_tags(data, order))
+    if _writable_loader_tables(data, order, tags):
         return ("the program makes writable what the dynamic loader reads as it relocates the "
                 "executable (its relocations, symbols or their names: a section of its own named "
                 "like the linker's), so that a relocation of its own could rewrite them and run "
                 "code of the program's")
-    dynamic = next(((start, start + size) for kind, start, size in _segments(data, order)
+    dynamic = next(((start, start + size) for kind, start, size, _ in _segments(data, order)
                     if kind == PT_DYNAMIC), (0, 0))
     # (.preinit_array as the loader finds it, named in .dynamic: a section of that type of
     # the program's, placed first, once stood in for it here)
-    tags = dict(_dynamic_tags(data, order))
     start = tags.get(DT_PREINIT_ARRAY, 0)
     preinit = (start, start + tags.get(DT_PREINIT_ARRAYSZ, 0))
     if sum(kind == SHT_PREINIT_ARRAY for kind, *_ in _section_headers(data, order)) > 1 or any(
@@ -1598,7 +1598,7 @@ def _interpreter(data: bytes, order: str | None) -> str | None:
     that names none, or what is not a 64-bit ELF file (``order`` None)."""
     if order is None:
         return None
-    for kind, offset, size in _segments(data, order, in_file=True):
+    for kind, offset, size, _ in _segments(data, order, in_file=True):
         if kind == PT_INTERP:
             return data[offset:offset + size].rstrip(b"\0").decode("utf-8", "surrogateescape")
     return None
@@ -1628,7 +1628,7 @@ def _dynamic_symbols(data: bytes, order: str) -> list[tuple[str, bool, int, int,
 def _dynamic_tags(data: bytes, order: str) -> list[tuple[int, int]]:
     """The tag and value of each entry of the 64-bit ELF file ``data``'s dynamic section."""
     entries = []
-    for kind, offset, size in _segments(data, order, in_file=True):
+    for kind, offset, size, _ in _segments(data, order, in_file=True):
         if kind == PT_DYNAMIC:
             for entry in range(offset, offset + size - 15, 16):
                 tag, value = struct.unpack_from(order + "QQ", data, entry)
@@ -1670,22 +1670,15 @@ def _section_headers(data: bytes, order: str) -> list[tuple[int, int, int, int, 
             for header in range(table, table + size * count, size)]
 
 
-def _writable_loader_tables(data: bytes, order: str) -> bool:
+def _writable_loader_tables(data: bytes, order: str, tags: dict[int, int]) -> bool:
     """Whether a table the dynamic loader reads as it relocates the 64-bit ELF executable
-    ``data`` (:data:`LOADER_TABLES`) lies in a writable segment, where a relocation could
-    rewrite it before the loader reads it (red-team round 7: a writable section of the
-    program's, named like the linker's, made the linker's first segment writable, and one of
-    its relocations rewrote the linker's own that fills ``.preinit_array``)."""
-    table = struct.unpack_from(order + "Q", data, 0x20)[0]
-    size, count = struct.unpack_from(order + "HH", data, 0x36)
-    writable = []
-    for header in range(table, table + size * count, size):
-        kind, flags = struct.unpack_from(order + "II", data, header)
-        if kind == PT_LOAD and flags & PF_W:
-            start = struct.unpack_from(order + "Q", data, header + 0x10)[0]
-            writable.append((start, start + struct.unpack_from(order + "Q", data,
-                                                               header + 0x28)[0]))
-    tags = dict(_dynamic_tags(data, order))
+    ``data`` (:data:`LOADER_TABLES`, found by its dynamic ``tags``) lies in a writable
+    segment, where a relocation could rewrite it before the loader reads it (red-team round 7:
+    a writable section of the program's, named like the linker's, made the linker's first
+    segment writable, and one of its relocations rewrote the linker's own that fills
+    ``.preinit_array``)."""
+    writable = [(start, start + size) for kind, start, size, flags in _segments(data, order)
+                if kind == PT_LOAD and flags & PF_W]
     sizes = {address: length for _, _, length, _, address in _section_headers(data, order)}
     for tag, size_tag in LOADER_TABLES.items():
         if tag in tags:
@@ -1696,15 +1689,17 @@ def _writable_loader_tables(data: bytes, order: str) -> bool:
     return False
 
 
-def _segments(data: bytes, order: str, in_file: bool = False) -> list[tuple[int, int, int]]:
-    """The type, address and size in memory (``in_file``: offset and size in the file) of each
-    segment of the 64-bit ELF file ``data``."""
+def _segments(data: bytes, order: str,
+              in_file: bool = False) -> list[tuple[int, int, int, int]]:
+    """The type, address and size in memory (``in_file``: offset and size in the file) and
+    flags of each segment of the 64-bit ELF file ``data``."""
     table = struct.unpack_from(order + "Q", data, 0x20)[0]
     size, count = struct.unpack_from(order + "HH", data, 0x36)
     at, length = (0x08, 0x20) if in_file else (0x10, 0x28)
     return [(struct.unpack_from(order + "I", data, header)[0],
              struct.unpack_from(order + "Q", data, header + at)[0],
-             struct.unpack_from(order + "Q", data, header + length)[0])
+             struct.unpack_from(order + "Q", data, header + length)[0],
+             struct.unpack_from(order + "I", data, header + 4)[0])
             for header in range(table, table + size * count, size)]
 
 
