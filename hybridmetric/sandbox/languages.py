@@ -31,7 +31,7 @@ import shutil
 import string
 import struct
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 LANGUAGES = ("python", "javascript", "cpp", "java")
@@ -1414,6 +1414,11 @@ DT_PREINIT_ARRAY, DT_PREINIT_ARRAYSZ = 32, 33
 #: their symbols, the symbols' names, hash tables and versions.
 LOADER_TABLES = {7: 8, 17: 18, 23: 2, 36: 35, 5: 10, 6: None, 4: None, 0x6FFFFEF5: None,
                  0x6FFFFFF0: None, 0x6FFFFFFE: None, 0x6FFFFFFC: None}
+DT_HASH, DT_STRTAB, DT_SYMTAB, DT_STRSZ, DT_PLTREL, DT_GNU_HASH = 4, 5, 6, 10, 20, 0x6FFFFEF5
+DT_RELA, DT_REL, DT_RELR, DT_RELRSZ, DT_VERSYM = 7, 17, 36, 35, 0x6FFFFFF0
+#: The dynamic tags of the relocation tables the loader applies, each with the tag of its size
+#: and the size of an entry (``Elf64_Rela``, ``Elf64_Rel``; the PLT's: as DT_PLTREL says).
+RELOCATION_TABLES = {DT_RELA: (8, 24), DT_REL: (18, 16), 23: (2, None)}
 PT_LOAD, PF_W = 1, 2
 SHT_SYMTAB, SHT_RELA, SHT_DYNSYM, SHT_REL, SHT_PREINIT_ARRAY = 2, 4, 11, 9, 16
 STT_GNU_IFUNC, STB_LOCAL, PT_DYNAMIC, PT_INTERP, ET_DYN = 10, 0, 2, 3, 3
@@ -1516,31 +1521,41 @@ def code_before_the_harness(path: str) -> str:
     ``.rela.*``, which the linker counts among its relocations) that has the loader rewrite
     what it reads next: the executable's ``.dynamic`` section (where ``.preinit_array`` is
     named) or a slot of ``.preinit_array`` that the linker already relocates; or tables the
-    loader reads as it relocates the executable, made writable (:func:`_writable_loader_tables`)."""
+    loader reads as it relocates the executable, made writable (:func:`_writable_loader_tables`).
+    Its symbols and relocations are read both as the section headers find them and as the loader
+    does (:func:`_loader_view`), and each check holds for both."""
     data, order = _elf64(path)  # (read once, for every check)
     if _indirect_functions(data, order):
-        return ("the program defines an indirect function (__attribute__((ifunc)), "
-                "target_clones or target overloads), whose resolver the dynamic loader runs")
+        return _INDIRECT
     loader = _interpreter(data, order)
     if loader != _system_loader():
         return f"the program names a dynamic loader of its own ({loader}), which runs"
     if order is None:
         return ""
     machine = struct.unpack_from(order + "H", data, 0x12)[0]
-    symbols = _dynamic_symbols(data, order)
-    relocations = _relocations(data, order)
-    # (the linker's own copies: a data object's, at the address of its symbol; a copy
-    # relocation of the program's, of its own function, once excused it: red-team round 8)
-    copied = {symbols[symbol][0] for where, kind, symbol in relocations
-              if kind == COPY.get(machine) and symbol < len(symbols)
-              and symbols[symbol][3] == STT_OBJECT and symbols[symbol][4] == where}
-    defined = {name for name, exported, *_ in symbols if exported} - copied
-    taken = sorted(defined & _loader_definitions(loader))
-    if taken:
-        return (f"the program defines {', '.join(taken)}, which the dynamic loader defines and "
-                "the C library uses, so that the program's runs,")
     tags = dict(_dynamic_tags(data, order))
-    if _writable_loader_tables(data, order, tags):
+    as_loaded = _loader_view(data, order, tags, machine)
+    if as_loaded is None:
+        return ("the executable's .dynamic names tables of the dynamic loader's outside what it "
+                "loads from its file, which the linker never does")
+    symbols, relocations = as_loaded
+    if any(kind == IRELATIVE.get(machine) for _, kind, _ in relocations) or any(
+            kind == STT_GNU_IFUNC and defined for *_, kind, _, defined in symbols):
+        return _INDIRECT
+    # each check, on the tables as the section headers find them and as the loader does
+    views = ((_dynamic_symbols(data, order), _relocations(data, order)), as_loaded)
+    for symbols, relocations in views:
+        # (the linker's own copies: a data object's, at the address of its symbol; a copy
+        # relocation of the program's, of its own function, once excused it: red-team round 8)
+        copied = {symbols[symbol][0] for where, kind, symbol in relocations
+                  if kind == COPY.get(machine) and symbol < len(symbols)
+                  and symbols[symbol][3] == STT_OBJECT and symbols[symbol][4] == where}
+        defined = {name for name, exported, *_ in symbols if exported} - copied
+        taken = sorted(defined & _loader_definitions(loader))
+        if taken:
+            return (f"the program defines {', '.join(taken)}, which the dynamic loader defines "
+                    "and the C library uses, so that the program's runs,")
+    if _writable_loader_tables(data, order, tags, len(as_loaded[0])):
         return ("the program makes writable what the dynamic loader reads as it relocates the "
                 "executable (its relocations, symbols or their names: a section of its own named "
                 "like the linker's), so that a relocation of its own could rewrite them and run "
@@ -1551,7 +1566,35 @@ def code_before_the_harness(path: str) -> str:
     # the program's, placed first, once stood in for it here)
     start = tags.get(DT_PREINIT_ARRAY, 0)
     preinit = (start, start + tags.get(DT_PREINIT_ARRAYSZ, 0))
-    if sum(kind == SHT_PREINIT_ARRAY for kind, *_ in _section_headers(data, order)) > 1 or any(
+    preinit_arrays = sum(kind == SHT_PREINIT_ARRAY for kind, *_ in _section_headers(data, order))
+    for symbols, relocations in views:
+        early = _rewrites_what_the_loader_reads(symbols, relocations, machine, dynamic, preinit,
+                                                preinit_arrays)
+        if early:
+            return early
+    # (the slots the loader fills, as it finds its relocations)
+    filled = sum(preinit[0] <= where < preinit[1] for where, *_ in as_loaded[1])
+    if (struct.unpack_from(order + "H", data, 0x10)[0] == ET_DYN
+            and filled != (preinit[1] - preinit[0]) // 8):
+        return ("the program's own .preinit_array, aligned past 32 bytes, leaves a slot after "
+                "the harness's that nothing fills, which the dynamic loader would call: that "
+                "program could crash")
+    return ""
+
+
+_INDIRECT = ("the program defines an indirect function (__attribute__((ifunc)), target_clones or "
+             "target overloads), whose resolver the dynamic loader runs")
+
+
+def _rewrites_what_the_loader_reads(symbols: list[Symbol], relocations: list[Relocation],
+                                    machine: int, dynamic: tuple[int, int],
+                                    preinit: tuple[int, int], preinit_arrays: int) -> str:
+    """Why the executable's ``relocations`` (against its dynamic ``symbols``) could have the
+    loader run code of the program's (see :func:`code_before_the_harness`): one that rewrites
+    its ``.dynamic`` or a slot of ``.preinit_array`` (their addresses) that the linker already
+    relocates, or one of a constant's but the relative kind; or a second ``.preinit_array``
+    section (``preinit_arrays`` of them); else ""."""
+    if preinit_arrays > 1 or any(
             machine in RELATIVE and symbol == 0 and kind not in (0, RELATIVE[machine])
             for _, kind, symbol in relocations):  # (0: none, which the linker may leave)
         return ("the program adds a .preinit_array of its own, or a relocation (in a section "
@@ -1569,11 +1612,6 @@ def code_before_the_harness(path: str) -> str:
         return ("the program adds a relocation of its own (a section named like the linker's) "
                 "that rewrites what the dynamic loader reads next (.dynamic, .preinit_array), "
                 "so that code of the program's runs")
-    position_independent = struct.unpack_from(order + "H", data, 0x10)[0] == ET_DYN
-    if position_independent and len(slots) != (preinit[1] - preinit[0]) // 8:
-        return ("the program's own .preinit_array, aligned past 32 bytes, leaves a slot after "
-                "the harness's that nothing fills, which the dynamic loader would call: that "
-                "program could crash")
     return ""
 
 
@@ -1604,25 +1642,121 @@ def _interpreter(data: bytes, order: str | None) -> str | None:
     return None
 
 
-def _dynamic_symbols(data: bytes, order: str) -> list[tuple[str, bool, int, int, int]]:
-    """The name of each symbol of the 64-bit ELF file ``data``'s dynamic symbol table, in its
-    order, whether the file defines it for others (not local, in a section), its size, type
-    and value."""
+#: A dynamic symbol: its name, whether the file defines it for others (not local, in a
+#: section), its size, type and value, and whether it is defined (in a section).
+Symbol = tuple[str, bool, int, int, int, bool]
+#: A relocation: the place it writes, its type and its symbol's index.
+Relocation = tuple[int, int, int]
+
+
+def _dynamic_symbols(data: bytes, order: str) -> list[Symbol]:
+    """The symbols of the 64-bit ELF file ``data``'s dynamic symbol table, as its section
+    headers find it, in its order."""
     sections = _section_headers(data, order)
     symbols = []
     for kind, offset, length, link, _ in sections:
-        if kind != SHT_DYNSYM:
-            continue
-        strings = sections[link][1]
-        for entry in range(offset, offset + length - 23, 24):  # (Elf64_Sym: 24 bytes)
-            name = strings + struct.unpack_from(order + "I", data, entry)[0]
-            exported = data[entry + 4] >> 4 != STB_LOCAL and struct.unpack_from(
-                order + "H", data, entry + 6)[0] != 0
-            symbols.append((data[name:data.index(b"\0", name)].decode("utf-8", "surrogateescape"),
-                            exported, struct.unpack_from(order + "Q", data, entry + 16)[0],
-                            data[entry + 4] & 0xF,
-                            struct.unpack_from(order + "Q", data, entry + 8)[0]))
+        if kind == SHT_DYNSYM:
+            _, strings, size, _, _ = sections[link]
+            symbols += _symbol_entries(data[offset:offset + length], order,
+                                       data[strings:strings + size])
     return symbols
+
+
+def _symbol_entries(table: bytes, order: str, strings: bytes) -> list[Symbol]:
+    """The symbols of a table of ``Elf64_Sym`` entries whose names are in ``strings``."""
+    symbols = []
+    for entry in range(0, len(table) - 23, 24):
+        at, info, _, section, value, size = struct.unpack_from(order + "IBBHQQ", table, entry)
+        end = strings.find(b"\0", at)
+        symbols.append((strings[at:end if end >= 0 else len(strings)].decode(
+            "utf-8", "surrogateescape"), info >> 4 != STB_LOCAL and section != 0, size,
+            info & 0xF, value, section != 0))
+    return symbols
+
+
+def _loader_view(data: bytes, order: str, tags: dict[int, int],
+                 machine: int) -> tuple[list[Symbol], list[Relocation]] | None:
+    """The dynamic symbols and relocations of the 64-bit ELF executable ``data`` as the dynamic
+    loader finds them: through the entries of its ``.dynamic`` (``tags``), not the section
+    headers, which the loader never reads (so a file whose headers hid a table of the loader's
+    is checked as it runs). The symbols are as many as its hash tables and relocations name;
+    compact relocations (DT_RELR) are the relative relocations they stand for. None where a
+    table lies outside what the executable loads from its file (the linker makes none such)."""
+    pieces = [(address, offset, size) for (kind, address, _, _), (_, offset, size, _)
+              in zip(_segments(data, order), _segments(data, order, in_file=True), strict=True)
+              if kind == PT_LOAD]
+
+    def loaded(address: int, size: int) -> bytes | None:
+        for start, offset, length in pieces:
+            if start <= address and address + size <= start + length:
+                found = data[offset + address - start:offset + address - start + size]
+                return found if len(found) == size else None
+        return None
+
+    relocations: list[Relocation] = []
+    for table, (size_tag, step) in RELOCATION_TABLES.items():
+        if table in tags:
+            entries = loaded(tags[table], tags.get(size_tag, 0))
+            if entries is None:
+                return None
+            step = step or (24 if tags.get(DT_PLTREL) == DT_RELA else 16)
+            for entry in range(0, len(entries) - step + 1, step):
+                where, info = struct.unpack_from(order + "QQ", entries, entry)
+                relocations.append((where, info & 0xFFFFFFFF, info >> 32))
+    if DT_RELR in tags:
+        words = loaded(tags[DT_RELR], tags.get(DT_RELRSZ, 0) // 8 * 8)
+        if words is None:
+            return None
+        relative, next_word = RELATIVE.get(machine, -1), 0
+        for (word,) in struct.iter_unpack(order + "Q", words):
+            if word & 1:  # a bitmap of the next 63 words
+                relocations += [(next_word + 8 * bit, relative, 0) for bit in range(63)
+                                if word >> (bit + 1) & 1]
+                next_word += 63 * 8
+            else:  # an address
+                relocations.append((word, relative, 0))
+                next_word = word + 8
+    if DT_SYMTAB not in tags:
+        return [], relocations
+    count = max((symbol + 1 for *_, symbol in relocations), default=0)
+    if DT_HASH in tags:
+        head = loaded(tags[DT_HASH], 8)
+        if head is None:
+            return None
+        count = max(count, struct.unpack_from(order + "I", head, 4)[0])
+    if DT_GNU_HASH in tags:
+        hashed = _gnu_hash_symbols(loaded, order, tags[DT_GNU_HASH])
+        if hashed is None:
+            return None
+        count = max(count, hashed)
+    table = loaded(tags[DT_SYMTAB], 24 * count)
+    strings = loaded(tags.get(DT_STRTAB, 0), tags.get(DT_STRSZ, 0))
+    if table is None or strings is None:
+        return None
+    return _symbol_entries(table, order, strings), relocations
+
+
+def _gnu_hash_symbols(loaded: Callable[[int, int], bytes | None], order: str,
+                      address: int) -> int | None:
+    """How many symbols the GNU hash table at ``address`` reaches (the last bucket's chain
+    ends at the last one); None where the table lies outside what is ``loaded``."""
+    head = loaded(address, 16)
+    if head is None:
+        return None
+    count, first, bloom, _ = struct.unpack(order + "IIII", head)
+    at = address + 16 + 8 * bloom  # (64-bit bloom words)
+    buckets = loaded(at, 4 * count)
+    if buckets is None:
+        return None
+    last = max(struct.unpack(f"{order}{count}I", buckets), default=0)
+    if last < first or not last:  # (no hashed symbol)
+        return first
+    chain = at + 4 * count + 4 * (last - first)
+    while (word := loaded(chain, 4)) is not None:
+        last, chain = last + 1, chain + 4
+        if struct.unpack(order + "I", word)[0] & 1:  # (the chain's end)
+            return last
+    return None
 
 
 def _dynamic_tags(data: bytes, order: str) -> list[tuple[int, int]]:
@@ -1670,16 +1804,20 @@ def _section_headers(data: bytes, order: str) -> list[tuple[int, int, int, int, 
             for header in range(table, table + size * count, size)]
 
 
-def _writable_loader_tables(data: bytes, order: str, tags: dict[int, int]) -> bool:
+def _writable_loader_tables(data: bytes, order: str, tags: dict[int, int],
+                            symbols: int) -> bool:
     """Whether a table the dynamic loader reads as it relocates the 64-bit ELF executable
-    ``data`` (:data:`LOADER_TABLES`, found by its dynamic ``tags``) lies in a writable
-    segment, where a relocation could rewrite it before the loader reads it (red-team round 7:
-    a writable section of the program's, named like the linker's, made the linker's first
-    segment writable, and one of its relocations rewrote the linker's own that fills
-    ``.preinit_array``)."""
+    ``data`` (:data:`LOADER_TABLES`, found by its dynamic ``tags``; its dynamic symbols,
+    and their versions, as many as ``symbols``) lies in a writable segment, where a relocation
+    could rewrite it before the loader reads it (red-team round 7: a writable section of the
+    program's, named like the linker's, made the linker's first segment writable, and one of its
+    relocations rewrote the linker's own that fills ``.preinit_array``)."""
     writable = [(start, start + size) for kind, start, size, flags in _segments(data, order)
                 if kind == PT_LOAD and flags & PF_W]
     sizes = {address: length for _, _, length, _, address in _section_headers(data, order)}
+    for tag, width in ((DT_SYMTAB, 24), (DT_VERSYM, 2)):
+        if tag in tags:
+            sizes[tags[tag]] = max(sizes.get(tags[tag], 0), width * symbols)
     for tag, size_tag in LOADER_TABLES.items():
         if tag in tags:
             start = tags[tag]
