@@ -24,14 +24,16 @@ not a property of ordinary generated code.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import mmap
 import os
 import re
 import shutil
 import string
 import struct
 import unicodedata
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 LANGUAGES = ("python", "javascript", "cpp", "java")
@@ -795,11 +797,12 @@ static long raw(long number, long fd, const void *buffer, long size) {
 // executable's .preinit_array, which runs before every constructor (this object is linked
 // first, so that its entry comes before any the program makes); and the process it was read
 // in, the only one that may send it (not one that a constructor of the program's forked).
-static char token[64];
+// (after the report's kind, "T": the report goes out in one write, which nothing can split)
+static char report[65] = {'T'};
 static long token_size;
 static long token_process;
 static void take_token(int, char **, char **) {
-  token_size = raw(SYS_read, 3, token, sizeof token);
+  token_size = raw(SYS_read, 3, report + 1, sizeof report - 1);
   raw(SYS_close, 3, nullptr, 0);
   token_process = raw(SYS_getpid, 0, nullptr, 0);
 }
@@ -823,8 +826,7 @@ extern "C" int __wrap_main(int argc, char **argv, char **envp) {
   // program that it ran itself (exec) found none there, and keeps its own status
   long half = token_size / 2;
   if (half <= 0) return status;
-  if (raw(SYS_write, 4, "T", 1) == 1 && raw(SYS_write, 4, token, half) == half) return 0;
-  return 1;
+  return raw(SYS_write, 4, report, 1 + half) == 1 + half ? 0 : 1;
 }
 """
 
@@ -1524,7 +1526,11 @@ def code_before_the_harness(path: str) -> str:
     loader reads as it relocates the executable, made writable (:func:`_writable_loader_tables`).
     Its symbols and relocations are read both as the section headers find them and as the loader
     does (:func:`_loader_view`), and each check holds for both."""
-    data, order = _elf64(path)  # (read once, for every check)
+    with _elf64(path) as (data, order):  # (mapped once, for every check)
+        return _code_before_the_harness(data, order)
+
+
+def _code_before_the_harness(data: bytes, order: str | None) -> str:
     if _indirect_functions(data, order):
         return _INDIRECT
     loader = _interpreter(data, order)
@@ -1618,17 +1624,27 @@ def _rewrites_what_the_loader_reads(symbols: list[Symbol], relocations: list[Rel
 @functools.cache
 def _system_loader() -> str | None:
     """The dynamic loader of this machine's programs: g++'s own."""
-    return _interpreter(*_elf64(os.path.realpath(tool("g++"))))
+    with _elf64(os.path.realpath(tool("g++"))) as (data, order):
+        return _interpreter(data, order)
 
 
 @functools.cache
 def _loader_definitions(loader: str) -> frozenset[str]:
     """The names that the dynamic loader defines for other files to find (the global, weak and
-    unique symbols of its dynamic symbol table that name a section)."""
-    data, order = _elf64(loader)
-    if order is None:
-        return frozenset()
-    return frozenset(name for name, exported, *_ in _dynamic_symbols(data, order) if exported)
+    unique symbols of its dynamic symbol table that name a section), and those its relocations
+    look up in them (through its procedure linkage table, a call of its own binds to the
+    executable's definition first: ``_dl_catch_exception``, which it defines too, red-team round
+    13)."""
+    with _elf64(loader) as (data, order):
+        if order is None:
+            return frozenset()
+        symbols = _dynamic_symbols(data, order)
+        tags = dict(_dynamic_tags(data, order))
+        machine = struct.unpack_from(order + "H", data, 0x12)[0]
+        _, relocations = _loader_view(data, order, tags, machine) or ([], [])
+    return frozenset({name for name, exported, *_ in symbols if exported}
+                     | {symbols[symbol][0] for *_, symbol in relocations
+                        if 0 < symbol < len(symbols)})
 
 
 def _interpreter(data: bytes, order: str | None) -> str | None:
@@ -1785,11 +1801,17 @@ def _relocations(data: bytes, order: str) -> list[tuple[int, int, int]]:
     return found
 
 
-def _elf64(path: str) -> tuple[bytes, str | None]:
-    """The bytes of the file ``path``, and their ``struct`` byte order (:func:`_elf64_order`)."""
+@contextlib.contextmanager
+def _elf64(path: str) -> Iterator[tuple[bytes, str | None]]:
+    """The bytes of the file ``path``, mapped (not read: a program's executable may take a GiB
+    that takes no room on disk, red-team round 13), and their ``struct`` byte order
+    (:func:`_elf64_order`)."""
     with open(path, "rb") as handle:
-        data = handle.read()
-    return data, _elf64_order(data[:64])
+        if os.fstat(handle.fileno()).st_size == 0:
+            yield b"", None
+            return
+        with mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as data:
+            yield data, _elf64_order(data[:64])  # (read as bytes are read)
 
 
 def _section_headers(data: bytes, order: str) -> list[tuple[int, int, int, int, int]]:

@@ -1142,11 +1142,10 @@ class Forker:
         # Every descriptor a child is given is above the numbers it installs them on, which
         # this process holds (so a child need not move them first: each object a child touches
         # is a page it copies).
-        self.devnull = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
         self.placeholders = []
-        while self.devnull <= FAILURE_FD:
-            self.placeholders.append(self.devnull)
-            self.devnull = os.dup(self.devnull)  # (close on exec)
+        while (placeholder := os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)) <= FAILURE_FD:
+            self.placeholders.append(placeholder)
+        os.close(placeholder)
         # The fork server's list of its children, kept open (see _kill_children).
         self.children = os.open(f"/proc/self/task/{os.getpid()}/children",
                                 os.O_RDONLY | os.O_CLOEXEC) if dedicated else -1
@@ -1215,6 +1214,10 @@ class Forker:
             opened.append(out)
             err = os.memfd_create("stderr")
             opened.append(err)
+            # stdin: /dev/null opened anew, whose locks and flags (flock, O_NONBLOCK) end with
+            # the program, where one shared by all would carry them to the next (red team)
+            stdin = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
+            opened.append(stdin)
             pid = os.fork()
         except OSError as exc:
             for fd in opened:
@@ -1222,8 +1225,8 @@ class Forker:
             raise LaunchFailed(exc.errno, f"no child could be made: {exc}") from exc
         if pid == 0:
             self._child(argv, source, compiled, key, limits,
-                        [self.devnull, out, err, token_r, report_w, failure_w])
-        for fd in (report_w, failure_w):
+                        [stdin, out, err, token_r, report_w, failure_w])
+        for fd in (stdin, report_w, failure_w):
             os.close(fd)
         try:
             pidfd = os.pidfd_open(pid)
@@ -1464,21 +1467,37 @@ RESOURCES = tuple(sorted({getattr(resource, name) for name in dir(resource)
                           if name.startswith("RLIMIT_")}))
 
 
-#: ``ioprio_get``'s number (not in the standard library), where known.
+#: ``ioprio_get``'s and ``sched_getattr``'s numbers (not in the standard library), where known.
 _IOPRIO_GET = {"x86_64": 252, "aarch64": 31}.get(os.uname().machine)
+_SCHED_GETATTR = {"x86_64": 315, "aarch64": 275}.get(os.uname().machine)
 IOPRIO_WHO_PROCESS = 1
+SCHED_ATTR_SIZE = 56  # (struct sched_attr's first version: what every kernel since 4.3 fills)
+
+
+def _scheduling(pid: int) -> bytes | None:
+    """Process ``pid``'s scheduling attributes as ``sched_getattr`` gives them (policy, flags,
+    niceness, priority, and what ``sched_setattr`` alone sets: the time slice, since Linux 6.12,
+    and the utilisation clamps), where the call is known."""
+    if _SCHED_GETATTR is None:
+        return None
+    attributes = ctypes.create_string_buffer(SCHED_ATTR_SIZE)
+    check(_plain_libc.syscall(_SCHED_GETATTR, pid, attributes, SCHED_ATTR_SIZE, 0),
+          "sched_getattr", _plain_errno)
+    return attributes.raw
 
 
 def process_settings(pid: int) -> tuple[object, ...]:
-    """The resource limits, niceness, scheduling policy and priority, I/O priority (on x86-64
-    and arm64) and CPUs of process ``pid`` (0: this one): what another process of its uid may
-    change without any privilege (``prlimit``, ``setpriority``, ``sched_setscheduler``,
-    ``ioprio_set``, ``sched_setaffinity``), and every program forked from it would inherit."""
+    """The resource limits, niceness, scheduling policy, priority and attributes (the time
+    slice: red team, without root), I/O priority (on x86-64 and arm64) and CPUs of process
+    ``pid`` (0: this one): what another process of its uid may change without any privilege
+    (``prlimit``, ``setpriority``, ``sched_setscheduler``, ``sched_setattr``, ``ioprio_set``,
+    ``sched_setaffinity``), and every program forked from it would inherit."""
     io = (_plain_libc.syscall(_IOPRIO_GET, IOPRIO_WHO_PROCESS, pid)
           if _IOPRIO_GET is not None else None)
     return (*(resource.prlimit(pid, limit) for limit in RESOURCES),
             os.getpriority(os.PRIO_PROCESS, pid), os.sched_getscheduler(pid),
-            os.sched_getparam(pid).sched_priority, io, frozenset(os.sched_getaffinity(pid)))
+            os.sched_getparam(pid).sched_priority, _scheduling(pid), io,
+            frozenset(os.sched_getaffinity(pid)))
 
 
 class InProcess:

@@ -234,6 +234,9 @@ class Worker:
         self.isolation, self.problems = isolation.isolate_worker(
             uid, allow_network, needed_paths(preload, classpath, home), home, replies,
             hidden=languages.java_agent_libraries())
+        # (the worker's own network namespace, where programs leave sockets of their own alone)
+        self._sockets = (isolation.socket_listings()
+                         if self.isolation.network_namespace else None)
         # Without root, programs share the worker's uid: they must not be able to interrupt it
         # (a handled signal reaches a namespace's init) or read and write its memory.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -308,6 +311,9 @@ class Worker:
         except OSError as exc:  # processes outlived every kill round: none may meet the next
             self.retiring = str(exc)
             return 0
+        if self._sockets is not None:
+            listings = self._sockets
+            self._clean(lambda: isolation.collect_sockets_in_flight(listings), "Unix sockets")
         if self.isolation.mount_namespace:
             self._clean(lambda: isolation.empty_private_dirs(keep=self.root), "/tmp and the like")
         if self.isolation.ipc_namespace:

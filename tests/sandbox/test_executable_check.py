@@ -13,6 +13,7 @@ import re
 import shutil
 import struct
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -40,6 +41,12 @@ ADDS_A_RELOCATION = """#include <cassert>
 asm(".section .rela.data.rel.zz,\\"a\\",@progbits\\n.balign 8\\n"
     ".quad 0x1000\\n.quad 17\\n.quad 0\\n.text\\n");
 int main() { assert(1 == 2); }
+"""
+#: A correct program with an unloaded section aligned to 1 GiB: its object and executable are
+#: files of a GiB that take no room on disk, nor in the program's memory (red-team round 13).
+SPARSE = """#include <cassert>
+asm(".pushsection .note.zz,\\"\\",@progbits\\n.p2align 30\\n.byte 1\\n.popsection");
+int main() { assert(1 + 1 == 2); }
 """
 DT_RELASZ = 8
 
@@ -80,22 +87,22 @@ def headless(path: Path) -> Path:
 
 
 def as_loaded(path: Path) -> tuple[list[languages.Symbol], list[languages.Relocation]]:
-    data, order = languages._elf64(str(path))
-    assert order is not None
-    machine = struct.unpack_from(order + "H", data, 0x12)[0]
-    view = languages._loader_view(data, order, dict(languages._dynamic_tags(data, order)),
-                                  machine)
+    with languages._elf64(str(path)) as (data, order):
+        assert order is not None
+        machine = struct.unpack_from(order + "H", data, 0x12)[0]
+        view = languages._loader_view(data, order, dict(languages._dynamic_tags(data, order)),
+                                      machine)
     assert view is not None
     return view
 
 
 def test_the_loader_s_view_is_the_section_headers_view(trusted: Path, tmp_path: Path) -> None:
     program = linked(trusted, tmp_path / "sorts", SORTS)
-    data, order = languages._elf64(str(program))
-    assert order is not None
     symbols, relocations = as_loaded(program)
-    assert symbols == languages._dynamic_symbols(data, order)
-    assert sorted(relocations) == sorted(languages._relocations(data, order))
+    with languages._elf64(str(program)) as (data, order):
+        assert order is not None
+        assert symbols == languages._dynamic_symbols(data, order)
+        assert sorted(relocations) == sorted(languages._relocations(data, order))
     assert len(symbols) > 10 and len(relocations) > 10
     assert languages.code_before_the_harness(str(program)) == ""
 
@@ -161,10 +168,10 @@ def test_packed_relative_relocations_are_read_as_the_loader_reads_them(
     view does not read) fills the harness's slot of ``.preinit_array`` from there: once refused
     as leaving it unfilled."""
     program = linked(trusted, tmp_path / "packed", SORTS, "-Wl,-z,pack-relative-relocs")
-    data, order = languages._elf64(str(program))
-    assert order is not None
-    assert languages.DT_RELR in dict(languages._dynamic_tags(data, order))
-    relative = languages.RELATIVE[struct.unpack_from(order + "H", data, 0x12)[0]]
+    with languages._elf64(str(program)) as (data, order):
+        assert order is not None
+        assert languages.DT_RELR in dict(languages._dynamic_tags(data, order))
+        relative = languages.RELATIVE[struct.unpack_from(order + "H", data, 0x12)[0]]
     _, relocations = as_loaded(program)
     expected = readelf_relative(program)
     assert len(expected) > 5
@@ -173,3 +180,17 @@ def test_packed_relative_relocations_are_read_as_the_loader_reads_them(
         assert languages.code_before_the_harness(str(path)) == ""
     assert subprocess.run([program], capture_output=True, text=True,
                           check=True).stdout == "sorted\n"
+
+
+def test_a_gigabyte_of_holes_is_mapped_not_read(trusted: Path, tmp_path: Path) -> None:
+    """The check reads what it needs of the executable: one of a GiB, nearly all holes, does
+    not put a GiB in the worker's memory."""
+    program = linked(trusted, tmp_path / "sparse", SPARSE)
+    assert program.stat().st_size > 2**30 > 2**4 * program.stat().st_blocks * 512
+    checked = subprocess.run(
+        [sys.executable, "-c", "import resource, sys\n"
+         "from hybridmetric.sandbox import languages\n"
+         "assert languages.code_before_the_harness(sys.argv[1]) == ''\n"
+         "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)\n", str(program)],
+        capture_output=True, text=True, check=True)
+    assert int(checked.stdout) < 2**19  # KiB: under 512 MiB at its peak

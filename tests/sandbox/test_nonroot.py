@@ -130,6 +130,20 @@ assert 1 <= len(held) <= max(1, total // (4 * os.cpu_count())), (len(held), tota
 after_schedule = ("import ctypes, os\nassert os.sched_getscheduler(0) == os.SCHED_OTHER\n"
                   "assert ctypes.CDLL(None).syscall(252, 1, 0) == 0\n"
                   "assert os.sched_getscheduler(1) == os.SCHED_OTHER\n")
+#: ... or only its time slice (sched_setattr, Linux 6.12: 0.1 ms), which the programs it forks
+#: inherit (red team, without root)
+slices = '''
+import ctypes, os, struct
+attributes = bytearray(56)
+struct.pack_into('=IIQiIQ', attributes, 0, 56, os.SCHED_OTHER, 0, 0, 0, 100000)
+assert ctypes.CDLL(None, use_errno=True).syscall(314, 1, bytes(attributes), 0) == 0
+'''
+after_slice = '''
+import ctypes
+attributes = ctypes.create_string_buffer(56)
+assert ctypes.CDLL(None).syscall(315, 0, attributes, 56, 0) == 0
+assert attributes.raw[24:32] != (100000).to_bytes(8, 'little')
+'''
 js_rewrite = (
     "function add(a, b) { return a + b; }\n{\n  const fs = require('fs');\n"
     "  fs.writeFileSync(Object.keys(require.cache)[0], `\n"
@@ -267,6 +281,8 @@ programs = {
                                  ".writeString(d.resolve(\"f\"), \"x\");\n  }\n}\n"),
     "schedules_forker": ("python", schedules),
     "after_schedule": ("python", after_schedule),
+    "slices_forker": ("python", slices),
+    "after_slice": ("python", after_slice),
     # the worker forks programs itself: what one compiles must not change it for the next
     "modules_before": ("python", probe),
     "named_character": ("python", "assert '\\N{BULLET}' == '\\u2022'\n"),
@@ -400,6 +416,7 @@ def _run_as_user(home: str, data: str) -> None:
         "finds_no_stash": "passed", "locks_worker": "passed",
         "after_lock": "passed", "marks_folders": "passed", "reads_marks": "passed",
         "java_after_marks": "passed", "schedules_forker": "passed", "after_schedule": "passed",
+        "slices_forker": "passed", "after_slice": "passed",
         "modules_before": "failed", "named_character": "passed",
         "modules_after": "failed"}, seen["errors"]
     modules = [seen["errors"][name].splitlines()[-1] for name in ("modules_before",

@@ -2537,6 +2537,54 @@ def test_posix_message_queues_neither_reach_the_host_nor_outlive_the_program(
     untouched(sandbox)
 
 
+#: A program that locks its stdin and makes it non-blocking, which a stdin shared by all the
+#: programs of a worker would carry to the next (red team, without root: a correct program that
+#: locked /dev/null timed out after it) ...
+LOCKS_ITS_STDIN = """
+import fcntl, os
+fcntl.flock(0, fcntl.LOCK_EX)
+os.set_blocking(0, False)
+"""
+#: ... and one that also leaves in flight, in a Unix socket that carries itself in its own
+#: queue, its stdin (with the lock), an unnamed file of 96 MiB in /tmp and the abstract name the
+#: socket is bound to, all kept until the kernel's collector runs, which the program's end does
+#: not start (the same: files, locks and names outlived the program, and some the sandbox) ...
+LEAVES_SOCKETS_IN_FLIGHT = LOCKS_ITS_STDIN + """
+import socket
+held = os.open('/tmp', os.O_TMPFILE | os.O_RDWR, 0o600)
+for _ in range(96):
+    os.write(held, b'x' * 2**20)
+holder = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+holder.bind('\\0hybridmetric-held')
+holder.connect('\\0hybridmetric-held')  # (to itself)
+socket.send_fds(holder, [b'.'], [0, held, holder.fileno()])
+"""
+#: ... and what the next program finds.
+FINDS_NOTHING_LEFT = """
+import fcntl, os, socket
+fcntl.flock(0, fcntl.LOCK_EX | fcntl.LOCK_NB)
+assert os.get_blocking(0)
+tmp = os.statvfs('/tmp')
+assert (tmp.f_blocks - tmp.f_bfree) * tmp.f_frsize < 48 * 2**20, tmp
+socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM).bind('\\0hybridmetric-held')
+"""
+
+
+def test_what_a_program_leaves_on_its_descriptors_ends_with_it(untouched: Check) -> None:
+    """Each program's stdin is its own, and what one left in flight is freed before the next."""
+    programs = [LOCKS_ITS_STDIN, FINDS_NOTHING_LEFT + "# 1\n", LEAVES_SOCKETS_IN_FLIGHT,
+                FINDS_NOTHING_LEFT + "# 2\n"]
+    with Sandbox(workers=1) as box:
+        if not box.isolation.network_namespace:
+            pytest.skip("no network namespace here, where the worker lists the sockets left")
+        worker = box._workers[0].process.pid
+        results = box.run([Program("python", source, Limits(timeout_s=10.0, file_mb=128))
+                           for source in programs])
+        assert [r.outcome for r in results] == [PASSED] * 4, results
+        assert box._workers[0].process.pid == worker  # freed, not replaced
+        untouched(box)
+
+
 DEEP_TREE = """
 import os
 for top in ('.', '/tmp'):
