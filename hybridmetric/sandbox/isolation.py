@@ -894,48 +894,51 @@ def sweep(uid: int | None, rounds: int = 200, spare: Collection[int] = ()) -> in
         time.sleep(pause)
 
 
-def socket_listings() -> tuple[int, int]:
-    """Descriptors of this network namespace's count of sockets (``/proc/self/net/sockstat``)
-    and list of Unix sockets (``/proc/self/net/unix``): each reads the namespace it was opened
-    in, whatever ``/proc`` is mounted later (for :func:`collect_sockets_in_flight`)."""
-    return (os.open("/proc/self/net/sockstat", os.O_RDONLY | os.O_CLOEXEC),
-            os.open("/proc/self/net/unix", os.O_RDONLY | os.O_CLOEXEC))
+def socket_count_file() -> int:
+    """A descriptor of this network namespace's count of sockets (``/proc/self/net/sockstat``):
+    it reads the namespace it was opened in, whatever ``/proc`` is mounted later."""
+    return os.open("/proc/self/net/sockstat", os.O_RDONLY | os.O_CLOEXEC)
 
 
-def _unix_sockets_left(listing: int) -> bool:
-    return os.pread(listing, 512, 0).count(b"\n") > 1  # (a header line, then one a socket)
+def socket_count(counted: int) -> int:
+    """How many sockets the network namespace of ``counted`` (:func:`socket_count_file`) holds
+    (~4 us: its first line, ``sockets: used N``)."""
+    return int(os.pread(counted, 64, 0).split(b"\n", 1)[0].rsplit(b" ", 1)[1])
 
 
 #: How long the worker waits for the kernel to free the sockets a program left in flight.
 COLLECT_WAIT_S = 1.0
 
 
-def collect_sockets_in_flight(listings: tuple[int, int], wait_s: float = COLLECT_WAIT_S) -> None:
-    """Have the kernel free the Unix sockets a program left in the worker's network namespace
-    (``listings``: :func:`socket_listings`), once no process of the program's is left; raise
-    when some stay. A socket whose last reference is a message in flight (in its own queue, or
-    a cycle of them) keeps what its messages carry, descriptors of files and with them their
-    locks, and the name it is bound to, until the kernel's collector runs, which the program's
-    end does not start (red team, without root: 2 GiB of unnamed files in the private ``/tmp``
-    and ``/dev/shm``, a lock on a file of the user's, an abstract name that a later program
-    could not bind, the user's budget of message queues, all outlived the program and some the
-    sandbox). A socket closed while its pair is in flight, carrying itself, starts it. (The
-    count of sockets, ~4 us to read, says that none is left after most programs; the list of
-    Unix sockets takes ~30 us.)"""
-    counted, listed = listings
-    if os.pread(counted, 64, 0).startswith(b"sockets: used 0\n"):
-        return
+def collect_sockets_in_flight(counted: int, before: int, wait_s: float = COLLECT_WAIT_S) -> None:
+    """Have the kernel free the sockets a program left in the worker's network namespace (its
+    count, ``counted``: :func:`socket_count_file`), once no process of the program's is left,
+    down to the ``before`` it started (the worker's servers' own: the Java compile server's JVM
+    holds one); raise when more stay. Programs make Unix sockets only (seccomp), and one whose
+    last reference is a message in flight (in its own queue, or a cycle of them) keeps what its
+    messages carry, descriptors of files and with them their locks, and the name it is bound to,
+    until the kernel's collector runs, which the program's end does not start (red team, without
+    root: 2 GiB of unnamed files in the private ``/tmp`` and ``/dev/shm``, a lock on a file of the
+    user's, an abstract name that a later program could not bind, the user's budget of message
+    queues, all outlived the program and some the sandbox). A socket closed while its pair is in
+    flight, carrying itself, starts it: :func:`start_socket_collector`."""
     deadline = time.monotonic() + wait_s
-    while _unix_sockets_left(listed):
+    while socket_count(counted) > before:
         if time.monotonic() > deadline:
-            raise OSError("Unix sockets a program left in flight outlast the kernel's collector")
-        first, second = socket.socketpair()
-        with first, second:
-            socket.send_fds(first, [b"\0"], [second.fileno()])
+            raise OSError("sockets a program left in flight outlast the kernel's collector")
+        start_socket_collector()
         for _ in range(20):  # (the collector runs apart: a little while before the next call)
             time.sleep(0.001)
-            if not _unix_sockets_left(listed):
+            if socket_count(counted) <= before:
                 return
+
+
+def start_socket_collector() -> None:
+    """Have the kernel's collector of Unix sockets in flight run (it runs for every network
+    namespace): close a socket while its pair, which carries itself, is in flight."""
+    first, second = socket.socketpair()
+    with first, second:
+        socket.send_fds(first, [b"\0"], [second.fileno()])
 
 
 def _listing(path: str) -> tuple[int, int, int, int, int]:

@@ -26,7 +26,7 @@ from pathlib import Path
 from hybridmetric.sandbox._boot import compiled_modules
 from hybridmetric.sandbox.cache import ResultCache, cache_key
 from hybridmetric.sandbox.cgroup import cgroup_name, remove_leftover
-from hybridmetric.sandbox.isolation import Isolation
+from hybridmetric.sandbox.isolation import Isolation, start_socket_collector
 from hybridmetric.sandbox.languages import (
     CPP_STANDARD,
     DEFAULT_JAVA_CLASSPATH,
@@ -262,8 +262,10 @@ class _Worker:
             self.process.stdout.close()
         self.log.close()
         # a worker killed before it could clean up (interrupted, or dead) leaves its memory
-        # cgroup, empty once its programs are gone
+        # cgroup, empty once its programs are gone, and what they left in flight in Unix
+        # sockets, which the kernel frees once its collector runs (red team)
         remove_leftover(cgroup_name(self.uid, self.process.pid))
+        start_socket_collector()
         self.process = None
         self.interrupted = False
 

@@ -235,8 +235,9 @@ class Worker:
             uid, allow_network, needed_paths(preload, classpath, home), home, replies,
             hidden=languages.java_agent_libraries())
         # (the worker's own network namespace, where programs leave sockets of their own alone)
-        self._sockets = (isolation.socket_listings()
+        self._sockets = (isolation.socket_count_file()
                          if self.isolation.network_namespace else None)
+        self._sockets_before = 0  # (how many there were as the last program started)
         # Without root, programs share the worker's uid: they must not be able to interrupt it
         # (a handled signal reaches a namespace's init) or read and write its memory.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -312,14 +313,16 @@ class Worker:
             self.retiring = str(exc)
             return 0
         if self._sockets is not None:
-            listings = self._sockets
-            self._clean(lambda: isolation.collect_sockets_in_flight(listings), "Unix sockets")
+            counted, before = self._sockets, self._sockets_before
+            self._clean(lambda: isolation.collect_sockets_in_flight(counted, before), "sockets")
         if self.isolation.mount_namespace:
             self._clean(lambda: isolation.empty_private_dirs(keep=self.root), "/tmp and the like")
         if self.isolation.ipc_namespace:
             self._clean(isolation.remove_ipc_objects, "System V IPC")
         if self.isolation.message_queues:
             self._clean(isolation.remove_message_queues, "POSIX message queues")
+        if self.cgroup is not None:  # (last: what the above freed was charged there too)
+            self._clean(self.cgroup.reclaim_leftover, "its memory cgroup")
         return escaped
 
     def _guard_root(self) -> None:
@@ -678,6 +681,8 @@ class Worker:
         :data:`ADDRESS_SPACE_ROOM_MB`); ``cgroup_alone``: one whose memory only the cgroup, where
         there is one, limits (see :data:`CGROUP_ALONE`)."""
         oom_before = self.cgroup.prepare(memory_mb) if self.cgroup is not None else 0
+        if self._sockets is not None:  # (the compile server's, where one runs)
+            self._sockets_before = isolation.socket_count(self._sockets)
         bound = shared_memory and self.cgroup is None
         data = 0 if cgroup_alone and self.cgroup is not None else memory_mb * 2**20
         rlimits: Rlimits = (data, int(timeout_s) + 1,

@@ -29,6 +29,7 @@ from hybridmetric.sandbox import (
     Program,
     RunResult,
     Sandbox,
+    cgroup,
     isolation,
 )
 
@@ -2582,6 +2583,61 @@ def test_what_a_program_leaves_on_its_descriptors_ends_with_it(untouched: Check)
                            for source in programs])
         assert [r.outcome for r in results] == [PASSED] * 4, results
         assert box._workers[0].process.pid == worker  # freed, not replaced
+        untouched(box)
+
+
+#: What a program's memory cgroup holds, in MiB (the assertion's message) ...
+CHARGED = """
+lines = open('/proc/self/cgroup').read().splitlines()
+v1 = [line.split(':', 2)[2] for line in lines if ':memory:' in line]
+path = ('/sys/fs/cgroup/memory' + v1[0] + '/memory.usage_in_bytes' if v1
+        else '/sys/fs/cgroup' + lines[0].split(':', 2)[2] + '/memory.current')
+assert False, int(open(path).read()) >> 20
+"""
+#: ... after it looked up 400,000 names that are not there, whose entries in the kernel's cache
+#: of names are charged to it and outlive it (red team: 500 MiB of them made a correct program
+#: near its memory and time limits time out after).
+LOOKS_UP_MISSING_NAMES = """
+import os
+tag = os.urandom(6).hex()
+for i in range(400000):
+    try:
+        os.stat(f'/usr/share/hybridmetric-missing-{tag}-{i}-' + 'x' * 32)
+    except OSError:
+        pass
+""" + CHARGED
+
+
+def test_what_a_program_left_charged_to_the_memory_cgroup_is_taken_back(
+        untouched: Check) -> None:
+    with Sandbox(workers=1) as box:
+        if not box.isolation.memory_cgroup:
+            pytest.skip("no memory cgroup here")
+        worker = box._workers[0].process.pid
+        looks, after = box.run([Program("python", LOOKS_UP_MISSING_NAMES, Limits(timeout_s=60.0)),
+                                Program("python", CHARGED, Limits(timeout_s=10.0))])
+        charged = [int(result.error.rsplit("AssertionError: ", 1)[1]) for result in (looks, after)]
+        if charged[0] < 2 * cgroup.LEFTOVER_MB:
+            pytest.skip(f"the kernel kept no more than {charged[0]} MiB of those names here")
+        assert charged[1] < cgroup.LEFTOVER_MB, charged  # (the program's own, and what is kept)
+        assert box._workers[0].process.pid == worker
+        untouched(box)
+
+
+@pytest.mark.skipif(not shutil.which("javac"), reason="no JDK here")
+def test_the_compile_server_s_own_socket_is_none_a_program_left(untouched: Check) -> None:
+    """The Java compile server's JVM holds a socket of its own in the worker's network
+    namespace, as the programs run: not one they left (sandbox 89 took it for one, and retired
+    the worker after every Java program)."""
+    java = "class Problem {\n  public static void main(String[] a) {}\n}\n"
+    with Sandbox(workers=1) as box:
+        worker = box._workers[0].process.pid
+        results = box.run([Program("java", java + "// 1\n", Limits(timeout_s=30.0)),
+                           Program("python", LEAVES_SOCKETS_IN_FLIGHT, Limits(timeout_s=10.0,
+                                                                              file_mb=128)),
+                           Program("java", java + "// 2\n", Limits(timeout_s=30.0))])
+        assert [r.outcome for r in results] == [PASSED] * 3, results
+        assert box._workers[0].process.pid == worker
         untouched(box)
 
 
