@@ -15,6 +15,7 @@ import contextlib
 import errno
 import os
 import re
+import resource
 import time
 from dataclasses import dataclass
 
@@ -38,8 +39,16 @@ V1 = _Layout("memory.limit_in_bytes", "memory.memsw.limit_in_bytes", "memory.oom
              "memory.usage_in_bytes", b"cache", None)
 V2 = _Layout("memory.max", None, "memory.events", "memory.current", b"file", "memory.reclaim")
 #: What a worker's memory cgroup may keep charged between programs, but the page cache (cheap
-#: to reclaim, and shared by programs that read the same files).
+#: to reclaim, and shared by programs that read the same files) and the charge the kernel keeps
+#: in stock for each CPU (up to 64 pages a CPU, which no exit gives back).
 LEFTOVER_MB = 32
+RECLAIM_ROUNDS = 3
+
+
+def leftover_room() -> int:
+    """The bytes a worker's memory cgroup may keep charged between programs, but the page
+    cache: :data:`LEFTOVER_MB`, and the stock of 64 pages each CPU may hold."""
+    return LEFTOVER_MB * 2**20 + (os.cpu_count() or 1) * 64 * resource.getpagesize()
 
 
 def _mounts() -> list[tuple[str, str, str, str]]:
@@ -103,6 +112,9 @@ class MemoryCgroup:
         self.procs = os.open(os.path.join(path, "cgroup.procs"), os.O_WRONLY | os.O_CLOEXEC)
         self._events = os.open(os.path.join(path, layout.events), os.O_RDONLY | os.O_CLOEXEC)
         self._usage = os.open(os.path.join(path, layout.usage), os.O_RDONLY | os.O_CLOEXEC)
+        self._stat = os.open(os.path.join(path, "memory.stat"), os.O_RDONLY | os.O_CLOEXEC)
+        self._page_cache = re.compile(rb"^" + layout.page_cache + rb" (\d+)$", re.MULTILINE)
+        self._room = leftover_room()
         self._oom_seen = self.oom_kills()
 
     @classmethod
@@ -148,30 +160,35 @@ class MemoryCgroup:
 
     def reclaim_leftover(self) -> None:
         """Take back what the last program left charged here, once its processes are gone,
-        beyond :data:`LEFTOVER_MB` and the page cache: what the kernel keeps for it, such as the
-        entries of its cache of names that a program looked up and found missing, which the
+        beyond :func:`leftover_room` and the page cache: what the kernel keeps for it, such as
+        the entries of its cache of names that a program looked up and found missing, which the
         next program would otherwise pay to reclaim within its own time limit (red team: a
         correct program near its memory and time limits timed out after one that had looked up
-        1.7 million missing names, 500 MiB of the cgroup's 512). Raise OSError when it stays."""
-        room = LEFTOVER_MB * 2**20
-        if int(os.pread(self._usage, 64, 0)) <= room or self._kept() <= room:  # (the usual case)
+        1.7 million missing names, 500 MiB of the cgroup's 512). Raise OSError where it stays
+        (under cgroup v2 before Linux 5.19, which has no ``memory.reclaim``, at once)."""
+        if int(os.pread(self._usage, 64, 0)) <= self._room:  # (one read: the usual case)
             return
-        with contextlib.suppress(OSError):  # (less than asked for: as much as it could)
-            if self.layout.reclaim is not None:
-                self._write(self.layout.reclaim, str(self._kept()))
-            else:  # v1: a limit below the charge reclaims down to it
-                self._limit_mb = None  # (set again before the next program)
-                self._set_limit(LEFTOVER_MB)
         kept = self._kept()
-        if kept > room:
+        for _ in range(RECLAIM_ROUNDS):  # (a round may take the page cache first)
+            if kept <= self._room:
+                return
+            with contextlib.suppress(OSError):  # (less than asked for: as much as it could)
+                if self.layout.reclaim is not None:
+                    self._write(self.layout.reclaim, str(kept))
+                else:  # v1: a limit below the charge reclaims down to it, then the limit again
+                    self._set_limit(LEFTOVER_MB)
+            if self.layout.reclaim is None and self._limit_mb is not None:
+                self._set_limit(self._limit_mb)
+            kept = self._kept()
+        if kept > self._room:
             raise OSError(f"{kept >> 20} MiB that programs left charged to the worker's memory "
                           "cgroup cannot be reclaimed")
 
     def _kept(self) -> int:
         """What is charged here but the page cache."""
-        with open(os.path.join(self.path, "memory.stat"), "rb") as handle:
-            stat = dict(line.split() for line in handle.read().splitlines())
-        return int(os.pread(self._usage, 64, 0)) - int(stat.get(self.layout.page_cache, 0))
+        usage = int(os.pread(self._usage, 64, 0))
+        found = self._page_cache.search(os.pread(self._stat, 1 << 16, 0))
+        return usage - (int(found.group(1)) if found else 0)
 
     def oom_kills(self) -> int:
         """The kernel's count of OOM kills in this cgroup, read now."""
@@ -180,7 +197,7 @@ class MemoryCgroup:
         return self._oom_seen
 
     def remove(self) -> None:
-        for fd in (self.procs, self._events, self._usage):
+        for fd in (self.procs, self._events, self._usage, self._stat):
             with contextlib.suppress(OSError):
                 os.close(fd)
         with contextlib.suppress(OSError):

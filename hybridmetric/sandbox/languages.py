@@ -1414,13 +1414,19 @@ DT_PREINIT_ARRAY, DT_PREINIT_ARRAYSZ = 32, 33
 #: The dynamic tags that name what the dynamic loader reads as it relocates an executable, each
 #: with the tag of its size (None: the size of the section at that address): its relocations,
 #: their symbols, the symbols' names, hash tables and versions.
-LOADER_TABLES = {7: 8, 17: 18, 23: 2, 36: 35, 5: 10, 6: None, 4: None, 0x6FFFFEF5: None,
-                 0x6FFFFFF0: None, 0x6FFFFFFE: None, 0x6FFFFFFC: None}
 DT_HASH, DT_STRTAB, DT_SYMTAB, DT_STRSZ, DT_PLTREL, DT_GNU_HASH = 4, 5, 6, 10, 20, 0x6FFFFEF5
-DT_RELA, DT_REL, DT_RELR, DT_RELRSZ, DT_VERSYM = 7, 17, 36, 35, 0x6FFFFFF0
+DT_RELA, DT_RELASZ, DT_REL, DT_RELSZ, DT_JMPREL, DT_PLTRELSZ = 7, 8, 17, 18, 23, 2
+DT_RELR, DT_RELRSZ, DT_VERSYM, DT_VERDEF, DT_VERNEED = 36, 35, 0x6FFFFFF0, 0x6FFFFFFC, 0x6FFFFFFE
+LOADER_TABLES = {DT_RELA: DT_RELASZ, DT_REL: DT_RELSZ, DT_JMPREL: DT_PLTRELSZ,
+                 DT_RELR: DT_RELRSZ, DT_STRTAB: DT_STRSZ, DT_SYMTAB: None, DT_HASH: None,
+                 DT_GNU_HASH: None, DT_VERSYM: None, DT_VERNEED: None, DT_VERDEF: None}
 #: The dynamic tags of the relocation tables the loader applies, each with the tag of its size
 #: and the size of an entry (``Elf64_Rela``, ``Elf64_Rel``; the PLT's: as DT_PLTREL says).
-RELOCATION_TABLES = {DT_RELA: (8, 24), DT_REL: (18, 16), 23: (2, None)}
+RELOCATION_TABLES = {DT_RELA: (DT_RELASZ, 24), DT_REL: (DT_RELSZ, 16),
+                     DT_JMPREL: (DT_PLTRELSZ, None)}
+#: The most a table the loader reads may take, as the checks read it (a linker makes tables of
+#: some KiB; a file of holes could name one of a GiB): past it, the executable is refused.
+TABLE_MAX = 2**26
 PT_LOAD, PF_W = 1, 2
 SHT_SYMTAB, SHT_RELA, SHT_DYNSYM, SHT_REL, SHT_PREINIT_ARRAY = 2, 4, 11, 9, 16
 STT_GNU_IFUNC, STB_LOCAL, PT_DYNAMIC, PT_INTERP, ET_DYN = 10, 0, 2, 3, 3
@@ -1511,6 +1517,10 @@ def sections_of_the_loader(path: str) -> list[str]:
     return found
 
 
+_INDIRECT = ("the program defines an indirect function (__attribute__((ifunc)), target_clones or "
+             "target overloads), whose resolver the dynamic loader runs")
+
+
 def code_before_the_harness(path: str) -> str:
     """Why the C++ executable ``path`` could run code of its own before ``take_token`` (from
     ``.preinit_array``, otherwise the executable's first code) and read the token first, or ""
@@ -1527,7 +1537,10 @@ def code_before_the_harness(path: str) -> str:
     Its symbols and relocations are read both as the section headers find them and as the loader
     does (:func:`_loader_view`), and each check holds for both."""
     with _elf64(path) as (data, order):  # (mapped once, for every check)
-        return _code_before_the_harness(data, order)
+        try:
+            return _code_before_the_harness(data, order)
+        except struct.error:  # (no linker makes one: a table named past the end of the file)
+            return "the executable's headers name what lies past its end"
 
 
 def _code_before_the_harness(data: bytes, order: str | None) -> str:
@@ -1586,10 +1599,6 @@ def _code_before_the_harness(data: bytes, order: str | None) -> str:
                 "the harness's that nothing fills, which the dynamic loader would call: that "
                 "program could crash")
     return ""
-
-
-_INDIRECT = ("the program defines an indirect function (__attribute__((ifunc)), target_clones or "
-             "target overloads), whose resolver the dynamic loader runs")
 
 
 def _rewrites_what_the_loader_reads(symbols: list[Symbol], relocations: list[Relocation],
@@ -1704,7 +1713,7 @@ def _loader_view(data: bytes, order: str, tags: dict[int, int],
 
     def loaded(address: int, size: int) -> bytes | None:
         for start, offset, length in pieces:
-            if start <= address and address + size <= start + length:
+            if start <= address and address + size <= start + length and size <= TABLE_MAX:
                 found = data[offset + address - start:offset + address - start + size]
                 return found if len(found) == size else None
         return None
@@ -1723,15 +1732,8 @@ def _loader_view(data: bytes, order: str, tags: dict[int, int],
         words = loaded(tags[DT_RELR], tags.get(DT_RELRSZ, 0) // 8 * 8)
         if words is None:
             return None
-        relative, next_word = RELATIVE.get(machine, -1), 0
-        for (word,) in struct.iter_unpack(order + "Q", words):
-            if word & 1:  # a bitmap of the next 63 words
-                relocations += [(next_word + 8 * bit, relative, 0) for bit in range(63)
-                                if word >> (bit + 1) & 1]
-                next_word += 63 * 8
-            else:  # an address
-                relocations.append((word, relative, 0))
-                next_word = word + 8
+        relative = RELATIVE.get(machine, -1)
+        relocations += [(where, relative, 0) for where in _relr_places(words, order)]
     if DT_SYMTAB not in tags:
         return [], relocations
     count = max((symbol + 1 for *_, symbol in relocations), default=0)
@@ -1752,6 +1754,22 @@ def _loader_view(data: bytes, order: str, tags: dict[int, int],
     return _symbol_entries(table, order, strings), relocations
 
 
+def _relr_places(words: bytes, order: str) -> list[int]:
+    """The places of the relative relocations that a table of ``DT_RELR`` words stands for:
+    an even word is a place, and each odd one a bitmap of the 63 words after the last place
+    (bit 1: the first), its next bitmap of the 63 after those."""
+    places: list[int] = []
+    after = 0  # (the first word a bitmap stands for)
+    for (word,) in struct.iter_unpack(order + "Q", words):
+        if word & 1:
+            places += [after + 8 * bit for bit in range(63) if word >> (bit + 1) & 1]
+            after += 63 * 8
+        else:
+            places.append(word)
+            after = word + 8
+    return places
+
+
 def _gnu_hash_symbols(loaded: Callable[[int, int], bytes | None], order: str,
                       address: int) -> int | None:
     """How many symbols the GNU hash table at ``address`` reaches (the last bucket's chain
@@ -1764,11 +1782,14 @@ def _gnu_hash_symbols(loaded: Callable[[int, int], bytes | None], order: str,
     buckets = loaded(at, 4 * count)
     if buckets is None:
         return None
-    last = max(struct.unpack(f"{order}{count}I", buckets), default=0)
+    last = max((bucket for (bucket,) in struct.iter_unpack(order + "I", buckets)), default=0)
     if last < first or not last:  # (no hashed symbol)
         return first
     chain = at + 4 * count + 4 * (last - first)
-    while (word := loaded(chain, 4)) is not None:
+    for _ in range(TABLE_MAX // 24):  # (a chain longer than a table could hold: refused)
+        word = loaded(chain, 4)
+        if word is None:
+            return None
         last, chain = last + 1, chain + 4
         if struct.unpack(order + "I", word)[0] & 1:  # (the chain's end)
             return last

@@ -265,7 +265,8 @@ class _Worker:
         # cgroup, empty once its programs are gone, and what they left in flight in Unix
         # sockets, which the kernel frees once its collector runs (red team)
         remove_leftover(cgroup_name(self.uid, self.process.pid))
-        start_socket_collector()
+        with contextlib.suppress(OSError):  # (no room left to send one: the user's budget)
+            start_socket_collector()
         self.process = None
         self.interrupted = False
 

@@ -276,6 +276,8 @@ class Worker:
             if os.getuid() != 0:  # (none to drop where no user namespace was made)
                 isolation.drop_capabilities()
         self._forker_settings = process_settings(self.launcher.pid or 0)
+        if self._sockets is not None:  # (what the fork server and its preloads hold)
+            self._sockets_before = isolation.socket_count(self._sockets)
         self.sweep()
 
     def _start_launcher(self, preload: list[str], code: int) -> ForkServer | InProcess:
