@@ -147,6 +147,8 @@ class JavacServer:
         if status not in (None, 0, 1):
             self.stop()
             status, text = self._compile_once(arguments, timeout_s, retry=False)
+            if status not in (None, 0, 1):  # (that server exits: gone before the program runs)
+                self.stop()
         return status, text
 
     def _compile_once(self, arguments: list[str], timeout_s: float,

@@ -323,8 +323,6 @@ class Worker:
             self._clean(isolation.remove_ipc_objects, "System V IPC")
         if self.isolation.message_queues:
             self._clean(isolation.remove_message_queues, "POSIX message queues")
-        if self.cgroup is not None:  # (last: what the above freed was charged there too)
-            self._clean(self.cgroup.reclaim_leftover, "its memory cgroup")
         return escaped
 
     def _guard_root(self) -> None:
@@ -699,17 +697,25 @@ class Worker:
             if server_gone:
                 self.retiring = str(exc)
             escaped = self.sweep()  # what it started is the worker's to kill
-            if server_gone and self._oom_killed_since(oom_before):
-                # the OOM killer chose the server: the program lowered its processes' scores
+            oom = server_gone and self._oom_killed_since(oom_before)
+            self._reclaim()
+            if oom:  # the OOM killer chose the server: the program lowered its processes' scores
                 return Process(signal.SIGKILL, False, b"", b"", "",
                                "the memory cgroup's OOM killer ended the fork server: the "
                                "program's processes together exceeded its memory limit",
                                escaped, True, "")
             raise
         escaped = strays + self.sweep()
-        return Process(status, timed_out, report, token, stdout, stderr, escaped,
-                       self._oom_killed_since(oom_before), failure.decode("utf-8", "replace"),
-                       untouched)
+        oom = self._oom_killed_since(oom_before)
+        self._reclaim()
+        return Process(status, timed_out, report, token, stdout, stderr, escaped, oom,
+                       failure.decode("utf-8", "replace"), untouched)
+
+    def _reclaim(self) -> None:
+        """Take back what the program left charged to the memory cgroup, once its OOM kills
+        are counted (v1 reclaims under a lower limit, which is not the program's)."""
+        if self.cgroup is not None:
+            self._clean(self.cgroup.reclaim_leftover, "its memory cgroup")
 
     def _oom_killed_since(self, before: int) -> bool:
         """Whether the memory cgroup's OOM killer killed since its counter read ``before``."""
