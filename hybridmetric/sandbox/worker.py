@@ -234,10 +234,11 @@ class Worker:
         self.isolation, self.problems = isolation.isolate_worker(
             uid, allow_network, needed_paths(preload, classpath, home), home, replies,
             hidden=languages.java_agent_libraries())
-        # (the worker's own network namespace, where programs leave sockets of their own alone)
+        # the count of sockets in the worker's own network namespace (see sweep), and what it
+        # was as the last program started
         self._sockets = (isolation.socket_count_file()
                          if self.isolation.network_namespace else None)
-        self._sockets_before = 0  # (how many there were as the last program started)
+        self._sockets_before = 0
         # Without root, programs share the worker's uid: they must not be able to interrupt it
         # (a handled signal reaches a namespace's init) or read and write its memory.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -276,8 +277,7 @@ class Worker:
             if os.getuid() != 0:  # (none to drop where no user namespace was made)
                 isolation.drop_capabilities()
         self._forker_settings = process_settings(self.launcher.pid or 0)
-        if self._sockets is not None:  # (what the fork server and its preloads hold)
-            self._sockets_before = isolation.socket_count(self._sockets)
+        self._count_sockets()  # (what the fork server and its preloads hold)
         self.sweep()
 
     def _start_launcher(self, preload: list[str], code: int) -> ForkServer | InProcess:
@@ -681,8 +681,7 @@ class Worker:
         :data:`ADDRESS_SPACE_ROOM_MB`); ``cgroup_alone``: one whose memory only the cgroup, where
         there is one, limits (see :data:`CGROUP_ALONE`)."""
         oom_before = self.cgroup.prepare(memory_mb) if self.cgroup is not None else 0
-        if self._sockets is not None:  # (the compile server's, where one runs)
-            self._sockets_before = isolation.socket_count(self._sockets)
+        self._count_sockets()  # (the compile server's, where one runs)
         bound = shared_memory and self.cgroup is None
         data = 0 if cgroup_alone and self.cgroup is not None else memory_mb * 2**20
         rlimits: Rlimits = (data, int(timeout_s) + 1,
@@ -710,6 +709,12 @@ class Worker:
         self._reclaim()
         return Process(status, timed_out, report, token, stdout, stderr, escaped, oom,
                        failure.decode("utf-8", "replace"), untouched)
+
+    def _count_sockets(self) -> None:
+        """Note the sockets the worker's network namespace holds before a program starts (its
+        servers' own), down to which the sweep after it collects what the program left."""
+        if self._sockets is not None:
+            self._sockets_before = isolation.socket_count(self._sockets)
 
     def _reclaim(self) -> None:
         """Take back what the program left charged to the memory cgroup, once its OOM kills
