@@ -6,8 +6,9 @@ names, and ``pass_at_k`` (with ``pass_at_k_table``, its mean over a scored table
 
 Walls (``isolation.py``, ``cgroup.py``): per worker a network namespace (without root, inside a
 user namespace), a seccomp filter (sockets other than AF_UNIX, io_uring, the kernel keyring,
-new user namespaces, extended attributes and inode flags fail; without a memory cgroup, each
-program adds ``memfd_create``), PID and IPC namespaces (its
+BPF, performance counters, userfaultfd, new user namespaces, extended attributes and inode
+flags fail; without a memory cgroup, each program adds ``memfd_create``), PID and IPC
+namespaces (its
 own ``/proc``, whose init is the worker; without root, programs in one more, whose init is the
 fork server), a mount namespace with private tmpfs ``/tmp``-like
 directories and the host's own folders hidden (without root, every other mount read-only), and,

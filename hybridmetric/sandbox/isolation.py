@@ -455,6 +455,12 @@ KEYRING_CALLS = (b"add_key", b"request_key", b"keyctl")
 #: never sees them: it would take programs round the socket rule. They fail with ENOSYS, as on a
 #: kernel without it (node's libuv and other users then fall back to plain system calls).
 IO_URING_CALLS = (b"io_uring_setup", b"io_uring_enter", b"io_uring_register")
+#: Kernel facilities no generated program needs and kernel exploits lean on (loading BPF
+#: programs, performance counters, user-space page-fault handling, which holds a kernel thread
+#: still at a chosen moment): they fail with ENOSYS, as on a kernel built without them, whatever
+#: the host's sysctls allow (``kernel.unprivileged_bpf_disabled``, ``perf_event_paranoid``,
+#: ``vm.unprivileged_userfaultfd``; ``/dev/userfaultfd`` is root's).
+KERNEL_SURFACE_CALLS = (b"bpf", b"perf_event_open", b"userfaultfd")
 #: The calls that make a user namespace, in which a program would hold every capability (mount,
 #: build namespaces of any kind, reach kernel code that needs them): ``clone`` and ``unshare``
 #: with CLONE_NEWUSER fail (EPERM); ``clone3``, whose flags seccomp cannot read (they are in
@@ -477,14 +483,15 @@ FILE_SETATTR = 469
 
 def load_filter(deny_sockets: bool) -> None:
     """Load a seccomp filter (libseccomp) that makes the keyring calls fail (EPERM), io_uring
-    (ENOSYS), the making of user namespaces (:data:`USER_NAMESPACE_CALLS`), the setting of
+    and :data:`KERNEL_SURFACE_CALLS` (ENOSYS), the making of user namespaces
+    (:data:`USER_NAMESPACE_CALLS`), the setting of
     extended attributes and inode flags (:data:`XATTR_CALLS`, :data:`FLAG_IOCTLS`) and, with
     ``deny_sockets``, ``socket()`` unless it is AF_UNIX (EACCES). Loaded by the worker once it
     has made its own namespaces (without root, its user namespace comes first)."""
     low_32_bits = 0xFFFF_FFFF  # (an ioctl's request is an int: the kernel reads no more)
     rules: list[tuple[bytes | int, int, _ArgCmp | None]] = [
         *((name, errno.EPERM, None) for name in KEYRING_CALLS),
-        *((name, errno.ENOSYS, None) for name in IO_URING_CALLS),
+        *((name, errno.ENOSYS, None) for name in (*IO_URING_CALLS, *KERNEL_SURFACE_CALLS)),
         *((name, errno.EPERM, _ArgCmp(0, SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER))
           for name in USER_NAMESPACE_CALLS),
         (b"clone3", errno.ENOSYS, None),

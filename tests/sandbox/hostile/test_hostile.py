@@ -9,6 +9,7 @@ import os
 import shutil
 import socket
 import sys
+import sysconfig
 import threading
 import time
 from collections.abc import Callable
@@ -2276,6 +2277,44 @@ def test_io_uring_cannot_go_round_the_socket_filter(sandbox: Sandbox, run: Run,
     untouched(sandbox)
 
 
+#: Each of ``bpf`` (an array map), ``perf_event_open`` (a counter of the process's own time in
+#: user space, as ``perf_event_paranoid`` 2 allows anyone) and ``userfaultfd`` (user-space faults
+#: only, as ``vm.unprivileged_userfaultfd`` 0 allows anyone): whether it gave a descriptor, and
+#: the errno (x86-64 numbers).
+KERNEL_SURFACE = """
+import ctypes, os
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+def attempt(number, *args):
+    ctypes.set_errno(0)
+    made = libc.syscall(number, *args)
+    if made >= 0:
+        os.close(made)
+    return made >= 0, ctypes.get_errno()
+bpf_map = (ctypes.c_uint32 * 32)(2, 4, 4, 1)  # BPF_MAP_CREATE: an array of one 4-byte value
+counter = (ctypes.c_uint64 * 16)()  # perf_event_attr
+counter[0] = 1 | (128 << 32)  # type PERF_TYPE_SOFTWARE, size 128
+counter[1] = 1  # PERF_COUNT_SW_TASK_CLOCK
+counter[5] = (1 << 5) | (1 << 6)  # exclude_kernel, exclude_hv
+seen = {"bpf": attempt(321, 0, ctypes.byref(bpf_map), ctypes.sizeof(bpf_map)),
+        "perf_event_open": attempt(298, ctypes.byref(counter), 0, -1, -1, 0),
+        "userfaultfd": attempt(323, 1 | os.O_CLOEXEC)}  # UFFD_USER_MODE_ONLY
+print(seen)
+"""
+
+
+def test_bpf_performance_counters_and_userfaultfd_are_closed(sandbox: Sandbox, run: Run,
+                                                             untouched: Check) -> None:
+    """Kernel facilities that exploits lean on fail with ENOSYS, as on a kernel without them,
+    whatever the host allows an unprivileged process (here: a counter and a userfaultfd)."""
+    if os.uname().machine != "x86_64":
+        pytest.skip("the system call numbers in the program are x86-64's")
+    closed = {name: (False, errno.ENOSYS) for name in ("bpf", "perf_event_open", "userfaultfd")}
+    result = run(sandbox, "python", KERNEL_SURFACE + f"assert seen == {closed!r}, seen\n")
+    assert result.outcome == PASSED, result
+    untouched(sandbox)
+
+
 #: A user namespace, three ways (x86-64 numbers): ``unshare``, ``clone`` and ``clone3`` (its
 #: ``struct clone_args``: flags, then exit_signal fifth). A child that one made leaves at once.
 #: Prints each call's (result, errno), then makes a thread, a process and a command, which the C
@@ -2641,6 +2680,27 @@ def test_the_compile_server_s_own_socket_is_none_a_program_left(untouched: Check
         assert [r.outcome for r in results] == [PASSED] * 3, results
         assert box._workers[0].process.pid == worker
         untouched(box)
+
+
+def test_a_preload_s_own_socket_is_none_a_program_left(untouched: Check) -> None:
+    """A preloaded module that holds a socket from its import on (a client of some service)
+    holds it in the fork server, in the worker's network namespace, before any program runs:
+    the sweep after the first program counts down to it, not to zero (sandbox 90 took it for
+    one a program left, and retired the worker after its first program). The module goes where
+    the workers' interpreter imports from (its own import path: the caller's is not theirs)."""
+    name = f"hybridmetric_test_preload_{os.getpid()}"
+    module = Path(sysconfig.get_paths()["purelib"]) / f"{name}.py"
+    module.write_text("import socket\nHELD = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n")
+    try:
+        with Sandbox(workers=1, preload=[name]) as box:
+            worker = box._workers[0].process.pid
+            results = box.run([Program("python", f"import {name}\nassert {name}.HELD\n# {i}\n",
+                                       Limits(timeout_s=10.0)) for i in range(3)])
+            assert [r.outcome for r in results] == [PASSED] * 3, results
+            assert box._workers[0].process.pid == worker
+            untouched(box)
+    finally:
+        module.unlink()
 
 
 DEEP_TREE = """
