@@ -17,9 +17,10 @@ Per worker (a long-lived process that owns one sandbox uid):
   reach of a program whose uid may write it), emptied after every program; without root
   (programs then run as the user), every other mount is made read-only; with root or without,
   the host's own top-level folders (``/home``, ``/root``, ``/var``, a data folder) and the
-  user's home are covered, but for the paths programs run on, and ``/dev/pts`` is an instance
-  of its own (no terminal of the host's), so that programs can neither change the user's files
-  nor read them; as root, every mount ``noatime`` (:func:`no_access_times`);
+  user's home are covered, but for the paths programs run on, so that programs can neither
+  change the user's files nor read them, and ``/dev`` is a read-only one of its own, with the
+  few devices any process may use (:func:`private_devices`: no terminal or other device of the
+  host's); as root, every mount ``noatime`` (:func:`no_access_times`);
 - a PID namespace whose init is the worker, with its own ``/proc``: programs see and can signal
   only the worker's processes, and signals they send the worker are dropped by the kernel
   (without root, programs share the worker's uid and run in one more, nested, whose init is the
@@ -218,8 +219,8 @@ def private_mounts(needed: list[str]) -> None:
     """
     _check_private_dirs(needed)
     new_mount_namespace()
+    private_devices()
     _private_dirs(needed)
-    private_terminals()
     _hide_host_dirs(needed)
     blocked: dict[str, set[str]] = {}
     for path in needed:
@@ -233,18 +234,43 @@ def private_mounts(needed: list[str]) -> None:
         raise OSError(errno.EACCES, f"the sandbox uid cannot reach {still}")
 
 
-def private_terminals() -> None:
-    """A pseudo-terminal file system of the mount namespace's own on ``/dev/pts`` (and its
-    ``ptmx`` on ``/dev/ptmx``): programs can make terminals (``os.openpty``) but not open the
-    host's, where, running as the user (without root), they could read what the user types and
-    write into the user's sessions."""
-    if not os.path.isdir("/dev/pts"):
-        return
+#: The host's device files that programs get: those any process may open, which reach nothing
+#: of the host's but its random numbers (``tty``: the controlling terminal, which no program has).
+DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
+#: The links of a ``/dev`` (``ptmx``: to the private pseudo-terminals' multiplexer).
+DEVICE_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
+                "stderr": "/proc/self/fd/2", "ptmx": "pts/ptmx"}
+
+
+def private_devices() -> None:
+    """A ``/dev`` of the mount namespace's own, read-only: :data:`DEVICES` bound from the
+    host's, :data:`DEVICE_LINKS`, a pseudo-terminal file system of its own on ``pts``
+    (programs can make terminals, ``os.openpty``, but not open the host's) and an empty ``shm``
+    (made private next, see :data:`PRIVATE_DIRS`). The host's other devices are out of reach:
+    without root, programs run as the user, and a read-only mount does not stop them opening a
+    device the user may open (a terminal the user logged in on, or one a group or an ACL gives
+    the user: they read what the user typed there, or typed into it, red team), nor the host's
+    POSIX message queues that systemd mounts on ``/dev/mqueue``; with root or without, the
+    kernel's log (``/dev/kmsg``, readable by anyone on many hosts) and the system log's socket
+    (``/dev/log``, which anyone may write to)."""
+    handles = {name: os.open(f"/dev/{name}", os.O_PATH)
+               for name in DEVICES if os.path.exists(f"/dev/{name}")}
+    try:
+        _mount_tmpfs("/dev", b"mode=0755,size=64k")
+        for name, handle in handles.items():
+            open(f"/dev/{name}", "x").close()
+            _check(_libc.mount(f"/proc/self/fd/{handle}".encode(), f"/dev/{name}".encode(), None,
+                               MS_BIND, None), f"bind-mount /dev/{name}")
+    finally:
+        for handle in handles.values():
+            os.close(handle)
+    for name, target in DEVICE_LINKS.items():
+        os.symlink(target, f"/dev/{name}")
+    os.mkdir("/dev/shm", 0o1777)
+    os.mkdir("/dev/pts", 0o755)
     _check(_libc.mount(b"devpts", b"/dev/pts", b"devpts", MS_NOSUID | MS_NOEXEC,
                        b"newinstance,ptmxmode=0666,mode=0620"), "mount devpts on /dev/pts")
-    if os.path.exists("/dev/ptmx"):
-        _check(_libc.mount(b"/dev/pts/ptmx", b"/dev/ptmx", None, MS_BIND, None),
-               "bind-mount /dev/pts/ptmx on /dev/ptmx")
+    _read_only("/dev", recursive=False)
 
 
 def _hide_host_dirs(needed: list[str]) -> list[str]:
@@ -409,8 +435,8 @@ def read_only_files(needed: list[str], home: str | None) -> None:
     environment, the import path) are bound back, read-only. Programs run as the user: this
     keeps them from changing any of the user's files, and from reading the rest of them (keys,
     tokens, a benchmark's solutions). A home that is itself a needed path (a Python installed
-    with ``--prefix=$HOME``) stays in view, read-only. The host's terminals are out of reach
-    (:func:`private_terminals`)."""
+    with ``--prefix=$HOME``) stays in view, read-only. The host's devices are out of reach
+    (:func:`private_devices`)."""
     real = [os.path.realpath(n) for n in needed]
     home = os.path.realpath(home) if home and os.path.isdir(home) else None
     if home == "/" or home and any(is_within(home, p) for p in PRIVATE_DIRS):
@@ -420,8 +446,8 @@ def read_only_files(needed: list[str], home: str | None) -> None:
     _check_private_dirs(needed)
     _read_only("/", recursive=True)  # the first change: until here, a failure changed nothing
     try:
+        private_devices()
         _private_dirs(needed)
-        private_terminals()
         hidden = _hide_host_dirs(needed)
         # (a home under /opt, /usr, ...: under no hidden folder)
         if home is not None and not any(is_within(home, top) for top in hidden):
@@ -671,10 +697,18 @@ def own_proc() -> None:
     _mount_proc()
 
 
+#: What ``/proc`` shows of every uid's kernel keys that the reader may view, by type and name
+#: (``krb_ccache:alice@CORP.EXAMPLE.COM``), and their counts: without root, the user's keys
+#: (red team). A program reads them empty.
+KEY_LISTS = ("/proc/keys", "/proc/key-users")
+
+
 def _mount_proc() -> None:
-    """Mount at ``/proc`` the proc file system of this process's PID namespace."""
+    """Mount at ``/proc`` the proc file system of this process's PID namespace, its
+    :data:`KEY_LISTS` hidden."""
     _check(_libc.mount(b"proc", b"/proc", b"proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None),
            "mount /proc")
+    hide_files([path for path in KEY_LISTS if os.path.exists(path)])
 
 
 def _pid_namespace_works() -> None:

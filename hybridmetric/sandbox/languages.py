@@ -1116,6 +1116,20 @@ def java_refuse_early_end(source: str) -> None:
                          "code after it, the tests among it, would never be compiled")
 
 
+def java_refuse_unmappable(source: str) -> None:
+    """ValueError, in javac's words, for a source that holds a byte UTF-8 cannot decode (a
+    caller that read the program with ``surrogateescape`` hands it over as a lone surrogate):
+    javac, which reads it as UTF-8, refuses the file wherever the byte is, and the file named
+    after a public type that holds one could not even be named to it."""
+    try:
+        source.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        byte = source.encode("utf-8", "surrogateescape")[len(source[:exc.start].encode("utf-8"))]
+        raise ValueError(f"line {source.count(chr(10), 0, exc.start) + 1}: error: unmappable "
+                         f"character (0x{byte:02X}) for encoding UTF-8 (javac reads the program "
+                         "as UTF-8)") from None
+
+
 def java_public_type(source: str) -> str | None:
     """The top-level public class (interface, enum, record), which names the file."""
     code = java_code(source)
@@ -1934,6 +1948,7 @@ def build(language: str, source: str, memory_mb: int, cxx: str = ".",
                            "-Wl,--wrap=main",
                            "-Wl,-z,text", "-o", "program", f"{cxx}/{CPP_MAIN}.o", "program.o"])
     if language == "java":
+        java_refuse_unmappable(source)
         java_refuse_early_end(source)
         public = java_public_type(source)
         name = f"{public}.java" if public else "Program.java"

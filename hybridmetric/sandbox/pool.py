@@ -2,13 +2,14 @@
 
 Each worker is a separate process started with a clean environment (no secret of the caller's
 environment reaches it) that owns one unprivileged uid, claimed through an abstract Unix socket
-so that two sandboxes on one machine never share a uid (the escapee sweep kills every process of
-its uid).
+and a file lock, so that two sandboxes on one machine never share a uid (the escapee sweep kills
+every process of its uid, and the uid names its memory cgroup).
 """
 
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import queue
@@ -45,6 +46,11 @@ from hybridmetric.sandbox.limits import SANDBOX_ERROR, Limits, RunResult
 
 UID_BASE = 61000
 UID_SLOTS = 1000
+#: Where sandboxes also claim their uids, each by a lock on a file of its own: an abstract
+#: socket's name is seen in its network namespace alone, so a sandbox started in another (under
+#: ``unshare -n``, or by a job runner that gives each job one) took the same uid, and with it the
+#: same memory cgroup: each took the other's OOM kills for its own program's (red team).
+CLAIMS = "/run/hybridmetric-sandbox-uids"
 #: Verdicts are written to the cache in batches of this size (and whatever is left at the end).
 SAVE_EVERY = 32
 #: How long the pool waits for a worker, beyond twice a program's own time limits (its run's
@@ -84,17 +90,63 @@ class Program:
                              f"{len(self.source)}), got {self.tail_at!r}")
 
 
-def _claim_uid() -> tuple[int, socket.socket]:
-    """Claim a free sandbox uid (released when the socket closes in this process and in the
-    workers that inherit it)."""
-    for uid in range(UID_BASE, UID_BASE + UID_SLOTS):
-        claim = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            claim.bind(f"\0hybridmetric-sandbox-uid-{uid}")
-        except OSError:
-            claim.close()
-            continue
-        return uid, claim
+def _claims_folder() -> int:
+    """:data:`CLAIMS`, made where missing, open; RuntimeError where it is not root's alone
+    (anyone else could hold its locks, or replace its files)."""
+    try:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(CLAIMS, 0o700)
+        folder = os.open(CLAIMS, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError as exc:
+        raise RuntimeError(f"the sandbox claims its uids in {CLAIMS}, which cannot be opened: "
+                           f"{exc}") from exc
+    status = os.fstat(folder)
+    if status.st_uid != 0 or status.st_mode & 0o077:
+        os.close(folder)
+        raise RuntimeError(f"{CLAIMS}, where sandboxes claim their uids, must be a folder of "
+                           "root's that no one else may use (mode 0700): remove it")
+    return folder
+
+
+@dataclass
+class _Claim:
+    """A sandbox uid's two claims: a bound abstract socket (in this network namespace) and a
+    lock on its file in :data:`CLAIMS` (in this mount namespace: in every network namespace).
+    Both are released once closed in this process and in the workers that inherit them."""
+
+    socket: socket.socket
+    lock: int
+
+    def fds(self) -> tuple[int, int]:
+        return self.socket.fileno(), self.lock
+
+    def close(self) -> None:
+        self.socket.close()
+        os.close(self.lock)
+
+
+def _claim_uid() -> tuple[int, _Claim]:
+    """Claim a free sandbox uid: one whose socket name and file lock no one holds."""
+    folder = _claims_folder()
+    try:
+        for uid in range(UID_BASE, UID_BASE + UID_SLOTS):
+            claim = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                claim.bind(f"\0hybridmetric-sandbox-uid-{uid}")
+            except OSError:
+                claim.close()
+                continue
+            lock = os.open(f"uid-{uid}", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
+                           0o600, dir_fd=folder)
+            try:
+                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(lock)
+                claim.close()
+                continue
+            return uid, _Claim(claim, lock)
+    finally:
+        os.close(folder)
     raise RuntimeError(f"all {UID_SLOTS} sandbox uids from {UID_BASE} are in use, each by a "
                        "worker of a sandbox on this machine: use fewer workers, or wait for the "
                        "other sandboxes to end")
@@ -113,7 +165,7 @@ class _Worker:
         self.allow_file_writes = allow_file_writes
         self.cpp_standard, self.java_classpath = cpp_standard, list(java_classpath)
         self.uid: int | None = None
-        self._claim: socket.socket | None = None
+        self._claim: _Claim | None = None
         if os.getuid() == 0:
             self.uid, self._claim = _claim_uid()
         self.process: subprocess.Popen[bytes] | None = None
@@ -138,7 +190,7 @@ class _Worker:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env,
             start_new_session=True,
             # the uid stays claimed while the worker lives, even past this process
-            pass_fds=(code,) if self._claim is None else (code, self._claim.fileno()),
+            pass_fds=(code,) if self._claim is None else (code, *self._claim.fds()),
             cwd="/",  # not the caller's: its compile server's /proc/PID/cwd would show it
         )
         if self.cpu is not None:  # from its start (its servers and programs inherit it)

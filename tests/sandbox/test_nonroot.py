@@ -15,6 +15,7 @@ import json
 import os
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import threading
@@ -34,6 +35,7 @@ from hybridmetric.sandbox import Limits, Program, Sandbox
 port, abstract, victim, data = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), sys.argv[4]
 project = sys.argv[5]  # this project's tests, where a program could read what they hold
 terminal = sys.argv[6]  # the user's terminal, where someone types
+device = sys.argv[7]  # a device of the host's that the user may open (a console, a sound card)
 home = os.environ["HOME"]
 limits = Limits(timeout_s=3.0, memory_mb=512)
 escape = '''
@@ -235,6 +237,13 @@ programs = {
     "opens_terminal": ("python", f"import os\nos.read(os.open({terminal!r}, os.O_RDWR), 99)\n"),
     "makes_terminal": ("python", "import os\nm, s = os.openpty()\nos.write(m, b'x\\n')\n"
                                  "assert os.read(s, 9) == b'x\\n'\n"),
+    # ... as are its other devices, the user's or not (a read-only mount does not close them),
+    # and the names of the user's kernel keys
+    "opens_device": ("python", f"import os\nos.open({device!r}, os.O_RDWR)\n"),
+    "devices": ("python", "import os\nassert sorted(os.listdir('/dev')) == ['fd', 'full', "
+                          "'null', 'ptmx', 'pts', 'random', 'shm', 'stderr', 'stdin', 'stdout', "
+                          "'tty', 'urandom', 'zero'], os.listdir('/dev')\n"
+                          "assert open('/proc/keys').read() == ''\n"),
     "writes_tmp": ("python", "open('/tmp/scratch', 'w').write('x')\n"),
     "tmp_is_empty": ("python", "import os\nassert os.listdir('/var/tmp') == []\n"),
     # the worker's own folder cannot move (a mount point of the worker's), where /tmp would keep
@@ -368,16 +377,20 @@ def _run_as_user(home: str, data: str) -> None:
     master, terminal = os.openpty()  # a terminal of the user's, something typed in it
     os.chown(os.ttyname(terminal), USER, -1)
     os.write(master, b"hunter2\n")
+    device = f"/dev/hybridmetric-test-{os.getpid()}"  # the user's (as a console after a login)
+    os.mknod(device, 0o600 | stat.S_IFCHR, os.makedev(1, 3))
+    os.chown(device, USER, -1)
     try:
         done = subprocess.run(
             [sys.executable, "-c", SCRIPT, str(listener.getsockname()[1]), abstract,
-             str(victim.pid), data, str(Path(__file__).parent), os.ttyname(terminal)],
+             str(victim.pid), data, str(Path(__file__).parent), os.ttyname(terminal), device],
             env={"PATH": os.environ["PATH"], "HM_SECRET": "hunter2", "HOME": home}, cwd="/",
             preexec_fn=_as_user, capture_output=True, text=True, timeout=300, check=False)
         victim_survived = victim.poll() is None
     finally:
         victim.kill()
         victim.wait()
+        os.unlink(device)
         os.close(master)
         os.close(terminal)
         stop.set()
@@ -407,6 +420,7 @@ def _run_as_user(home: str, data: str) -> None:
         "java": "passed", "reads_home": "passed", "writes_home": "failed",
         "reads_files": "failed", "reads_project": "passed", "writes_files": "failed",
         "writes_tmp": "passed", "opens_terminal": "failed", "makes_terminal": "passed",
+        "opens_device": "failed", "devices": "passed",
         "tmp_is_empty": "passed", "swaps_worker": "passed", "after_swap": "passed",
         "cpp_stdcxx": "passed", "js_before_plant": "passed", "plants": "passed",
         "cpp_after_plant": "passed", "java_after_plant": "passed", "js_after_plant": "passed",
@@ -429,7 +443,7 @@ def _run_as_user(home: str, data: str) -> None:
     assert "errno 28" in seen["errors"]["shared_segments"]  # ENOSPC
     for name in ("writes_home", "writes_files"):
         assert "Read-only file system" in seen["errors"][name], seen["errors"][name]
-    for name in ("reads_files", "opens_terminal"):
+    for name in ("reads_files", "opens_terminal", "opens_device"):
         assert "FileNotFoundError" in seen["errors"][name], seen["errors"][name]
     with open(os.path.join(data, "public.txt")) as handle:
         assert handle.read() == "public"  # the user's files are as they were

@@ -5,9 +5,11 @@ back from the same workers)."""
 from __future__ import annotations
 
 import errno
+import json
 import os
 import shutil
 import socket
+import stat
 import sys
 import sysconfig
 import threading
@@ -1716,6 +1718,14 @@ HOSTILE: list[tuple[Any, ...]] = [
        "  static int add(int a, int b) { return a - b; }\n"
        "  public static void main(String[] args) { assert add(2, 3) == 5; }\n}\n",
        {SYNTAX_ERROR}) for name, sub in (("raw", "\x1a"), ("escaped", "\\u001a"))),
+    # a byte UTF-8 cannot decode (read with surrogateescape), which javac refuses anywhere: in
+    # a comment, or in the name of the public class, after which the file is named (a sandbox
+    # error once: the name did not reach the compile server, red team)
+    *((f"java_holds_a_byte_not_utf8_{name}", "java",
+       f"public class {public} {{\n  // caf\udce9\n"
+       "  public static void main(String[] a) { }\n}\n",
+       {SYNTAX_ERROR}) for name, public in (("in_a_comment", "Problem"),
+                                            ("in_the_public_class_s_name", "Pr\udc80oblem"))),
     # an ES module's await that never settles, before the tests, with the status node would
     # give it (13) taken away: the tests never ran
     ("js_awaits_forever_before_the_tests", "javascript",
@@ -2277,6 +2287,41 @@ def test_io_uring_cannot_go_round_the_socket_filter(sandbox: Sandbox, run: Run,
     untouched(sandbox)
 
 
+def test_the_host_s_devices_are_out_of_reach(sandbox: Sandbox, run: Run,
+                                             untouched: Check) -> None:
+    """Programs get a ``/dev`` of their worker's own, read-only: the devices any process may
+    use, private terminals and shared memory. A device of the host's that anyone may open (as
+    ``/dev/kvm`` or ``/dev/fuse`` are on some hosts), the kernel's log and the system log's
+    socket are not there, and nothing can be added."""
+    device = f"/dev/hybridmetric-test-{os.getpid()}"
+    os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+    os.chmod(device, 0o666)  # (past the umask)
+    try:
+        result = run(sandbox, "python", f"""
+import errno, os
+assert sorted(os.listdir('/dev')) == ['fd', 'full', 'null', 'ptmx', 'pts', 'random', 'shm',
+                                      'stderr', 'stdin', 'stdout', 'tty', 'urandom', 'zero']
+for path in ({device!r}, '/dev/kmsg', '/dev/log'):
+    assert not os.path.lexists(path), path
+try:
+    open('/dev/planted', 'w')
+    raise AssertionError('planted')
+except OSError as exc:
+    assert exc.errno == errno.EROFS, exc
+with open('/dev/null', 'w') as null, open('/dev/urandom', 'rb') as urandom:
+    assert null.write('x') == 1 and len(urandom.read(8)) == 8
+assert os.readlink('/dev/stdout') == '/proc/self/fd/1'
+main, side = os.openpty()
+os.write(main, b'x\\n')
+assert os.read(side, 9) == b'x\\n'
+open('/dev/shm/scratch', 'w').write('x')
+""")
+        assert result.outcome == PASSED, result
+    finally:
+        os.unlink(device)
+    untouched(sandbox)
+
+
 #: Each of ``bpf`` (an array map), ``perf_event_open`` (a counter of the process's own time in
 #: user space, as ``perf_event_paranoid`` 2 allows anyone) and ``userfaultfd`` (user-space faults
 #: only, as ``vm.unprivileged_userfaultfd`` 0 allows anyone): whether it gave a descriptor, and
@@ -2591,6 +2636,7 @@ os.set_blocking(0, False)
 #: not start (the same: files, locks and names outlived the program, and some the sandbox) ...
 LEAVES_SOCKETS_IN_FLIGHT = LOCKS_ITS_STDIN + """
 import socket
+import stat
 held = os.open('/tmp', os.O_TMPFILE | os.O_RDWR, 0o600)
 for _ in range(96):
     os.write(held, b'x' * 2**20)
@@ -2724,6 +2770,29 @@ def test_a_tree_too_deep_to_remove_retires_the_worker(sandbox: Sandbox, run: Run
                          for i in range(4)])  # on both workers
     assert [r.outcome for r in after] == [PASSED] * 4, after
     untouched(sandbox)
+
+
+#: A sandbox started in a network namespace of its own (``unshare -n``, a job runner's): the
+#: uids it claims, while the test's sandbox holds its own.
+IN_ANOTHER_NETWORK = """
+import ctypes, json
+assert ctypes.CDLL(None).unshare(0x40000000) == 0  # CLONE_NEWNET
+from hybridmetric.sandbox import Sandbox
+with Sandbox(workers=2) as box:
+    print(json.dumps(box.uids))
+"""
+
+
+def test_a_sandbox_in_another_network_namespace_claims_other_uids(sandbox: Sandbox) -> None:
+    """Two sandboxes on one machine never share a uid, where one sits in a network namespace
+    of its own, whose abstract socket names the other does not see: they took the same uid,
+    and with it the same memory cgroup, and each took the other's OOM kills for its own
+    program's (red team)."""
+    import subprocess
+
+    theirs = subprocess.run([sys.executable, "-c", IN_ANOTHER_NETWORK], capture_output=True,
+                            text=True, timeout=120, check=True).stdout
+    assert len(set(json.loads(theirs)) | set(sandbox.uids)) == 4, (theirs, sandbox.uids)
 
 
 def test_parent_environment_does_not_leak(monkeypatch: pytest.MonkeyPatch, sandbox: Sandbox,
