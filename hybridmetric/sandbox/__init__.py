@@ -6,12 +6,12 @@ names, and ``pass_at_k`` (with ``pass_at_k_table``, its mean over a scored table
 
 Walls (``isolation.py``, ``cgroup.py``): per worker a network namespace (without root, inside a
 user namespace), a seccomp filter (sockets other than AF_UNIX, io_uring, the kernel keyring,
-BPF, performance counters, userfaultfd, new user namespaces, extended attributes and inode
-flags fail; without a memory cgroup, each program adds ``memfd_create``), PID and IPC
-namespaces (its
-own ``/proc``, whose init is the worker; without root, programs in one more, whose init is the
-fork server), a mount namespace with private tmpfs ``/tmp``-like
-directories and the host's own folders hidden (without root, every other mount read-only), and,
+BPF, performance counters, userfaultfd, leases, new user namespaces, extended attributes and
+inode flags fail; without a memory cgroup, each program adds ``memfd_create``), PID and IPC
+namespaces (its own ``/proc``, whose init is the worker; without root, programs in one more,
+whose init is the fork server), a mount namespace with private tmpfs ``/tmp``-like
+directories, a ``/dev`` of its own (the devices any process may use) and the host's own
+folders hidden (without root, every other mount read-only), and,
 as root, a memory cgroup for the program's process tree. Per program: its
 own session, rlimits (data, CPU, file size, open files, processes; without a memory cgroup, address
 space for Python and C++, which can make shared memory), a private working directory,

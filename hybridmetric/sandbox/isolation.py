@@ -9,8 +9,8 @@ Per worker (a long-lived process that owns one sandbox uid):
   including a listener on the host's 127.0.0.1 or an abstract Unix socket, can be reached;
 - a seccomp filter that refuses every socket family but ``AF_UNIX`` (the fallback where namespaces
   are not allowed, and a second wall where they are), the kernel keyring calls (a uid's
-  keyring outlives its processes: one program could leave data there for the next) and new
-  user namespaces (where a program would hold every capability);
+  keyring outlives its processes: one program could leave data there for the next), new
+  user namespaces (where a program would hold every capability) and more (:func:`load_filter`);
 - a mount namespace with private tmpfs mounts on ``/tmp``, ``/var/tmp``, ``/dev/shm`` (the
   world-writable places) and ``/run`` (where the host's Unix sockets live: a socket file can be
   connected to on a read-only mount, and seccomp lets AF_UNIX through; one elsewhere stays in
@@ -240,36 +240,46 @@ DEVICES = ("null", "zero", "full", "random", "urandom", "tty")
 #: The links of a ``/dev`` (``ptmx``: to the private pseudo-terminals' multiplexer).
 DEVICE_LINKS = {"fd": "/proc/self/fd", "stdin": "/proc/self/fd/0", "stdout": "/proc/self/fd/1",
                 "stderr": "/proc/self/fd/2", "ptmx": "pts/ptmx"}
+#: The terminals a worker's programs may hold at once: every instance of the pseudo-terminal file
+#: system but the host's own shares the kernel's 3072, which one program without a ``max`` took,
+#: so that no program of another worker, and no container on the host, could make one (red team).
+TERMINALS = 64
 
 
 def private_devices() -> None:
     """A ``/dev`` of the mount namespace's own, read-only: :data:`DEVICES` bound from the
     host's, :data:`DEVICE_LINKS`, a pseudo-terminal file system of its own on ``pts``
-    (programs can make terminals, ``os.openpty``, but not open the host's) and an empty ``shm``
-    (made private next, see :data:`PRIVATE_DIRS`). The host's other devices are out of reach:
+    (programs can make terminals, ``os.openpty``, but not open the host's) and the host's
+    ``shm``, which :func:`_private_dirs` covers next (with what programs need there bound back,
+    as for ``/tmp``: see :data:`PRIVATE_DIRS`). The host's other devices are out of reach:
     without root, programs run as the user, and a read-only mount does not stop them opening a
     device the user may open (a terminal the user logged in on, or one a group or an ACL gives
     the user: they read what the user typed there, or typed into it, red team), nor the host's
     POSIX message queues that systemd mounts on ``/dev/mqueue``; with root or without, the
     kernel's log (``/dev/kmsg``, readable by anyone on many hosts) and the system log's socket
     (``/dev/log``, which anyone may write to)."""
-    handles = {name: os.open(f"/dev/{name}", os.O_PATH)
-               for name in DEVICES if os.path.exists(f"/dev/{name}")}
+    handles: dict[str, int] = {}
     try:
+        for name in (*DEVICES, "shm"):
+            if os.path.exists(f"/dev/{name}"):
+                handles[name] = os.open(f"/dev/{name}", os.O_PATH)
         _mount_tmpfs("/dev", b"mode=0755,size=64k")
         for name, handle in handles.items():
-            open(f"/dev/{name}", "x").close()
+            if name == "shm":
+                os.mkdir("/dev/shm", 0o1777)
+            else:
+                open(f"/dev/{name}", "x").close()
             _check(_libc.mount(f"/proc/self/fd/{handle}".encode(), f"/dev/{name}".encode(), None,
-                               MS_BIND, None), f"bind-mount /dev/{name}")
+                               MS_BIND | MS_REC, None), f"bind-mount /dev/{name}")
     finally:
         for handle in handles.values():
             os.close(handle)
     for name, target in DEVICE_LINKS.items():
         os.symlink(target, f"/dev/{name}")
-    os.mkdir("/dev/shm", 0o1777)
     os.mkdir("/dev/pts", 0o755)
     _check(_libc.mount(b"devpts", b"/dev/pts", b"devpts", MS_NOSUID | MS_NOEXEC,
-                       b"newinstance,ptmxmode=0666,mode=0620"), "mount devpts on /dev/pts")
+                       f"newinstance,ptmxmode=0666,mode=0620,max={TERMINALS}".encode()),
+           "mount devpts on /dev/pts")
     _read_only("/dev", recursive=False)
 
 
@@ -392,7 +402,7 @@ def _check_private_dirs(needed: list[str]) -> None:
 def _private_dirs(needed: list[str]) -> None:
     """Cover each private directory with a fresh tmpfs; needed paths below it are bound back
     (:func:`_check_private_dirs` first)."""
-    # real paths, parents first: /dev/shm may be a link to /run/shm, which /run's tmpfs hides
+    # real paths, parents first: one inside another is made again in the tmpfs covering it
     for path in sorted({os.path.realpath(p) for p in PRIVATE_DIRS if os.path.isdir(p)}):
         os.makedirs(path, exist_ok=True)  # a child of a directory covered just before
         keep = _entries_below(path, needed)
@@ -505,12 +515,18 @@ XATTR_CALLS: tuple[bytes | int, ...] = (b"setxattr", b"lsetxattr", b"fsetxattr",
 #: file system without flags, and ``file_setattr`` (Linux 6.17: 469) with ENOSYS.
 FLAG_IOCTLS = (0x40086602, 0x40046602, 0x401C5820)  # FS_IOC_SETFLAGS (and 32-bit), FSSETXATTR
 FILE_SETATTR = 469
+#: ``fcntl``'s request for a lease, whose holder makes every other ``open`` of the file wait up to
+#: ``fs.lease-break-time`` (45 s): without root, programs own the user's files (read-only to them),
+#: so one held a lease on a module of the user's venv, and the user's processes and the other
+#: workers' programs that opened it waited (red team). It fails with EINVAL, as where leases are
+#: off (``fs.leases-enable = 0``).
+F_SETLEASE = 1024
 
 
 def load_filter(deny_sockets: bool) -> None:
     """Load a seccomp filter (libseccomp) that makes the keyring calls fail (EPERM), io_uring
-    and :data:`KERNEL_SURFACE_CALLS` (ENOSYS), the making of user namespaces
-    (:data:`USER_NAMESPACE_CALLS`), the setting of
+    and :data:`KERNEL_SURFACE_CALLS` (ENOSYS), leases (:data:`F_SETLEASE`), the making of user
+    namespaces (:data:`USER_NAMESPACE_CALLS`), the setting of
     extended attributes and inode flags (:data:`XATTR_CALLS`, :data:`FLAG_IOCTLS`) and, with
     ``deny_sockets``, ``socket()`` unless it is AF_UNIX (EACCES). Loaded by the worker once it
     has made its own namespaces (without root, its user namespace comes first)."""
@@ -524,7 +540,8 @@ def load_filter(deny_sockets: bool) -> None:
         *((name, errno.ENOTSUP, None) for name in XATTR_CALLS),
         *((b"ioctl", errno.ENOTTY, _ArgCmp(1, SCMP_CMP_MASKED_EQ, low_32_bits, request))
           for request in FLAG_IOCTLS),
-        (FILE_SETATTR, errno.ENOSYS, None)]
+        (FILE_SETATTR, errno.ENOSYS, None),
+        (b"fcntl", errno.EINVAL, _ArgCmp(1, SCMP_CMP_MASKED_EQ, low_32_bits, F_SETLEASE))]
     if deny_sockets:
         rules.append((b"socket", errno.EACCES, _ArgCmp(0, SCMP_CMP_NE, AF_UNIX, 0)))
     _load_rules(rules)

@@ -1,19 +1,21 @@
 """The host side: a pool of sandbox workers, one per core, and the result cache.
 
 Each worker is a separate process started with a clean environment (no secret of the caller's
-environment reaches it) that owns one unprivileged uid, claimed through an abstract Unix socket
-and a file lock, so that two sandboxes on one machine never share a uid (the escapee sweep kills
-every process of its uid, and the uid names its memory cgroup).
+environment reaches it) that owns one unprivileged uid, claimed by a lock on a file of root's
+(:data:`CLAIMS`), so that two sandboxes on one machine never share a uid (the escapee sweep kills
+every process of its uid, and the uid names its memory cgroup); only those that cannot see each
+other's claims (containers of their own) may, seldom (see :func:`_claim_uid`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
+import pwd
 import queue
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -28,6 +30,7 @@ from hybridmetric.sandbox._boot import compiled_modules
 from hybridmetric.sandbox.cache import ResultCache, cache_key
 from hybridmetric.sandbox.cgroup import cgroup_name, remove_leftover
 from hybridmetric.sandbox.isolation import Isolation, start_socket_collector
+from hybridmetric.sandbox.javac import UID_OFFSET
 from hybridmetric.sandbox.languages import (
     CPP_STANDARD,
     DEFAULT_JAVA_CLASSPATH,
@@ -46,11 +49,14 @@ from hybridmetric.sandbox.limits import SANDBOX_ERROR, Limits, RunResult
 
 UID_BASE = 61000
 UID_SLOTS = 1000
-#: Where sandboxes also claim their uids, each by a lock on a file of its own: an abstract
-#: socket's name is seen in its network namespace alone, so a sandbox started in another (under
-#: ``unshare -n``, or by a job runner that gives each job one) took the same uid, and with it the
-#: same memory cgroup: each took the other's OOM kills for its own program's (red team).
-CLAIMS = "/run/hybridmetric-sandbox-uids"
+#: Where sandboxes claim their uids, each by a lock on a file of its own, in a folder of root's
+#: alone (an abstract socket's name, the claim before, is seen in one network namespace alone, so
+#: a sandbox under ``unshare -n`` took the same uid, and with it the same memory cgroup; and any
+#: user may bind one: a user could block every uid, or have the sandbox take the user's own and
+#: trace its programs, red team). It is ``/run`` as PID 1 sees it (``/proc/1/root``), where this
+#: process may look there: sandboxes in mount namespaces of their own, with a ``/run`` of their
+#: own (``bwrap --tmpfs /run``), then claim in one place.
+CLAIMS = "run/hybridmetric-sandbox-uids"
 #: Verdicts are written to the cache in batches of this size (and whatever is left at the end).
 SAVE_EVERY = 32
 #: How long the pool waits for a worker, beyond twice a program's own time limits (its run's
@@ -90,66 +96,89 @@ class Program:
                              f"{len(self.source)}), got {self.tail_at!r}")
 
 
-def _claims_folder() -> int:
-    """:data:`CLAIMS`, made where missing, open; RuntimeError where it is not root's alone
-    (anyone else could hold its locks, or replace its files)."""
+def _claims_folder() -> tuple[int, str]:
+    """The folder of :data:`CLAIMS` (made where missing, open) and its path: under PID 1's root,
+    else (where this process may not look there, or it is read-only) under this process's,
+    else in ``/dev/shm`` or ``/tmp`` (a read-only ``/run``: ``docker run --read-only``);
+    RuntimeError where it is not root's alone (anyone else could hold its locks, or replace its
+    files) or none can be made."""
+    failures = []
+    for root, name in (("/proc/1/root", CLAIMS), ("/", CLAIMS),
+                       *((top, os.path.basename(CLAIMS)) for top in ("/dev/shm", "/tmp"))):
+        path = os.path.join(root, name)
+        try:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(path, 0o700)
+            folder = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except OSError as exc:
+            failures.append(f"{path}: {exc.strerror}")
+            continue
+        status = os.fstat(folder)
+        if status.st_uid != 0 or status.st_mode & 0o077:
+            os.close(folder)
+            raise RuntimeError(f"{path}, where sandboxes claim their uids, must be a folder of "
+                               "root's that no one else may use (mode 0700): remove it")
+        return folder, path
+    raise RuntimeError("the sandbox claims its uids in a folder of root's, which it could make "
+                       f"nowhere ({'; '.join(failures)}): make /run writable for root (in a "
+                       "container: --tmpfs /run)")
+
+
+def _uids_in_use() -> set[int]:
+    """The uids of the processes this process sees."""
+    found = set()
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            with contextlib.suppress(OSError):  # (gone)
+                found.add(os.stat(f"/proc/{entry}").st_uid)
+    return found
+
+
+def _named(uid: int) -> bool:
+    """Whether the user database names ``uid`` (an account of the machine's)."""
     try:
-        with contextlib.suppress(FileExistsError):
-            os.mkdir(CLAIMS, 0o700)
-        folder = os.open(CLAIMS, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError as exc:
-        raise RuntimeError(f"the sandbox claims its uids in {CLAIMS}, which cannot be opened: "
-                           f"{exc}") from exc
-    status = os.fstat(folder)
-    if status.st_uid != 0 or status.st_mode & 0o077:
-        os.close(folder)
-        raise RuntimeError(f"{CLAIMS}, where sandboxes claim their uids, must be a folder of "
-                           "root's that no one else may use (mode 0700): remove it")
-    return folder
+        pwd.getpwuid(uid)
+    except KeyError:
+        return False
+    return True
 
 
-@dataclass
-class _Claim:
-    """A sandbox uid's two claims: a bound abstract socket (in this network namespace) and a
-    lock on its file in :data:`CLAIMS` (in this mount namespace: in every network namespace).
-    Both are released once closed in this process and in the workers that inherit them."""
-
-    socket: socket.socket
-    lock: int
-
-    def fds(self) -> tuple[int, int]:
-        return self.socket.fileno(), self.lock
-
-    def close(self) -> None:
-        self.socket.close()
-        os.close(self.lock)
-
-
-def _claim_uid() -> tuple[int, _Claim]:
-    """Claim a free sandbox uid: one whose socket name and file lock no one holds."""
-    folder = _claims_folder()
+def _claim_uid() -> tuple[int, int]:
+    """Claim a free sandbox uid: the uid, and the descriptor of its locked claim (released once
+    closed in this process and in the workers that inherit it). A uid is free where no sandbox
+    holds its claim and neither it nor its compile server's (``+ UID_OFFSET``) is an account of
+    the machine's or runs a process here (whose owner could trace the programs). The search
+    starts at a slot of this process's PID and mount namespaces' own (a hash of their numbers),
+    so that sandboxes that claim in different places (containers of their own, or a ``/run`` of
+    their own where PID 1's is closed to them) seldom take the same uid: the kernel counts
+    processes per uid across them all, and sandboxes in one memory cgroup would share the uid's
+    cgroup."""
+    folder, path = _claims_folder()
+    busy = _uids_in_use()
+    namespaces = [os.stat(f"/proc/self/ns/{kind}").st_ino for kind in ("pid", "mnt")]
+    first = int.from_bytes(hashlib.blake2b(repr(namespaces).encode()).digest()[:8]) % UID_SLOTS
     try:
-        for uid in range(UID_BASE, UID_BASE + UID_SLOTS):
-            claim = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            try:
-                claim.bind(f"\0hybridmetric-sandbox-uid-{uid}")
-            except OSError:
-                claim.close()
+        for slot in range(UID_SLOTS):
+            uid = UID_BASE + (first + slot) % UID_SLOTS
+            if {uid, uid + UID_OFFSET} & busy or _named(uid) or _named(uid + UID_OFFSET):
                 continue
-            lock = os.open(f"uid-{uid}", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC,
-                           0o600, dir_fd=folder)
             try:
-                fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                claim = os.open(f"uid-{uid}", os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW
+                                | os.O_CLOEXEC, 0o600, dir_fd=folder)
+            except OSError as exc:
+                raise RuntimeError(f"the sandbox cannot claim uid {uid} in {path}: {exc}; "
+                                   "make it writable for root, or remove it") from exc
+            try:
+                fcntl.flock(claim, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
-                os.close(lock)
-                claim.close()
+                os.close(claim)
                 continue
-            return uid, _Claim(claim, lock)
+            return uid, claim
     finally:
         os.close(folder)
     raise RuntimeError(f"all {UID_SLOTS} sandbox uids from {UID_BASE} are in use, each by a "
-                       "worker of a sandbox on this machine: use fewer workers, or wait for the "
-                       "other sandboxes to end")
+                       "worker of a sandbox on this machine, an account or a process: use fewer "
+                       "workers, or wait for the other sandboxes to end")
 
 
 class _Worker:
@@ -165,7 +194,7 @@ class _Worker:
         self.allow_file_writes = allow_file_writes
         self.cpp_standard, self.java_classpath = cpp_standard, list(java_classpath)
         self.uid: int | None = None
-        self._claim: _Claim | None = None
+        self._claim: int | None = None
         if os.getuid() == 0:
             self.uid, self._claim = _claim_uid()
         self.process: subprocess.Popen[bytes] | None = None
@@ -190,7 +219,7 @@ class _Worker:
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log, env=env,
             start_new_session=True,
             # the uid stays claimed while the worker lives, even past this process
-            pass_fds=(code,) if self._claim is None else (code, *self._claim.fds()),
+            pass_fds=(code,) if self._claim is None else (code, self._claim),
             cwd="/",  # not the caller's: its compile server's /proc/PID/cwd would show it
         )
         if self.cpu is not None:  # from its start (its servers and programs inherit it)
@@ -325,7 +354,7 @@ class _Worker:
     def close(self) -> None:
         self.stop()
         if self._claim is not None:
-            self._claim.close()
+            os.close(self._claim)
             self._claim = None
 
 
@@ -380,11 +409,14 @@ class Sandbox:
         self.cpp_standard = cpp_standard
         self.cache = ResultCache(cache) if cache is not None else None  # first: it may not open
         self._runtimes: dict[str, str] = {}
-        self._workers = [_Worker(allow_network, preload, cpus[i % len(cpus)] if pin_cpus else None,
-                                 cpp_standard, self.java_classpath, allow_file_writes)
-                         for i in range(count)]
+        self._workers: list[_Worker] = []
         self._finalizer = weakref.finalize(self, _close_all, self._workers)
         try:
+            for i in range(count):  # (each claims its uid: released by close() if one fails)
+                self._workers.append(_Worker(allow_network, preload,
+                                             cpus[i % len(cpus)] if pin_cpus else None,
+                                             cpp_standard, self.java_classpath,
+                                             allow_file_writes))
             for worker in self._workers:
                 worker.start()
             for worker in self._workers:

@@ -327,8 +327,10 @@ print(json.dumps({"uid": os.getuid(), "isolation": isolation, "left": left, "tem
 
 def _as_user() -> None:
     """In the child: make the interpreter and this project reachable for ``USER`` (own mounts,
-    which hide the host's other folders; ``/home`` holds the test user's), then become it."""
+    which hide the host's other folders; ``/home`` holds the test user's), then become it. Its
+    ``/dev`` stays the host's, as a user has it: the sandbox's own must hide what is there."""
     project = str(Path(isolation.__file__).parents[2])
+    isolation.private_devices = lambda: None  # (in this child alone, which execs next)
     isolation.private_mounts([*needed_paths(), project, "/home"])
     isolation.drop_privileges(USER)
 

@@ -4,6 +4,7 @@ back from the same workers)."""
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import json
 import os
@@ -2290,17 +2291,19 @@ def test_io_uring_cannot_go_round_the_socket_filter(sandbox: Sandbox, run: Run,
 def test_the_host_s_devices_are_out_of_reach(sandbox: Sandbox, run: Run,
                                              untouched: Check) -> None:
     """Programs get a ``/dev`` of their worker's own, read-only: the devices any process may
-    use, private terminals and shared memory. A device of the host's that anyone may open (as
-    ``/dev/kvm`` or ``/dev/fuse`` are on some hosts), the kernel's log and the system log's
-    socket are not there, and nothing can be added."""
+    use (those the host has), private terminals and shared memory. A device of the host's that
+    anyone may open (as ``/dev/kvm`` or ``/dev/fuse`` are on some hosts), the kernel's log and
+    the system log's socket are not there, nothing can be added, and the lists of the kernel's
+    keys read empty."""
+    shown = sorted([*isolation.DEVICE_LINKS, "pts", *(name for name in (*isolation.DEVICES, "shm")
+                                                      if os.path.exists(f"/dev/{name}"))])
     device = f"/dev/hybridmetric-test-{os.getpid()}"
-    os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
-    os.chmod(device, 0o666)  # (past the umask)
     try:
+        os.mknod(device, 0o666 | stat.S_IFCHR, os.makedev(1, 3))
+        os.chmod(device, 0o666)  # (past the umask)
         result = run(sandbox, "python", f"""
 import errno, os
-assert sorted(os.listdir('/dev')) == ['fd', 'full', 'null', 'ptmx', 'pts', 'random', 'shm',
-                                      'stderr', 'stdin', 'stdout', 'tty', 'urandom', 'zero']
+assert sorted(os.listdir('/dev')) == {shown!r}, os.listdir('/dev')
 for path in ({device!r}, '/dev/kmsg', '/dev/log'):
     assert not os.path.lexists(path), path
 try:
@@ -2315,17 +2318,72 @@ main, side = os.openpty()
 os.write(main, b'x\\n')
 assert os.read(side, 9) == b'x\\n'
 open('/dev/shm/scratch', 'w').write('x')
+assert open('/proc/keys').read() == '' == open('/proc/key-users').read()
 """)
         assert result.outcome == PASSED, result
     finally:
-        os.unlink(device)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(device)
+    untouched(sandbox)
+
+
+def test_what_programs_need_in_dev_shm_is_there(untouched: Check) -> None:
+    """A path programs need below ``/dev/shm`` (a jar of the Java classpath, a virtual
+    environment) is bound back into the private one, as below ``/tmp`` (a sandbox 92 with a
+    ``/dev`` of its own could not start)."""
+    folder = Path(f"/dev/shm/hybridmetric-test-{os.getpid()}")
+    folder.mkdir()
+    jar = folder / "tuples.jar"
+    try:
+        jar.write_bytes(b"PK\x05\x06" + bytes(18))  # an empty zip
+        with Sandbox(workers=1, java_classpath=[str(jar)]) as box:
+            [result] = box.run([Program("python", f"import os\nassert os.listdir('/dev/shm') == "
+                                        f"[{folder.name!r}]\nassert open({str(jar)!r}, 'rb')"
+                                        ".read(2) == b'PK'\n")])
+            assert result.outcome == PASSED, result
+            untouched(box)
+    finally:
+        shutil.rmtree(folder)
+
+
+TAKES_EVERY_TERMINAL = f"""
+import errno, os
+held = []
+try:
+    while True:
+        held.append(os.open('/dev/ptmx', os.O_RDWR | os.O_NOCTTY))
+except OSError as exc:
+    assert exc.errno == errno.ENOSPC, exc
+assert len(held) == {isolation.TERMINALS}, len(held)
+"""
+
+
+def test_a_program_takes_only_its_worker_s_share_of_terminals(sandbox: Sandbox, run: Run,
+                                                              untouched: Check) -> None:
+    """Every pseudo-terminal file system but the host's own shares the kernel's 3072 terminals:
+    a program's instance holds a few dozen, so that one program cannot leave none to another
+    worker's, or to a container on the host (red team)."""
+    assert run(sandbox, "python", TAKES_EVERY_TERMINAL).outcome == PASSED
+    untouched(sandbox)
+
+
+def test_a_program_holds_no_lease(sandbox: Sandbox, run: Run, untouched: Check) -> None:
+    """A lease makes every other ``open`` of its file wait (up to 45 s): without root, programs
+    own the user's files, and one held a lease on a module of the user's, which the user's
+    processes and other workers' programs waited to open (red team). The request fails as
+    where leases are off."""
+    result = run(sandbox, "python", "import errno, fcntl\nwith open('program.py') as own:\n"
+                 "    try:\n        fcntl.fcntl(own, fcntl.F_SETLEASE, fcntl.F_RDLCK)\n"
+                 "        raise AssertionError('leased')\n    except OSError as exc:\n"
+                 "        assert exc.errno == errno.EINVAL, exc\n")
+    assert result.outcome == PASSED, result
     untouched(sandbox)
 
 
 #: Each of ``bpf`` (an array map), ``perf_event_open`` (a counter of the process's own time in
 #: user space, as ``perf_event_paranoid`` 2 allows anyone) and ``userfaultfd`` (user-space faults
 #: only, as ``vm.unprivileged_userfaultfd`` 0 allows anyone): whether it gave a descriptor, and
-#: the errno (x86-64 numbers).
+#: the errno (the calls' numbers filled in: :func:`_call_number`).
 KERNEL_SURFACE = """
 import ctypes, os
 libc = ctypes.CDLL(None, use_errno=True)
@@ -2341,21 +2399,28 @@ counter = (ctypes.c_uint64 * 16)()  # perf_event_attr
 counter[0] = 1 | (128 << 32)  # type PERF_TYPE_SOFTWARE, size 128
 counter[1] = 1  # PERF_COUNT_SW_TASK_CLOCK
 counter[5] = (1 << 5) | (1 << 6)  # exclude_kernel, exclude_hv
-seen = {"bpf": attempt(321, 0, ctypes.byref(bpf_map), ctypes.sizeof(bpf_map)),
-        "perf_event_open": attempt(298, ctypes.byref(counter), 0, -1, -1, 0),
-        "userfaultfd": attempt(323, 1 | os.O_CLOEXEC)}  # UFFD_USER_MODE_ONLY
+seen = {{"bpf": attempt({bpf}, 0, ctypes.byref(bpf_map), ctypes.sizeof(bpf_map)),
+        "perf_event_open": attempt({perf_event_open}, ctypes.byref(counter), 0, -1, -1, 0),
+        "userfaultfd": attempt({userfaultfd}, 1 | os.O_CLOEXEC)}}  # UFFD_USER_MODE_ONLY
 print(seen)
 """
+
+
+def _call_number(name: str) -> int:
+    """A system call's number on this machine, as libseccomp (which the sandbox needs) knows it."""
+    import ctypes
+
+    return ctypes.CDLL(isolation.SECCOMP_LIBRARY).seccomp_syscall_resolve_name(name.encode())
 
 
 def test_bpf_performance_counters_and_userfaultfd_are_closed(sandbox: Sandbox, run: Run,
                                                              untouched: Check) -> None:
     """Kernel facilities that exploits lean on fail with ENOSYS, as on a kernel without them,
     whatever the host allows an unprivileged process (here: a counter and a userfaultfd)."""
-    if os.uname().machine != "x86_64":
-        pytest.skip("the system call numbers in the program are x86-64's")
-    closed = {name: (False, errno.ENOSYS) for name in ("bpf", "perf_event_open", "userfaultfd")}
-    result = run(sandbox, "python", KERNEL_SURFACE + f"assert seen == {closed!r}, seen\n")
+    numbers = {name: _call_number(name) for name in ("bpf", "perf_event_open", "userfaultfd")}
+    closed = {name: (False, errno.ENOSYS) for name in numbers}
+    result = run(sandbox, "python", KERNEL_SURFACE.format(**numbers)
+                 + f"assert seen == {closed!r}, seen\n")
     assert result.outcome == PASSED, result
     untouched(sandbox)
 
@@ -2636,7 +2701,6 @@ os.set_blocking(0, False)
 #: not start (the same: files, locks and names outlived the program, and some the sandbox) ...
 LEAVES_SOCKETS_IN_FLIGHT = LOCKS_ITS_STDIN + """
 import socket
-import stat
 held = os.open('/tmp', os.O_TMPFILE | os.O_RDWR, 0o600)
 for _ in range(96):
     os.write(held, b'x' * 2**20)
@@ -2736,6 +2800,8 @@ def test_a_preload_s_own_socket_is_none_a_program_left(untouched: Check) -> None
     the workers' interpreter imports from (its own import path: the caller's is not theirs)."""
     name = f"hybridmetric_test_preload_{os.getpid()}"
     module = Path(sysconfig.get_paths()["purelib"]) / f"{name}.py"
+    if not os.access(module.parent, os.W_OK):
+        pytest.skip(f"the workers' interpreter imports from {module.parent}, which is read-only")
     module.write_text("import socket\nHELD = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)\n")
     try:
         with Sandbox(workers=1, preload=[name]) as box:
@@ -2772,27 +2838,59 @@ def test_a_tree_too_deep_to_remove_retires_the_worker(sandbox: Sandbox, run: Run
     untouched(sandbox)
 
 
-#: A sandbox started in a network namespace of its own (``unshare -n``, a job runner's): the
-#: uids it claims, while the test's sandbox holds its own.
-IN_ANOTHER_NETWORK = """
-import ctypes, json
-assert ctypes.CDLL(None).unshare(0x40000000) == 0  # CLONE_NEWNET
-from hybridmetric.sandbox import Sandbox
+#: A sandbox started in network and mount namespaces of its own (``unshare -mn``, a job
+#: runner's): the uids it claims, while the test's sandbox holds its own, from which its search
+#: starts (where a sandbox that did not see the test's claims would take them).
+IN_OTHER_NAMESPACES = """
+import ctypes, json, sys
+assert ctypes.CDLL(None).unshare(0x40000000 | 0x00020000) == 0  # CLONE_NEWNET | CLONE_NEWNS
+from hybridmetric.sandbox import Sandbox, pool
+pool.UID_BASE = int(sys.argv[1])
 with Sandbox(workers=2) as box:
     print(json.dumps(box.uids))
 """
 
 
-def test_a_sandbox_in_another_network_namespace_claims_other_uids(sandbox: Sandbox) -> None:
-    """Two sandboxes on one machine never share a uid, where one sits in a network namespace
-    of its own, whose abstract socket names the other does not see: they took the same uid,
-    and with it the same memory cgroup, and each took the other's OOM kills for its own
-    program's (red team)."""
+def test_a_sandbox_in_other_namespaces_claims_other_uids(sandbox: Sandbox) -> None:
+    """Two sandboxes on one machine never share a uid, where one sits in network and mount
+    namespaces of its own: they took the same uid (each claimed by an abstract socket's name,
+    which the other's network namespace does not show), and with it the same memory cgroup,
+    and each took the other's OOM kills for its own program's (red team)."""
     import subprocess
 
-    theirs = subprocess.run([sys.executable, "-c", IN_ANOTHER_NETWORK], capture_output=True,
-                            text=True, timeout=120, check=True).stdout
+    theirs = subprocess.run([sys.executable, "-c", IN_OTHER_NAMESPACES, str(min(sandbox.uids))],
+                            capture_output=True, text=True, timeout=120, check=True).stdout
     assert len(set(json.loads(theirs)) | set(sandbox.uids)) == 4, (theirs, sandbox.uids)
+
+
+def test_a_uid_that_runs_a_process_or_names_an_account_is_not_taken(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A uid in the sandbox's range that runs a process here (its owner could trace the
+    programs), or that the user database names, is passed over, as is a uid whose compile
+    server's uid does (a user could once have the sandbox take the user's own uid)."""
+    import pwd
+    import subprocess
+
+    from hybridmetric.sandbox import pool
+
+    uid, claim = pool._claim_uid()  # the uid the next sandbox would take
+    os.close(claim)
+
+    def later(slots: int) -> int:  # the uid that many slots after it (the search wraps)
+        return pool.UID_BASE + (uid - pool.UID_BASE + slots) % pool.UID_SLOTS
+
+    looked_up = pwd.getpwuid
+    monkeypatch.setattr(pwd, "getpwuid", lambda number: looked_up(0 if number == later(2)
+                                                                  else number))
+    running = [subprocess.Popen(["sleep", "60"], user=user)
+               for user in (uid, later(1) + pool.UID_OFFSET)]
+    try:
+        with Sandbox(workers=1) as box:
+            assert box.uids == [later(3)], (uid, box.uids)
+    finally:
+        for process in running:
+            process.kill()
+            process.wait()
 
 
 def test_parent_environment_does_not_leak(monkeypatch: pytest.MonkeyPatch, sandbox: Sandbox,
