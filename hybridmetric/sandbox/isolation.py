@@ -42,6 +42,7 @@ import contextlib
 import ctypes
 import errno
 import os
+import resource
 import select
 import shutil
 import signal
@@ -83,6 +84,10 @@ SCMP_ACT_ERRNO = 0x00050000  # | the errno
 SCMP_CMP_NE = 1
 SCMP_CMP_MASKED_EQ = 7  # (argument & datum_a) == datum_b
 PRIVATE_DIRS = ("/tmp", "/var/tmp", "/dev/shm", "/run")
+#: The files and folders each private directory holds at most: its size counts bytes alone, and
+#: each empty file takes ~1 KiB of the kernel's memory, which without root no limit counts (a
+#: program pinned 500 MiB in 5 s making them, red team).
+PRIVATE_FILES = 65536
 #: Where a worker mounts its IPC namespace's POSIX message queues (a private directory).
 MQUEUE_DIR = "/tmp/.mqueue"
 #: libseccomp by its soname, which is what ``ctypes.util.find_library`` would return; the worker
@@ -406,7 +411,7 @@ def _private_dirs(needed: list[str]) -> None:
     for path in sorted({os.path.realpath(p) for p in PRIVATE_DIRS if os.path.isdir(p)}):
         os.makedirs(path, exist_ok=True)  # a child of a directory covered just before
         keep = _entries_below(path, needed)
-        _cover(path, b"mode=1777,size=1g", keep)
+        _cover(path, b"mode=1777,size=1g,nr_inodes=" + str(PRIVATE_FILES).encode(), keep)
         PRESERVED.update(keep)
         COVERED.append(path)
         _remember_as_mounted(path)
@@ -647,8 +652,14 @@ USER_COUNT_SHARE = 4
 
 def limit_user_counts() -> None:
     """Limit this process's user namespace to a share of each of the user's limits
-    (:data:`USER_COUNTS`): 1/:data:`USER_COUNT_SHARE` of it over one worker a core."""
+    (:data:`USER_COUNTS`), and this process (and so its programs) to a share of the bytes of
+    POSIX message queues the user may hold (``RLIMIT_MSGQUEUE``, which the kernel checks against
+    what every process of the user holds: a program that took the user's 800 KiB left the
+    user's own ``mq_open`` failing, red team): 1/:data:`USER_COUNT_SHARE` of each over one
+    worker a core."""
     workers = os.cpu_count() or 1
+    queues = resource.getrlimit(resource.RLIMIT_MSGQUEUE)[0] // (USER_COUNT_SHARE * workers)
+    resource.setrlimit(resource.RLIMIT_MSGQUEUE, (queues, queues))
     for name, limit in USER_COUNTS.items():
         try:  # (fanotify's came with Linux 5.13)
             with open(f"/proc/sys/{limit}") as file:
@@ -816,7 +827,8 @@ def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
     netns = blocked and (userns or root and wall("network namespace",
                                                  lambda: unshare(CLONE_NEWNET)))
     if userns:  # (as root, programs run as a uid of their own)
-        wall("the programs' share of the user's inotify limits", limit_user_counts)
+        wall("the programs' share of the user's inotify limits and message queues",
+             limit_user_counts)
     filtered = wall("seccomp", lambda: load_filter(deny_sockets=blocked))
     seccomp = blocked and filtered
     may_unshare = root or userns

@@ -98,14 +98,14 @@ class Program:
 
 def _claims_folder() -> tuple[int, str]:
     """The folder of :data:`CLAIMS` (made where missing, open) and its path: under PID 1's root,
-    else (where this process may not look there, or it is read-only) under this process's,
-    else in ``/dev/shm`` or ``/tmp`` (a read-only ``/run``: ``docker run --read-only``);
+    else (where this process may not look there, or it is read-only) under this process's;
     RuntimeError where it is not root's alone (anyone else could hold its locks, or replace its
-    files) or none can be made."""
+    files) or neither can be made (a read-only ``/run``: ``docker run --read-only``). Never in
+    a folder anyone may write (``/tmp``, ``/dev/shm``): a user there made two sandboxes claim in
+    two places, and take one uid (red team)."""
     failures = []
-    for root, name in (("/proc/1/root", CLAIMS), ("/", CLAIMS),
-                       *((top, os.path.basename(CLAIMS)) for top in ("/dev/shm", "/tmp"))):
-        path = os.path.join(root, name)
+    for root in ("/proc/1/root", "/"):
+        path = os.path.join(root, CLAIMS)
         try:
             with contextlib.suppress(FileExistsError):
                 os.mkdir(path, 0o700)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import shutil
 import socket
 import stat
@@ -36,6 +37,7 @@ port, abstract, victim, data = int(sys.argv[1]), sys.argv[2], int(sys.argv[3]), 
 project = sys.argv[5]  # this project's tests, where a program could read what they hold
 terminal = sys.argv[6]  # the user's terminal, where someone types
 device = sys.argv[7]  # a device of the host's that the user may open (a console, a sound card)
+queue_bytes = int(sys.argv[8])  # the programs' share of the user's message queue bytes
 home = os.environ["HOME"]
 limits = Limits(timeout_s=3.0, memory_mb=512)
 escape = '''
@@ -240,6 +242,8 @@ programs = {
     # ... as are its other devices, the user's or not (a read-only mount does not close them),
     # and the names of the user's kernel keys
     "opens_device": ("python", f"import os\nos.open({device!r}, os.O_RDWR)\n"),
+    "queue_share": ("python", "import resource\nassert resource.getrlimit(resource."
+                              f"RLIMIT_MSGQUEUE) == ({queue_bytes}, {queue_bytes})\n"),
     "devices": ("python", "import os\nassert sorted(os.listdir('/dev')) == ['fd', 'full', "
                           "'null', 'ptmx', 'pts', 'random', 'shm', 'stderr', 'stdin', 'stdout', "
                           "'tty', 'urandom', 'zero'], os.listdir('/dev')\n"
@@ -385,7 +389,9 @@ def _run_as_user(home: str, data: str) -> None:
     try:
         done = subprocess.run(
             [sys.executable, "-c", SCRIPT, str(listener.getsockname()[1]), abstract,
-             str(victim.pid), data, str(Path(__file__).parent), os.ttyname(terminal), device],
+             str(victim.pid), data, str(Path(__file__).parent), os.ttyname(terminal), device,
+             str(resource.getrlimit(resource.RLIMIT_MSGQUEUE)[0]
+                 // (isolation.USER_COUNT_SHARE * (os.cpu_count() or 1)))],
             env={"PATH": os.environ["PATH"], "HM_SECRET": "hunter2", "HOME": home}, cwd="/",
             preexec_fn=_as_user, capture_output=True, text=True, timeout=300, check=False)
         victim_survived = victim.poll() is None
@@ -422,7 +428,7 @@ def _run_as_user(home: str, data: str) -> None:
         "java": "passed", "reads_home": "passed", "writes_home": "failed",
         "reads_files": "failed", "reads_project": "passed", "writes_files": "failed",
         "writes_tmp": "passed", "opens_terminal": "failed", "makes_terminal": "passed",
-        "opens_device": "failed", "devices": "passed",
+        "opens_device": "failed", "devices": "passed", "queue_share": "passed",
         "tmp_is_empty": "passed", "swaps_worker": "passed", "after_swap": "passed",
         "cpp_stdcxx": "passed", "js_before_plant": "passed", "plants": "passed",
         "cpp_after_plant": "passed", "java_after_plant": "passed", "js_after_plant": "passed",

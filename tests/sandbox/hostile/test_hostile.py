@@ -2346,6 +2346,59 @@ def test_what_programs_need_in_dev_shm_is_there(untouched: Check) -> None:
         shutil.rmtree(folder)
 
 
+def test_a_private_directory_holds_so_many_files(sandbox: Sandbox, run: Run,
+                                                untouched: Check) -> None:
+    """Empty files cost the kernel memory that only a memory cgroup counts: a private folder
+    holds at most :data:`isolation.PRIVATE_FILES` (a program made files without end, red
+    team)."""
+    result = run(sandbox, "python", f"""
+import errno, os
+made = 0
+try:
+    while made <= {isolation.PRIVATE_FILES}:
+        os.close(os.open(f'/tmp/{{made}}', os.O_CREAT | os.O_WRONLY))
+        made += 1
+except OSError as exc:
+    assert exc.errno == errno.ENOSPC, exc
+assert made < {isolation.PRIVATE_FILES}, made
+""", Limits(timeout_s=30.0))
+    assert result.outcome == PASSED, result
+    untouched(sandbox)
+
+
+#: A sandbox whose host has a read-only ``/run`` (``docker run --read-only``): whether it
+#: started, what it said if not, and whether it claimed its uids anywhere else.
+ON_A_READ_ONLY_RUN = """
+import ctypes, json, os
+libc = ctypes.CDLL(None, use_errno=True)
+assert libc.unshare(0x00020000) == 0  # CLONE_NEWNS
+assert libc.mount(b"none", b"/", None, 0x4000 | 0x40000, None) == 0  # MS_REC | MS_PRIVATE
+assert libc.mount(b"tmpfs", b"/run", b"tmpfs", 1, None) == 0  # MS_RDONLY
+from hybridmetric.sandbox import Sandbox
+try:
+    with Sandbox(workers=1) as box:
+        said = ""
+except RuntimeError as exc:
+    said = str(exc)
+print(json.dumps([said, [p for p in ("/tmp", "/dev/shm", "/var/tmp")
+                         if os.path.exists(p + "/hybridmetric-sandbox-uids")]]))
+"""
+
+
+def test_uids_are_claimed_nowhere_anyone_may_write() -> None:
+    """Where ``/run`` is read-only, a sandbox claims its uids under PID 1's ``/run`` where it may
+    look there, else refuses to start and says how to fix it: never in a folder anyone may
+    write, where a user made two sandboxes claim in two places, and take one uid (red team)."""
+    import subprocess
+
+    said, elsewhere = json.loads(subprocess.run(
+        [sys.executable, "-c", ON_A_READ_ONLY_RUN], capture_output=True, text=True, timeout=120,
+        check=True).stdout)
+    assert elsewhere == []
+    if said:  # (PID 1's /run closed to this process)
+        assert "make /run writable for root (in a container: --tmpfs /run)" in said, said
+
+
 TAKES_EVERY_TERMINAL = f"""
 import errno, os
 held = []
