@@ -645,21 +645,22 @@ USER_COUNTS = {"max_inotify_instances": "fs/inotify/max_user_instances",
                "max_inotify_watches": "fs/inotify/max_user_watches",
                "max_fanotify_groups": "fs/fanotify/max_user_groups",
                "max_fanotify_marks": "fs/fanotify/max_user_marks"}
-#: The part of each user limit that the programs of all the workers may hold together (with one
-#: worker a core, the default; each worker's programs hold their share of it).
+#: The part of each user limit that the programs of all the sandbox's workers may hold together
+#: (each worker's programs hold their share of it).
 USER_COUNT_SHARE = 4
+#: What one POSIX message queue of the default size costs (``msg_default`` messages of
+#: ``msgsize_default`` bytes, and the kernel's bookkeeping for each), where the kernel cannot say.
+DEFAULT_QUEUE_BYTES = 10 * (8192 + 128)
 
 
-def limit_user_counts() -> None:
+def limit_user_counts(workers: int) -> None:
     """Limit this process's user namespace to a share of each of the user's limits
-    (:data:`USER_COUNTS`), and this process (and so its programs) to a share of the bytes of
-    POSIX message queues the user may hold (``RLIMIT_MSGQUEUE``, which the kernel checks against
-    what every process of the user holds: a program that took the user's 800 KiB left the
-    user's own ``mq_open`` failing, red team): 1/:data:`USER_COUNT_SHARE` of each over one
-    worker a core."""
-    workers = os.cpu_count() or 1
-    queues = resource.getrlimit(resource.RLIMIT_MSGQUEUE)[0] // (USER_COUNT_SHARE * workers)
-    resource.setrlimit(resource.RLIMIT_MSGQUEUE, (queues, queues))
+    (:data:`USER_COUNTS`), and this process (so its programs) to a share of the bytes of POSIX
+    message queues the user may hold (``RLIMIT_MSGQUEUE``: the kernel checks a process's against
+    what its user namespace holds, and the user's own against what the user holds in all, which
+    one program took, and the user's own ``mq_open`` failed, red team): 1/:data:`USER_COUNT_SHARE`
+    of each over the sandbox's ``workers``, and room for one queue of the default size at least
+    (with more than ~10 workers, the shares add up to more than the user's quarter)."""
     for name, limit in USER_COUNTS.items():
         try:  # (fanotify's came with Linux 5.13)
             with open(f"/proc/sys/{limit}") as file:
@@ -668,6 +669,21 @@ def limit_user_counts() -> None:
             continue
         with open(f"/proc/sys/user/{name}", "w") as file:
             file.write(str(max(1, total // (USER_COUNT_SHARE * workers))))
+    users = resource.getrlimit(resource.RLIMIT_MSGQUEUE)[0]
+    if users != resource.RLIM_INFINITY:  # (no budget of the user's to leave room in)
+        share = min(users, max(users // (USER_COUNT_SHARE * workers), _default_queue_bytes()))
+        resource.setrlimit(resource.RLIMIT_MSGQUEUE, (share, share))
+
+
+def _default_queue_bytes() -> int:
+    """What one POSIX message queue of this kernel's default size costs (see
+    :data:`DEFAULT_QUEUE_BYTES`)."""
+    try:
+        sizes = [int(Path(f"/proc/sys/fs/mqueue/{name}").read_text())
+                 for name in ("msg_default", "msgsize_default")]
+    except (OSError, ValueError):
+        return DEFAULT_QUEUE_BYTES
+    return sizes[0] * (sizes[1] + 128)
 
 
 def drop_capabilities() -> None:
@@ -788,15 +804,16 @@ def pid_namespace(own_mounts: bool, watch: int | None = None) -> None:
 
 def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
                    home: str | None, replies: int | None = None,
-                   hidden: Sequence[str] = ()) -> tuple[Isolation, list[str]]:
+                   hidden: Sequence[str] = (), workers: int = 1) -> tuple[Isolation, list[str]]:
     """Apply the per-worker walls; return what worked and why the rest did not.
 
     ``needed``: paths the programs must be able to read (see :func:`private_mounts`); ``home``:
     the user's home directory, hidden from programs without root (see :func:`read_only_files`);
     ``hidden``: files that programs must not load, where the worker has a mount namespace (see
     :func:`hide_files`);
-    ``replies``: the pipe the worker answers on (see :func:`pid_namespace`). Without root, the
-    capabilities the user namespace grants are left to the caller to drop
+    ``replies``: the pipe the worker answers on (see :func:`pid_namespace`); ``workers``: how
+    many the sandbox has, which share the user's budgets (see :func:`limit_user_counts`). Without
+    root, the capabilities the user namespace grants are left to the caller to drop
     (:func:`drop_capabilities`), once it has made its fork server's PID namespace.
     """
     problems: list[str] = []
@@ -828,7 +845,7 @@ def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
                                                  lambda: unshare(CLONE_NEWNET)))
     if userns:  # (as root, programs run as a uid of their own)
         wall("the programs' share of the user's inotify limits and message queues",
-             limit_user_counts)
+             lambda: limit_user_counts(workers))
     filtered = wall("seccomp", lambda: load_filter(deny_sockets=blocked))
     seccomp = blocked and filtered
     may_unshare = root or userns

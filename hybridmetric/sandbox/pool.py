@@ -10,6 +10,7 @@ other's claims (containers of their own) may, seldom (see :func:`_claim_uid`).
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
 import hashlib
 import json
@@ -98,11 +99,12 @@ class Program:
 
 def _claims_folder() -> tuple[int, str]:
     """The folder of :data:`CLAIMS` (made where missing, open) and its path: under PID 1's root,
-    else (where this process may not look there, or it is read-only) under this process's;
-    RuntimeError where it is not root's alone (anyone else could hold its locks, or replace its
-    files) or neither can be made (a read-only ``/run``: ``docker run --read-only``). Never in
-    a folder anyone may write (``/tmp``, ``/dev/shm``): a user there made two sandboxes claim in
-    two places, and take one uid (red team)."""
+    else (where this process may not look there, or PID 1's ``/run`` is read-only) under this
+    process's; RuntimeError where it is not root's alone (anyone else could hold its locks, or
+    replace its files) or neither can be made (a read-only ``/run``: ``docker run
+    --read-only``), or PID 1's fails otherwise (full: claims split between two places are
+    none). Never in a folder anyone may write (``/tmp``, ``/dev/shm``): a user there made two
+    sandboxes claim in two places, and take one uid (red team)."""
     failures = []
     for root in ("/proc/1/root", "/"):
         path = os.path.join(root, CLAIMS)
@@ -112,7 +114,9 @@ def _claims_folder() -> tuple[int, str]:
             folder = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
         except OSError as exc:
             failures.append(f"{path}: {exc.strerror}")
-            continue
+            if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOENT):
+                continue
+            break
         status = os.fstat(folder)
         if status.st_uid != 0 or status.st_mode & 0o077:
             os.close(folder)
@@ -121,7 +125,8 @@ def _claims_folder() -> tuple[int, str]:
         return folder, path
     raise RuntimeError("the sandbox claims its uids in a folder of root's, which it could make "
                        f"nowhere ({'; '.join(failures)}): make /run writable for root (in a "
-                       "container: --tmpfs /run)")
+                       "container: --tmpfs /run; a systemd service: "
+                       f"ReadWritePaths=/{CLAIMS})")
 
 
 def _uids_in_use() -> set[int]:
@@ -143,6 +148,13 @@ def _named(uid: int) -> bool:
     return True
 
 
+def _first_slot() -> int:
+    """Where this process's search for a uid starts: a hash of its PID and mount namespaces'
+    numbers."""
+    namespaces = [os.stat(f"/proc/self/ns/{kind}").st_ino for kind in ("pid", "mnt")]
+    return int.from_bytes(hashlib.blake2b(repr(namespaces).encode()).digest()[:8]) % UID_SLOTS
+
+
 def _claim_uid() -> tuple[int, int]:
     """Claim a free sandbox uid: the uid, and the descriptor of its locked claim (released once
     closed in this process and in the workers that inherit it). A uid is free where no sandbox
@@ -154,10 +166,8 @@ def _claim_uid() -> tuple[int, int]:
     processes per uid across them all, and sandboxes in one memory cgroup would share the uid's
     cgroup."""
     folder, path = _claims_folder()
-    busy = _uids_in_use()
-    namespaces = [os.stat(f"/proc/self/ns/{kind}").st_ino for kind in ("pid", "mnt")]
-    first = int.from_bytes(hashlib.blake2b(repr(namespaces).encode()).digest()[:8]) % UID_SLOTS
     try:
+        busy, first = _uids_in_use(), _first_slot()
         for slot in range(UID_SLOTS):
             uid = UID_BASE + (first + slot) % UID_SLOTS
             if {uid, uid + UID_OFFSET} & busy or _named(uid) or _named(uid + UID_OFFSET):
@@ -189,8 +199,9 @@ class _Worker:
 
     def __init__(self, allow_network: bool, preload: Sequence[str], cpu: int | None,
                  cpp_standard: str, java_classpath: Sequence[str] = (),
-                 allow_file_writes: bool = False):
+                 allow_file_writes: bool = False, peers: int = 1):
         self.allow_network, self.preload, self.cpu = allow_network, list(preload), cpu
+        self.peers = peers  # the sandbox's workers, this one among them
         self.allow_file_writes = allow_file_writes
         self.cpp_standard, self.java_classpath = cpp_standard, list(java_classpath)
         self.uid: int | None = None
@@ -207,7 +218,8 @@ class _Worker:
     def start(self) -> None:
         config = {"uid": self.uid, "allow_network": self.allow_network, "preload": self.preload,
                   "cpp_standard": self.cpp_standard, "java_classpath": self.java_classpath,
-                  "home": os.path.expanduser("~")}  # hidden from programs run without root
+                  "home": os.path.expanduser("~"),  # hidden from programs run without root
+                  "workers": self.peers}
         env = {"PATH": SEARCH_PATH, "LANG": "C.UTF-8",
                "PYTHONDONTWRITEBYTECODE": "1",
                "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -416,7 +428,7 @@ class Sandbox:
                 self._workers.append(_Worker(allow_network, preload,
                                              cpus[i % len(cpus)] if pin_cpus else None,
                                              cpp_standard, self.java_classpath,
-                                             allow_file_writes))
+                                             allow_file_writes, count))
             for worker in self._workers:
                 worker.start()
             for worker in self._workers:

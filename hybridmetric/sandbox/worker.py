@@ -228,12 +228,12 @@ def _identity(path: str) -> tuple[int, int, int]:
 class Worker:
     def __init__(self, uid: int | None, allow_network: bool, preload: list[str],
                  home: str | None, code: int, replies: int | None,
-                 cpp_standard: str, classpath: Sequence[str] = ()):
+                 cpp_standard: str, classpath: Sequence[str] = (), workers: int = 1):
         host_pid = os.getpid()  # before the PID namespace, where the worker is pid 1
         self.cpp_standard = cpp_standard
         self.isolation, self.problems = isolation.isolate_worker(
             uid, allow_network, needed_paths(preload, classpath, home), home, replies,
-            hidden=languages.java_agent_libraries())
+            hidden=languages.java_agent_libraries(), workers=workers)
         # the count of sockets in the worker's own network namespace (see sweep), and what it
         # was as the last program started
         self._sockets = (isolation.socket_count_file()
@@ -783,7 +783,7 @@ def main() -> None:
     try:
         worker = Worker(config["uid"], config["allow_network"], config["preload"],
                         config["home"], code, replies, config["cpp_standard"],
-                        config["java_classpath"])
+                        config["java_classpath"], config["workers"])
     except BaseException as exc:
         write_message(replies, {"error": f"{type(exc).__name__}: {exc}"})
         raise SystemExit(1) from exc

@@ -129,7 +129,7 @@ while len(held) < 1000:
         break
     held.append(fd)
 total = int(open('/proc/sys/fs/inotify/max_user_instances').read())
-assert 1 <= len(held) <= max(1, total // (4 * os.cpu_count())), (len(held), total)
+assert 1 <= len(held) <= max(1, total // 4), (len(held), total)  # (a quarter: one worker)
 '''
 after_schedule = ("import ctypes, os\nassert os.sched_getscheduler(0) == os.SCHED_OTHER\n"
                   "assert ctypes.CDLL(None).syscall(252, 1, 0) == 0\n"
@@ -329,6 +329,14 @@ print(json.dumps({"uid": os.getuid(), "isolation": isolation, "left": left, "tem
 """
 
 
+def _queue_share() -> int:
+    """The bytes of message queues a worker's programs may hold, of a sandbox of one worker: a
+    quarter of the user's (this process's limit, which the user's inherits), or one queue of the
+    default size where that is more."""
+    users = resource.getrlimit(resource.RLIMIT_MSGQUEUE)[0]
+    return min(users, max(users // isolation.USER_COUNT_SHARE, isolation._default_queue_bytes()))
+
+
 def _as_user() -> None:
     """In the child: make the interpreter and this project reachable for ``USER`` (own mounts,
     which hide the host's other folders; ``/home`` holds the test user's), then become it. Its
@@ -390,8 +398,7 @@ def _run_as_user(home: str, data: str) -> None:
         done = subprocess.run(
             [sys.executable, "-c", SCRIPT, str(listener.getsockname()[1]), abstract,
              str(victim.pid), data, str(Path(__file__).parent), os.ttyname(terminal), device,
-             str(resource.getrlimit(resource.RLIMIT_MSGQUEUE)[0]
-                 // (isolation.USER_COUNT_SHARE * (os.cpu_count() or 1)))],
+             str(_queue_share())],
             env={"PATH": os.environ["PATH"], "HM_SECRET": "hunter2", "HOME": home}, cwd="/",
             preexec_fn=_as_user, capture_output=True, text=True, timeout=300, check=False)
         victim_survived = victim.poll() is None
