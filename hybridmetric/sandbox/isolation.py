@@ -263,22 +263,8 @@ def private_devices() -> None:
     POSIX message queues that systemd mounts on ``/dev/mqueue``; with root or without, the
     kernel's log (``/dev/kmsg``, readable by anyone on many hosts) and the system log's socket
     (``/dev/log``, which anyone may write to)."""
-    handles: dict[str, int] = {}
-    try:
-        for name in (*DEVICES, "shm"):
-            if os.path.exists(f"/dev/{name}"):
-                handles[name] = os.open(f"/dev/{name}", os.O_PATH)
-        _mount_tmpfs("/dev", b"mode=0755,size=64k")
-        for name, handle in handles.items():
-            if name == "shm":
-                os.mkdir("/dev/shm", 0o1777)
-            else:
-                open(f"/dev/{name}", "x").close()
-            _check(_libc.mount(f"/proc/self/fd/{handle}".encode(), f"/dev/{name}".encode(), None,
-                               MS_BIND | MS_REC, None), f"bind-mount /dev/{name}")
-    finally:
-        for handle in handles.values():
-            os.close(handle)
+    _cover("/dev", b"mode=0755,size=64k", {f"/dev/{name}" for name in (*DEVICES, "shm")
+                                            if os.path.exists(f"/dev/{name}")})
     for name, target in DEVICE_LINKS.items():
         os.symlink(target, f"/dev/{name}")
     os.mkdir("/dev/pts", 0o755)
