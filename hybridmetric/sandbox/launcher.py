@@ -176,8 +176,9 @@ _c_madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
 #: 4.14); not in every build's ``mmap`` module.
 MADV_WIPEONFORK = 18
 #: The bytes of each of a program's two secrets (random): its *pass token*, which its harness
-#: sends after ``T`` once the tests completed, and its *report key*, which the harness sends
-#: after any other report (``M``: out of memory; Python's ``S``, ``X``, ``E``). The token pipe
+#: sends after ``T`` once the tests completed (Python's after ``S`` where the program does not
+#: compile), and its *report key*, which the harness sends after any other report (``M``: out
+#: of memory; Python's ``X``, ``E``). The token pipe
 #: (fd 3) holds the one, then the other (no harness reads more than 64 bytes). Two, because a
 #: program can make its harness send a report it did not earn a pass with (an exception that it
 #: then hides from the tests), and can read back what went into its own report pipe (it opens
@@ -935,11 +936,13 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None, ke
                  below: int, loader: SourceFileLoader) -> NoReturn:
     """Run ``source`` (``compiled``: its code from ``compiling.precompile``, or None) as
     ``__main__`` at ``path`` in ``folder`` in this (child) process; emit the token after it
-    returns, or, where it raised, the report of its kind (``S``: it does not compile; ``M``:
-    memory; ``X``: it exited; ``E``: another exception) on fd 4 with the report key right after
-    it in the same write (the worker believes a report only where the key follows it; see
-    :data:`TOKEN_BYTES`); a process that the program forked (not this one) sends neither (nor
-    has it the token to: see :data:`_TOKEN_AT`).
+    returns, or, where it raised, the report of its kind (``M``: memory; ``X``: it exited;
+    ``E``: another exception) on fd 4 with the report key right after it in the same write (the
+    worker believes a report only where the key follows it; see :data:`TOKEN_BYTES`), or, where
+    it does not compile, ``S`` with the pass token after it, before any code of the program's
+    could run (the program can reach the key: it cannot make itself a syntax error); a process
+    that the program forked (not this one) sends none of them (nor has it the token to: see
+    :data:`_TOKEN_AT`).
     ``key``: the report key, as bytes. ``below``: the recursion levels the harness takes under
     this function's frame (see :func:`_exec_levels`). ``loader``: the module's ``__loader__``,
     as python gives a script. (Every object this touches is a page the child copies, so it does
@@ -988,6 +991,10 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None, ke
             code = (compile(file_source(file_bytes(source)), path, "exec", dont_inherit=True),)
     except COMPILE_ERRORS as exc:
         kind, error = b"S", exc
+        # (none of the program's code has run, nor will: ``S`` goes out with the pass token
+        # after it, which no program reaches, where the report key's a program can find)
+        _c_memset(token_at, ord("S"), 1)
+        token_out(4, token_at, token_size)
     except MemoryError as exc:
         kind, error = b"M", exc
     if not kind:
@@ -1076,7 +1083,7 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | None, ke
     # (``sys.exit(3)`` in a forked child), then what python does at exit.
     forked = pid_now() != own_pid
     try:  # noqa: SIM105 - see the docstring
-        if not forked:
+        if not forked and kind != b"S":  # (sent above)
             report(4, kind + key)
     except caught:  # (a program that closed fd 4: no report, a failure)
         pass

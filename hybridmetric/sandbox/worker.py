@@ -186,23 +186,25 @@ class Process:
 
     @property
     def kind(self) -> bytes:
-        """What the harness reported: another report (``M``; Python's ``S``, ``X``, ``E``: see
+        """What the harness reported: another report (``M``; Python's ``X``, ``E``: see
         ``launcher._python_main``; JavaScript's ``E``, an error after its token), the byte
         before the report key on fd 4, where the harness writes them together, else ``T`` (the
-        tests completed) where the pass token follows it; b"" when neither secret is there (a
-        program that writes to fd 4 itself knows neither, and what it can read back from the
-        pipe is a key that authenticates no pass)."""
+        tests completed) or Python's ``S`` (the program does not compile) where the pass token
+        follows it; b"" when neither secret is there (a program that writes to fd 4 itself
+        knows neither, and what it can read back from the pipe is a key that authenticates no
+        pass). ``S`` counts only with the token: a Python program can find the key (its
+        harness's frame holds it), and sent ``S`` with it to read as a syntax error (red team)."""
         half = len(self.token) // 2
         if not half:
             return b""
         passed, key = self.token[:half], self.token[half:]
         at = self.report.find(key)
-        while at >= 0:  # (every copy of the key: one after T, which no harness writes, hides none)
-            if at > 0 and self.report[at - 1:at] != b"T":
+        while at >= 0:  # (every copy: one after T or S, which no harness writes, hides none)
+            if at > 0 and self.report[at - 1:at] not in (b"T", b"S"):
                 return self.report[at - 1:at]
             at = self.report.find(key, at + 1)
         at = self.report.find(passed)
-        return b"T" if at > 0 and self.report[at - 1:at] == b"T" else b""
+        return self.report[at - 1:at] if at > 0 and self.report[at - 1:at] in (b"T", b"S") else b""
 
     @property
     def completed(self) -> bool:

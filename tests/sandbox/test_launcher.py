@@ -51,13 +51,17 @@ PASS, KEY = b"p" * TOKEN_BYTES, b"k" * TOKEN_BYTES
     (b"T" + KEY, b""),  # the key read back from the pipe and sent as a pass
     (b"T" + KEY + b"M" + KEY, b"M"),  # ... which hides no report after it
     (b"M" + PASS, b""),
+    (b"S" + PASS, b"S"),  # Python's syntax error: with the pass token, sent before the program
+    (b"S" + KEY, b""),  # ... never with the key, which a Python program can find (red team)
+    (b"S" + KEY + b"E" + KEY, b"E"),  # ... nor hiding the harness's report after it
     (b"T", b""),
     (b"E" + KEY[:8], b""),  # a key cut short
     (b"", b""),
 ])
 def test_each_report_counts_only_with_its_own_secret(report: bytes, kind: bytes) -> None:
-    """``T`` counts with the pass token after it, any other report with the report key: a
-    program that reads a report back from its pipe learns no secret that makes a pass."""
+    """``T`` counts with the pass token after it, and so does Python's ``S``, any other report
+    with the report key: a program that reads a report back from its pipe learns no secret that
+    makes a pass."""
     process = Process(0, False, report, PASS + KEY, "", "", 0, False, "")
     assert process.kind == kind
     assert process.completed == (kind == b"T")
@@ -158,7 +162,7 @@ def test_a_preload_that_changes_warning_filters_keeps_compiling_in_the_child(
     try:
         assert not strict.compiles_here
         reply = strict.launch((None, "x = '\\d'\n", None, LIMITS, 20.0))
-        assert reply[2] == b"S" + reply[3][TOKEN_BYTES:], reply  # the report key after S
+        assert reply[2] == b"S" + reply[3][:TOKEN_BYTES], reply  # the pass token after S
         assert "invalid escape sequence" in reply[5], reply
     finally:
         strict.stop()

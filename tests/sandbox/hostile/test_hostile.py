@@ -431,6 +431,22 @@ public class Problem {
   }
 }
 """
+#: A failing program that walks the frames below its own to the report key its harness holds
+#: as bytes, and sends ``S`` with it first, as the harness says that a program does not compile.
+FORGES_A_SYNTAX_ERROR_WITH_THE_KEY = """import os, sys
+def report_key():
+    frame = sys._getframe()
+    while frame is not None:
+        key = frame.f_locals.get("key")
+        if type(key) is bytes and len(key) == 16:
+            return key
+        frame = frame.f_back
+    raise LookupError("no key")
+os.write(4, b"S" + report_key())
+def f(x):
+    return x
+assert f(1) == 2
+"""
 #: Programs that make their harness send a report that is not a pass (a child that fails; an
 #: error with node's words for memory; an ``OutOfMemoryError`` out of ``main``), read it back
 #: from their own report pipe (``/proc/self/fd/4`` opened for reading: the pipe is theirs) and
@@ -1611,6 +1627,11 @@ HOSTILE: list[tuple[Any, ...]] = [
     ("forges_a_syntax_error", "python", "import os\nos.write(4, b'S')\nassert 1 == 2\n",
      {FAILED}),
     ("forges_out_of_memory", "python", "import os\nos.write(4, b'M')\nassert 1 == 2\n",
+     {FAILED}),
+    # ... and a Python program that finds the report key (its harness's frame holds it) cannot
+    # make itself a syntax error with it: that report counts only with the pass token after it
+    # (red team), which the harness sends before any of the program's code can run
+    ("forges_a_syntax_error_with_the_report_key", "python", FORGES_A_SYNTAX_ERROR_WITH_THE_KEY,
      {FAILED}),
     ("cpp_forges_a_syntax_error", "cpp",
      "#include <cassert>\n#include <unistd.h>\n"
