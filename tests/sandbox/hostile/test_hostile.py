@@ -1628,11 +1628,6 @@ HOSTILE: list[tuple[Any, ...]] = [
      {FAILED}),
     ("forges_out_of_memory", "python", "import os\nos.write(4, b'M')\nassert 1 == 2\n",
      {FAILED}),
-    # ... and a Python program that finds the report key (its harness's frame holds it) cannot
-    # make itself a syntax error with it: that report counts only with the pass token after it
-    # (red team), which the harness sends before any of the program's code can run
-    ("forges_a_syntax_error_with_the_report_key", "python", FORGES_A_SYNTAX_ERROR_WITH_THE_KEY,
-     {FAILED}),
     ("cpp_forges_a_syntax_error", "cpp",
      "#include <cassert>\n#include <unistd.h>\n"
      "int main() { write(4, \"S\", 1); assert(1 == 2); }\n", {FAILED}),
@@ -1871,6 +1866,19 @@ def test_hostile_program(sandbox: Sandbox, run: Run, untouched: Check,
         limits = [SLOW]  # is no part of its verdict)
     result = run(sandbox, language, source, *limits)
     assert result.outcome in allowed, result
+    untouched(sandbox)
+
+
+def test_the_report_key_makes_no_syntax_error(sandbox: Sandbox, run: Run,
+                                              untouched: Check) -> None:
+    """A Python program that finds the report key (its harness's frame holds it) and sends
+    ``S`` with it, as its harness says that a program does not compile, still fails: that
+    report counts only with the pass token after it, which the harness sends before any of the
+    program's code could run (red team: it read as a syntax error). Its error is its assertion,
+    so it did find the key (else a LookupError)."""
+    result = run(sandbox, "python", FORGES_A_SYNTAX_ERROR_WITH_THE_KEY)
+    assert result.outcome == FAILED, result
+    assert result.error.endswith("AssertionError\n"), result
     untouched(sandbox)
 
 
