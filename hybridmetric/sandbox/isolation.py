@@ -634,9 +634,12 @@ USER_COUNTS = {"max_inotify_instances": "fs/inotify/max_user_instances",
 #: The part of each user limit that the programs of all the sandbox's workers may hold together
 #: (each worker's programs hold their share of it).
 USER_COUNT_SHARE = 4
-#: What one POSIX message queue of the default size costs (``msg_default`` messages of
-#: ``msgsize_default`` bytes, and the kernel's bookkeeping for each), where the kernel cannot say.
-DEFAULT_QUEUE_BYTES = 10 * (8192 + 128)
+#: The kernel's bookkeeping for each message a POSIX message queue may hold, counted with its
+#: bytes against ``RLIMIT_MSGQUEUE``.
+MESSAGE_OVERHEAD = 128
+#: The default queue's messages and their size (``msg_default``, ``msgsize_default``), where the
+#: kernel cannot say.
+DEFAULT_QUEUE = (10, 8192)
 
 
 def limit_user_counts(workers: int) -> None:
@@ -655,21 +658,30 @@ def limit_user_counts(workers: int) -> None:
             continue
         with open(f"/proc/sys/user/{name}", "w") as file:
             file.write(str(max(1, total // (USER_COUNT_SHARE * workers))))
-    users = resource.getrlimit(resource.RLIMIT_MSGQUEUE)[0]
-    if users != resource.RLIM_INFINITY:  # (no budget of the user's to leave room in)
-        share = min(users, max(users // (USER_COUNT_SHARE * workers), _default_queue_bytes()))
+    share = message_queue_share(workers)
+    if share is not None:
         resource.setrlimit(resource.RLIMIT_MSGQUEUE, (share, share))
+
+
+def message_queue_share(workers: int) -> int | None:
+    """The bytes of POSIX message queues a worker's programs may hold (see
+    :func:`limit_user_counts`), of this process's ``RLIMIT_MSGQUEUE``; None where that is
+    unlimited (no budget of the user's to leave room in)."""
+    users = resource.getrlimit(resource.RLIMIT_MSGQUEUE)[0]
+    if users == resource.RLIM_INFINITY:
+        return None
+    return min(users, max(users // (USER_COUNT_SHARE * workers), _default_queue_bytes()))
 
 
 def _default_queue_bytes() -> int:
     """What one POSIX message queue of this kernel's default size costs (see
-    :data:`DEFAULT_QUEUE_BYTES`)."""
+    :data:`DEFAULT_QUEUE`)."""
     try:
-        sizes = [int(Path(f"/proc/sys/fs/mqueue/{name}").read_text())
-                 for name in ("msg_default", "msgsize_default")]
+        messages, size = (int(Path(f"/proc/sys/fs/mqueue/{name}").read_text())
+                          for name in ("msg_default", "msgsize_default"))
     except (OSError, ValueError):
-        return DEFAULT_QUEUE_BYTES
-    return sizes[0] * (sizes[1] + 128)
+        messages, size = DEFAULT_QUEUE
+    return messages * (size + MESSAGE_OVERHEAD)
 
 
 def drop_capabilities() -> None:

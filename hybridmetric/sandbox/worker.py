@@ -78,6 +78,8 @@ _OUT_OF_MEMORY = {
                        r"|^# There is insufficient memory for the Java Runtime Environment",
                        re.MULTILINE),
 }
+#: The reports that go out with the pass token: the tests completed, and Python's syntax error.
+_TOKEN_REPORTS = (b"T", b"S")
 #: The reports each language's harness makes beside ``T`` (see :attr:`Process.kind`): a program
 #: can read a report and its key back from fd 4 and send them again with another letter, which
 #: counts as no report where no harness of its language writes that letter (a Java program
@@ -200,11 +202,12 @@ class Process:
         passed, key = self.token[:half], self.token[half:]
         at = self.report.find(key)
         while at >= 0:  # (every copy: one after T or S, which no harness writes, hides none)
-            if at > 0 and self.report[at - 1:at] not in (b"T", b"S"):
+            if at > 0 and self.report[at - 1:at] not in _TOKEN_REPORTS:
                 return self.report[at - 1:at]
             at = self.report.find(key, at + 1)
         at = self.report.find(passed)
-        return self.report[at - 1:at] if at > 0 and self.report[at - 1:at] in (b"T", b"S") else b""
+        letter = self.report[at - 1:at] if at > 0 else b""
+        return letter if letter in _TOKEN_REPORTS else b""
 
     @property
     def completed(self) -> bool:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
 import socket
 import stat
@@ -329,14 +328,6 @@ print(json.dumps({"uid": os.getuid(), "isolation": isolation, "left": left, "tem
 """
 
 
-def _queue_share() -> int:
-    """The bytes of message queues a worker's programs may hold, of a sandbox of one worker: a
-    quarter of the user's (this process's limit, which the user's inherits), or one queue of the
-    default size where that is more."""
-    users = resource.getrlimit(resource.RLIMIT_MSGQUEUE)[0]
-    return min(users, max(users // isolation.USER_COUNT_SHARE, isolation._default_queue_bytes()))
-
-
 def _as_user() -> None:
     """In the child: make the interpreter and this project reachable for ``USER`` (own mounts,
     which hide the host's other folders; ``/home`` holds the test user's), then become it. Its
@@ -398,7 +389,7 @@ def _run_as_user(home: str, data: str) -> None:
         done = subprocess.run(
             [sys.executable, "-c", SCRIPT, str(listener.getsockname()[1]), abstract,
              str(victim.pid), data, str(Path(__file__).parent), os.ttyname(terminal), device,
-             str(_queue_share())],
+             str(isolation.message_queue_share(1))],  # (this process's limit: the user's)
             env={"PATH": os.environ["PATH"], "HM_SECRET": "hunter2", "HOME": home}, cwd="/",
             preexec_fn=_as_user, capture_output=True, text=True, timeout=300, check=False)
         victim_survived = victim.poll() is None
