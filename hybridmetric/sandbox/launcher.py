@@ -5,7 +5,12 @@ A program runs in a forked child that takes its own session, its descriptors (st
 on fd 5, closed before the program starts, why the sandbox failed if it did), its
 working directory, rlimits and uid, then either runs Python source in the forked interpreter or
 ``execve``\\ s a command. :meth:`Forker.launch` forks it, waits with a wall-clock limit, kills its
-group on timeout and returns what it left: exit status, report, output tails. A Python program
+group on timeout and returns what it left: exit status, report, output tails. What happens in
+the forking process for each program, and in the child until its program's own Python or
+``execve``, is C (``_forkloop.c``, loaded with ctypes): a Python loop wrote ~100 more pages
+between forks, each a fault once the next fork has shared it, and a child copied the pages its
+Python setup wrote; only what is rare (a timeout, processes a program left) comes back to
+Python. A Python program
 is compiled by the worker where that leaves nothing behind (``compiling.py``; the part that
 programs share, a task's tests, once for them all), which sends the code for the child to load:
 a program that does not compile needs no child at all, and neither the compiler's memory nor
@@ -26,8 +31,8 @@ send (the kernel drops them), and which, not dumpable, they cannot trace or read
 checks what they could still change (:func:`process_settings`) after each program. Where no PID
 namespace can be made, the worker forks programs itself (:class:`InProcess`).
 
-This module uses the standard library only: with ``_boot.py``, it is the fork server's whole
-program.
+This module uses the standard library only: with ``_boot.py`` and the fork loop
+(``_forkloop.c``, which ``pip install`` compiles), it is the fork server's whole program.
 """
 
 from __future__ import annotations
@@ -48,6 +53,7 @@ import re
 import resource
 import select
 import signal
+import struct
 import sys
 import time
 import traceback
@@ -77,10 +83,7 @@ from collections.abc import Callable, Collection, Sequence
 from importlib.machinery import SourceFileLoader
 from marshal import loads as unmarshal
 from os import (
-    O_CLOEXEC,
-    O_WRONLY,
     _exit,
-    chdir,
     close,
     closerange,
     dup2,
@@ -88,19 +91,7 @@ from os import (
     setgroups,
     setresgid,
     setresuid,
-    setsid,
     write,
-)
-from os import open as open_fd
-from resource import (
-    RLIMIT_AS,
-    RLIMIT_CORE,
-    RLIMIT_CPU,
-    RLIMIT_DATA,
-    RLIMIT_FSIZE,
-    RLIMIT_NOFILE,
-    RLIMIT_NPROC,
-    setrlimit,
 )
 from sys import setprofile, settrace
 from types import CodeType, FrameType, ModuleType, TracebackType
@@ -151,11 +142,8 @@ _plain_libc = ctypes.CDLL(None)
 _prctl = _plain_libc.prctl
 _errno_location = _plain_libc.__errno_location
 _errno_location.restype = ctypes.POINTER(ctypes.c_int)
-#: The C library's calls that make, send and report a program's secrets without a Python object
+#: The C library's calls that send and report a program's secrets without a Python object
 #: ever holding them while the program runs (see :data:`_TOKEN_AT`).
-_getrandom = _plain_libc.getrandom
-_getrandom.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint)
-_getrandom.restype = ctypes.c_ssize_t
 _c_write = _plain_libc.write
 _c_write.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t)
 _c_write.restype = ctypes.c_ssize_t
@@ -202,8 +190,75 @@ if _c_madvise(_TOKEN_AT, mmap.PAGESIZE, MADV_WIPEONFORK) != 0:
     raise OSError(_errno_location()[0], "the programs' token needs MADV_WIPEONFORK "
                                         "(Linux 4.14 or later)")
 _c_memset(_TOKEN_AT, ord("T"), 1)
-#: The byte before the report key.
-_REPORT_AT = _TOKEN_AT + 1 + TOKEN_BYTES
+
+#: The fork loop (``_forkloop.c``), which ``pip install`` builds beside this file: one library
+#: for every Python 3 (abi3). Loaded by :class:`Forker`, where a process is to fork programs.
+FORK_LOOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_forkloop.abi3.so")
+#: What the fork loop's calls return (``_forkloop.c``).
+_END, _CHILD, _DONE, _ATTEND, _FAILED, _BROKEN = range(1, 7)
+#: A request to the fork server: payload bytes, wall-clock limit, a command or not, where the
+#: code starts in the payload (-1: none), the rlimits (:data:`Rlimits`); then the payload, which
+#: only the child reads: (argv, source) marshalled, then the code (``compiling.precompile``'s).
+_REQUEST = struct.Struct("<Qdqq6q")
+#: The fork server's reply: _DONE (or _FAILED: no child, the status is the errno), wait
+#: status, timed out, processes the program left, fd 3 untouched, then the bytes of the report,
+#: the failure, stdout's tail and stderr's, and the two secrets; those bytes follow.
+_REPLY = struct.Struct("<6i4q32s")
+
+
+class _Run(ctypes.Structure):
+    """One program's run in the fork loop (``struct hm_run`` in ``_forkloop.c``)."""
+
+    _fields_ = [("timeout_s", ctypes.c_double), ("command", ctypes.c_int64),
+                ("rlimits", ctypes.c_int64 * 6), ("code_at", ctypes.c_int64),
+                ("mapped", ctypes.c_int64), ("work", ctypes.c_char_p),
+                ("seccomp", ctypes.c_void_p), ("cgroup_procs", ctypes.c_int32),
+                ("uid", ctypes.c_int32), ("children", ctypes.c_int32), ("pidfd", ctypes.c_int32),
+                ("secrets", ctypes.c_void_p), ("fds", ctypes.c_int32 * 6),
+                ("report_r", ctypes.c_int32), ("failure_r", ctypes.c_int32),
+                ("pid", ctypes.c_int32), ("status", ctypes.c_int32),
+                ("timed_out", ctypes.c_int32), ("reaped", ctypes.c_int32),
+                ("escaped", ctypes.c_int32), ("untouched", ctypes.c_int32),
+                ("error", ctypes.c_int32), ("key", ctypes.c_ubyte * TOKEN_BYTES),
+                ("token", ctypes.c_ubyte * (2 * TOKEN_BYTES)), ("payload", ctypes.c_void_p),
+                ("payload_size", ctypes.c_uint64), ("payload_room", ctypes.c_uint64),
+                ("report_size", ctypes.c_int64), ("failure_size", ctypes.c_int64),
+                ("out_size", ctypes.c_int64), ("err_size", ctypes.c_int64),
+                ("report", ctypes.c_char * 65536), ("failure", ctypes.c_char * 4096),
+                ("out", ctypes.c_char * _TAIL), ("err", ctypes.c_char * _TAIL)]
+
+    def part(self, name: str) -> bytes:
+        """What the loop left in the buffer ``name`` (``report``, ``failure``, ``out``,
+        ``err``): its first ``NAME_size`` bytes."""
+        return ctypes.string_at(ctypes.addressof(self) + getattr(_Run, name).offset,
+                                getattr(self, f"{name}_size"))
+
+
+#: A memoryview of C memory, not copied (what a child reads its request from).
+_memory_view = ctypes.pythonapi.PyMemoryView_FromMemory
+_memory_view.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int)
+_memory_view.restype = ctypes.py_object
+PyBUF_READ = 0x100
+
+
+def fork_loop() -> ctypes.PyDLL:
+    """The fork loop's library; ImportError, saying how to build it, where it was not built."""
+    try:
+        library = ctypes.PyDLL(FORK_LOOP)
+    except OSError as exc:
+        raise ImportError(
+            f"the sandbox's fork loop is not built ({exc}): install hybridmetric with pip "
+            f"(`pip install -e .` in its folder), which compiles "
+            f"hybridmetric/sandbox/_forkloop.c with the machine's C compiler (gcc or clang)"
+        ) from exc
+    run = ctypes.POINTER(_Run)
+    for name, argtypes in (("hm_launch", (run,)), ("hm_collect", (run,)), ("hm_close", (run,)),
+                           ("hm_reply", (run, ctypes.c_int)),
+                           ("hm_serve", (run, ctypes.c_int, ctypes.c_int))):
+        getattr(library, name).argtypes = argtypes
+    library.hm_collect.restype = library.hm_close.restype = None
+    return library
+
 
 #: (memory bytes, CPU seconds, file bytes, open files, processes, address space bytes): a
 #: child's rlimits, 0 for no memory (RLIMIT_DATA) or address space limit. The address space is
@@ -270,24 +325,6 @@ class SeccompProgram(ctypes.Structure):
         super().__init__(len(instructions) // 8, ctypes.addressof(self.instructions))
 
 
-def load_seccomp(program: SeccompProgram) -> None:
-    """Add ``program`` to the calling process's seccomp filters (no_new_privs is set)."""
-    check(_prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(program), 0, 0),
-          "prctl(SECCOMP)", _plain_errno)
-
-
-def first_to_kill() -> None:
-    """Make the calling process (a program's, before it starts) the OOM killer's first choice,
-    in its memory cgroup or on the machine, before the sandbox's own processes and the user's.
-    (Any process may raise its own score; a program may also lower it again, down to its fork
-    server's, as lowering it further needs CAP_SYS_RESOURCE.)"""
-    fd = open_fd("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC)
-    try:
-        write(fd, b"1000")
-    finally:
-        close(fd)
-
-
 def drop_privileges(uid: int | None) -> None:
     """Become the sandbox uid (gid = uid, no supplementary groups)."""
     if uid is None:
@@ -295,20 +332,6 @@ def drop_privileges(uid: int | None) -> None:
     setgroups([])
     setresgid(uid, uid, uid)
     setresuid(uid, uid, uid)
-
-
-def set_limits(limits: Rlimits) -> None:
-    """Set the rlimits of the calling process (the child, before the program starts)."""
-    memory, cpu, file_size, open_files, processes, address_space = limits
-    if memory:
-        setrlimit(RLIMIT_DATA, (memory, memory))
-    if address_space:
-        setrlimit(RLIMIT_AS, (address_space, address_space))
-    setrlimit(RLIMIT_CPU, (cpu, cpu + 1))
-    setrlimit(RLIMIT_FSIZE, (file_size, file_size))
-    setrlimit(RLIMIT_NOFILE, (open_files, open_files))
-    setrlimit(RLIMIT_NPROC, (processes, processes))
-    setrlimit(RLIMIT_CORE, (0, 0))
 
 
 def program_signals() -> None:
@@ -328,9 +351,7 @@ def program_signals() -> None:
 def write_message(fd: int, message: Any) -> None:
     """Send one message (``marshal``: strings, bytes, numbers, tuples, lists, dicts)."""
     data = marshal.dumps(message)
-    view = memoryview(len(data).to_bytes(8, "little") + data)
-    while view:
-        view = view[os.write(fd, view):]
+    _write_all(fd, len(data).to_bytes(8, "little") + data)
 
 
 def read_message(fd: int, timeout_s: float | None = None) -> Any:
@@ -349,6 +370,31 @@ def read_message(fd: int, timeout_s: float | None = None) -> Any:
     if left < 0:
         raise LauncherError("more than one message in flight")
     return marshal.loads(b"".join(chunks))
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(fd, view):]
+
+
+def _read_exactly(fd: int, size: int, deadline: float) -> bytes:
+    """``size`` bytes from ``fd``; NoAnswerInTime when they have not all come by ``deadline``
+    (``time.monotonic``), LauncherError at end of file."""
+    chunks = []
+    while size > 0:
+        chunks.append(_read_some(fd, min(size, 1 << 20), deadline))
+        size -= len(chunks[-1])
+    return b"".join(chunks)
+
+
+def _split(data: bytes, sizes: Sequence[int]) -> list[bytes]:
+    """``data`` cut into parts of ``sizes`` bytes."""
+    parts, at = [], 0
+    for size in sizes:
+        parts.append(data[at:at + size])
+        at += size
+    return parts
 
 
 def _read_some(fd: int, size: int, deadline: float | None) -> bytes:
@@ -397,14 +443,6 @@ def _mapped_bytes() -> int:
     """The address space this process maps (its ``VmSize``)."""
     with open("/proc/self/statm", "rb") as handle:
         return int(handle.read().split(None, 1)[0]) * resource.getpagesize()
-
-
-def _tail(fd: int) -> str:
-    """The end of what a program wrote to the memory file ``fd``."""
-    size = os.lseek(fd, 0, os.SEEK_END)  # (an int, where fstat builds a stat_result)
-    if not size:
-        return ""
-    return os.pread(fd, _TAIL, max(0, size - _TAIL)).decode("utf-8", "replace")
 
 
 def _error_text(exc: BaseException, source: str, path: str) -> str:
@@ -932,8 +970,8 @@ def _exit_status(exc: SystemExit) -> int:
     return 1
 
 
-def _python_main(source: str, path: str, folder: str, compiled: bytes | None, key: bytes,
-                 below: int, loader: SourceFileLoader) -> NoReturn:
+def _python_main(source: str, path: str, folder: str, compiled: bytes | memoryview | None,
+                 key: bytes, below: int, loader: SourceFileLoader) -> NoReturn:
     """Run ``source`` (``compiled``: its code from ``compiling.precompile``, or None) as
     ``__main__`` at ``path`` in ``folder`` in this (child) process; emit the token after it
     returns, or, where it raised, the report of its kind (``M``: memory; ``X``: it exited;
@@ -1117,9 +1155,9 @@ class Forker:
     children are born inside: a child that moved itself in would wait, in the kernel, for an
     RCU grace period whenever no process had moved recently (here 10-15 ms after any program that
     ran longer than that). Every child makes itself the OOM killer's first choice
-    (:func:`first_to_kill`), so the server is chosen only when a program undid that (without
-    CAP_SYS_RESOURCE the sandbox cannot stop it): its worker then reports ``memory``, and a new
-    one takes over. The worker's own children join the cgroup one by one.
+    (``prepare_child`` in ``_forkloop.c``), so the server is chosen only when a program undid
+    that (without CAP_SYS_RESOURCE the sandbox cannot stop it): its worker then reports
+    ``memory``, and a new one takes over. The worker's own children join the cgroup one by one.
 
     ``child_filter``: a seccomp filter each child adds to its own before the program starts
     (:func:`isolation.memory_file_filter`, where there is no memory cgroup), or None.
@@ -1156,6 +1194,15 @@ class Forker:
         # The fork server's list of its children, kept open (see _kill_children).
         self.children = os.open(f"/proc/self/task/{os.getpid()}/children",
                                 os.O_RDONLY | os.O_CLOEXEC) if dedicated else -1
+        # The fork loop, and the one run it is given for every program (what it holds of one
+        # program's output, the next overwrites).
+        self.loop = fork_loop()
+        self.run = _Run(uid=-1 if uid is None else uid, children=self.children, pidfd=-1,
+                        secrets=_TOKEN_AT, report_r=-1, failure_r=-1, work=os.fsencode(work),
+                        seccomp=ctypes.addressof(self.child_filter) if self.child_filter else None,
+                        cgroup_procs=-1 if self.cgroup_procs is None else self.cgroup_procs)
+        self.run.fds[:] = [-1] * 6
+        self.run_at = ctypes.pointer(self.run)
         self.path = os.path.join(work, PROGRAM)
         self.loader = SourceFileLoader("__main__", self.path)  # (each program's __loader__)
         self.streams = _program_streams()  # made once: a fork need not build them
@@ -1177,8 +1224,8 @@ class Forker:
             libc.malloc_trim(0)
         # What a forked child starts with: its address-space limit counts above this (what the
         # process maps later is far inside the room the worker leaves, ADDRESS_SPACE_ROOM_MB).
-        self.mapped = _mapped_bytes()
-        self.frames_below: int | None = None  # those under launch's frame (see launch)
+        self.run.mapped = _mapped_bytes()
+        self.frames_below: int | None = None  # those under the loop's caller (launch, serve)
         if dedicated and cgroup_procs is not None:
             os.write(cgroup_procs, b"0")  # "0": the writer itself
             os.close(cgroup_procs)
@@ -1188,116 +1235,96 @@ class Forker:
         In the fork server, processes the program left as the server's children
         (``clone(CLONE_PARENT)`` puts them there, out of the worker's reach) are killed and
         counted as escaped; in the worker, its sweep finds them. LaunchFailed: no child was
-        made (the process is as it was)."""
+        made (the process is as it was). (The fork server runs :meth:`serve` instead.)"""
         argv, source, compiled, limits, timeout_s = request
         if self.frames_below is None:  # (its callers are the same each time: counted once)
             self.frames_below = _frames_under(sys._getframe())
-        if limits[5] and argv is None:  # the child starts with this process's mappings
-            limits = (*limits[:5], limits[5] + self.mapped)
-        opened: list[int] = []
-        try:
-            # both secrets at once (and the byte between them, which nothing reads)
-            if _getrandom(_TOKEN_AT + 1, 2 * TOKEN_BYTES + 1, 0) != 2 * TOKEN_BYTES + 1:
-                raise OSError(_plain_errno(), "getrandom gave no token")
-            # the report key as bytes: what a Python child reports a failure with (see
-            # _python_main), made here, where the child need not make it
-            key = ctypes.string_at(_REPORT_AT + 1, TOKEN_BYTES)
-            token_r, token_w = os.pipe()
-            opened.append(token_r)
-            try:  # (a fresh pipe: room for them)
-                if (_c_write(token_w, _TOKEN_AT + 1, TOKEN_BYTES) != TOKEN_BYTES
-                        or _c_write(token_w, _REPORT_AT + 1, TOKEN_BYTES) != TOKEN_BYTES):
-                    raise OSError(_plain_errno(), "the token could not be sent")
-            finally:
-                os.close(token_w)
-            report_r, report_w = os.pipe()
-            opened += [report_r, report_w]
-            failure_r, failure_w = os.pipe()
-            opened += [failure_r, failure_w]
-            if self.uid is not None:  # so that /proc/self/fd/3 and 4 can be reopened (the JVM)
-                os.fchown(token_r, self.uid, self.uid)
-                os.fchown(report_w, self.uid, self.uid)
-            out = os.memfd_create("stdout")
-            opened.append(out)
-            err = os.memfd_create("stderr")
-            opened.append(err)
-            # stdin: /dev/null opened anew, whose locks and flags (flock, O_NONBLOCK) end with
-            # the program, where one shared by all would carry them to the next (red team)
-            stdin = os.open(os.devnull, os.O_RDONLY | os.O_CLOEXEC)
-            opened.append(stdin)
-            pid = os.fork()
-        except OSError as exc:
-            for fd in opened:
-                os.close(fd)
-            raise LaunchFailed(exc.errno, f"no child could be made: {exc}") from exc
-        if pid == 0:
-            self._child(argv, source, compiled, key, limits,
-                        [stdin, out, err, token_r, report_w, failure_w])
-        for fd in (stdin, report_w, failure_w):
-            os.close(fd)
-        try:
-            pidfd = os.pidfd_open(pid)
-            try:
-                timed_out = not select.select([pidfd], [], [], timeout_s)[0]
-                if timed_out:
-                    _end(pid, pidfd)
-            finally:
-                os.close(pidfd)
-            status = _reap(pid, limits[1])
-            # (the worker sweeps its own)
-            escaped = _kill_children(self.children, self.init) if self.dedicated else 0
-            os.set_blocking(report_r, False)  # an escaped grandchild may still hold fd 4
-            try:
-                report = os.read(report_r, 65536)
-            except BlockingIOError:
-                report = b""
-            os.set_blocking(failure_r, False)  # (no program holds it; nor must it block us)
-            try:
-                failure = os.read(failure_r, 4096)
-            except BlockingIOError:
-                failure = b""
-            # (the child is gone) the pass token and the report key
-            token = ctypes.string_at(_TOKEN_AT + 1, TOKEN_BYTES) + key
-            # Still there, as sent, only where no harness read them: a program that reopens
-            # fd 3 for writing (the pipe is its uid's) knows no secret to put back. (A Python
-            # child's harness is this process's code: asked only of a command's.)
-            untouched = argv is not None and _still_sent(token_r, token)
-            return (status, timed_out, report, token, _tail(out), _tail(err), escaped, failure,
-                    untouched)
-        finally:
-            for fd in (token_r, report_r, failure_r, out, err):
-                os.close(fd)
+        run = self.run
+        run.timeout_s, run.command, run.rlimits[:] = timeout_s, argv is not None, limits
+        state = self.loop.hm_launch(self.run_at)
+        if state == _CHILD:
+            self._child(argv, source, compiled)
+        self._finish(state)
+        return (run.status, bool(run.timed_out), run.part("report"), bytes(run.token),
+                run.part("out").decode("utf-8", "replace"),
+                run.part("err").decode("utf-8", "replace"), run.escaped, run.part("failure"),
+                bool(run.untouched))
 
-    def _child(self, argv: list[str] | None, source: str | None, compiled: bytes | None,
-               key: bytes, limits: Rlimits, fds: list[int]) -> NoReturn:
-        channel = fds[FAILURE_FD]
+    def serve(self, requests: int, replies: int) -> None:
+        """The fork server's loop (``hm_serve``): requests from the worker on ``requests``
+        (:data:`_REQUEST`), replies on ``replies`` (:data:`_REPLY`), until the worker closes
+        its end. A program the loop could not make a child for is answered so (and the loop
+        goes on); anything else that fails ends the server."""
+        if self.frames_below is None:
+            self.frames_below = _frames_under(sys._getframe())
+        run = self.run
+        while True:
+            state = self.loop.hm_serve(self.run_at, requests, replies)
+            if state == _END:
+                return
+            if state == _CHILD:  # (read in place: each page a copy writes, the child copies)
+                payload = _memory_view(run.payload, run.payload_size, PyBUF_READ)
+                end = run.payload_size if run.code_at < 0 else run.code_at
+                argv, source = unmarshal(payload[:end])
+                self._child(argv, source, payload[end:] if run.code_at >= 0 else None)
+            if state == _BROKEN:
+                raise OSError(run.error, f"the fork loop failed: {os.strerror(run.error)}")
+            self._finish(state)
+            if self.loop.hm_reply(self.run_at, replies) != 0:
+                raise OSError(_plain_errno(), "the fork server cannot reply")
+
+    def _finish(self, state: int) -> None:
+        """Finish the run the loop handed back (``state``): what is rare, here, then what the
+        program left, collected (``hm_collect``)."""
+        run = self.run
+        if state == -1:
+            raise LaunchFailed(run.error, f"no child could be made: [Errno {run.error}] "
+                                          f"{os.strerror(run.error)}")
         try:
-            if self.cgroup_procs is not None:  # first: its descriptor is closed below
-                write(self.cgroup_procs, b"0")  # "0": the writer itself
-            setsid()
-            _install_fds(fds, private=FAILURE_FD)
-            channel = FAILURE_FD
-            chdir(self.work)
+            if state == -2:  # a child runs, unwatched
+                raise LauncherError(run.error, f"the program's process {run.pid} cannot be "
+                                               f"watched: {os.strerror(run.error)}")
+            if state == _ATTEND:
+                self._attend(run)
+        except BaseException:
+            self.loop.hm_close(self.run_at)
+            raise
+        self.loop.hm_collect(self.run_at)
+
+    def _attend(self, run: _Run) -> None:
+        """A run that timed out, whose child cannot be reaped yet, or that left processes:
+        the program killed (its tracers too), reaped, and what it left killed and counted."""
+        try:
+            if run.timed_out:
+                _end(run.pid, run.pidfd)
+        finally:
+            os.close(run.pidfd)
+            run.pidfd = -1
+        if not run.reaped:
+            run.status = _reap(run.pid, run.rlimits[1])
+        # (the worker sweeps its own)
+        run.escaped = _kill_children(self.children, self.init) if self.dedicated else 0
+
+    def _child(self, argv: list[str] | None, source: str | None,
+               compiled: bytes | memoryview | None) -> NoReturn:
+        """The program, in a child the fork loop set up (``prepare_child``): its signal
+        dispositions (where the forking process could not set them for all), then its Python
+        or its command."""
+        try:
             if not self.shared_signals:
                 program_signals()
-            set_limits(limits)
-            if self.child_filter is not None:
-                load_seccomp(self.child_filter)
-            drop_privileges(self.uid)
-            set_dumpable(True)  # the forking process is not
-            first_to_kill()  # (its /proc/self is its own once it is dumpable)
             if argv is None:
                 assert source is not None
                 if not self.dedicated:
                     _enter_python(self.streams)
-                _python_main(source, self.path, self.work, compiled, key,
-                             # (launch's frame and _child's, and what exec costs)
+                _python_main(source, self.path, self.work, compiled, bytes(self.run.key),
+                             # (the loop's caller's frame and _child's, and what exec costs)
                              self.frames_below + 2 + self.exec_levels, self.loader)
             signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # (see program_signals)
             os.execve(argv[0], argv, self.env)
         except BaseException as exc:  # the sandbox failed before the program started
             with contextlib.suppress(BaseException):  # (closed once it has: see FAILURE_FD)
-                write(channel, repr(exc).encode()[:1000])
+                write(FAILURE_FD, repr(exc).encode()[:1000])
             _exit(70)
 
 
@@ -1347,15 +1374,6 @@ def _end(pid: int, pidfd: int) -> None:
             return
         _kill_tracers(pid)
     raise LauncherError(f"the program's process {pid} does not end")
-
-
-def _still_sent(token_r: int, secrets: bytes) -> bool:
-    """Whether the token pipe still holds ``secrets``, all of them and nothing else."""
-    os.set_blocking(token_r, False)
-    try:
-        return os.read(token_r, len(secrets) + 1) == secrets
-    except BlockingIOError:
-        return False
 
 
 def _reap(pid: int, cpu_seconds: int) -> int:
@@ -1591,15 +1609,26 @@ class ForkServer:
         """Run one program in the server. LaunchFailed when no child could be made there (the
         server lives on); LauncherError, and the server stopped, when it dies or stops
         answering."""
+        argv, source, compiled, limits, timeout_s = request
+        payload = marshal.dumps((argv, source))
+        code_at = -1 if compiled is None else len(payload)
         try:
-            write_message(self._requests, request)
-            answer = read_message(self._replies, request[-1] + GRACE_S)
+            _write_all(self._requests, b"".join((
+                _REQUEST.pack(len(payload) + len(compiled or b""), timeout_s, argv is not None,
+                              code_at, *limits), payload, compiled or b"")))
+            deadline = time.monotonic() + timeout_s + GRACE_S
+            (state, status, timed_out, escaped, untouched, _, *sizes, token) = _REPLY.unpack(
+                _read_exactly(self._replies, _REPLY.size, deadline))
+            body = _read_exactly(self._replies, sum(sizes), deadline)
         except OSError as exc:
             self.stop()
             raise LauncherError(f"the fork server failed: {exc}") from exc
-        if isinstance(answer, str):
-            raise LaunchFailed(answer)
-        return tuple(answer)  # type: ignore[return-value]
+        if state == _FAILED:
+            raise LaunchFailed(status, f"no child could be made: [Errno {status}] "
+                                       f"{os.strerror(status)}")
+        report, failure, out, err = _split(body, sizes)
+        return (status, bool(timed_out), report, token, out.decode("utf-8", "replace"),
+                err.decode("utf-8", "replace"), escaped, failure, bool(untouched))
 
     def alive(self) -> bool:
         """Whether the server runs (its pidfd turns readable when it exits)."""
@@ -1646,13 +1675,4 @@ def serve() -> None:
         write_message(replies, "".join(traceback.format_exception(exc)[-3:]))
         raise SystemExit(1) from exc
     write_message(replies, ("ready", repr(warnings.filters)))
-    while True:
-        try:
-            request = read_message(requests)
-        except LauncherError:  # the worker closed its end
-            return
-        try:
-            reply = forker.launch(request)
-        except LaunchFailed as exc:  # nothing ran: say why, and go on (anything else ends us)
-            reply = str(exc)
-        write_message(replies, reply)
+    forker.serve(requests, replies)

@@ -93,6 +93,44 @@ def test_a_launch_that_fails_leaves_the_server_running(tmp_path: Path) -> None:
     assert not server.alive()
 
 
+def test_a_child_that_cannot_be_set_up_says_why(tmp_path: Path) -> None:
+    """The fork loop's child fails before the program (here: its folder is gone): the reason
+    comes back on the failure channel, with exit status 70, and the server runs on."""
+    server = ForkServer(None, None, {"PATH": os.defpath}, str(tmp_path / "gone"), [],
+                        compiled_modules())
+    try:
+        reply = server.launch((None, "assert True\n", None, LIMITS, 5.0))
+        assert server.alive()
+    finally:
+        server.stop()
+    assert reply[7] == b"chdir: No such file or directory"
+    assert os.WIFEXITED(reply[0]) and os.WEXITSTATUS(reply[0]) == 70 and not _passed(reply)
+
+
+def test_a_reply_larger_than_a_pipe_comes_whole(tmp_path: Path) -> None:
+    """A full report pipe (64 KiB) and both output tails make a reply that the fork loop
+    cannot write to its pipe at once: it comes whole, each part where it belongs."""
+    server = ForkServer(None, None, {"PATH": os.defpath}, str(tmp_path), [], compiled_modules())
+    source = ("import os, sys\nos.write(4, b'r' * 65536)\nprint('o' * 20000)\n"
+              "sys.stderr.write('e' * 20000)\nassert False\n")
+    try:
+        reply = server.launch((None, source, None, LIMITS, 5.0))
+        again = server.launch((None, "print('next')\nassert True\n", None, LIMITS, 5.0))
+    finally:
+        server.stop()
+    assert reply[2] == b"r" * 65536
+    assert reply[4] == "o" * 16383 + "\n"
+    assert reply[5].startswith("e" * 100) and len(reply[5]) == 16384
+    assert _passed(again) and again[4] == "next\n"
+
+
+def test_a_missing_fork_loop_says_how_to_build_it(monkeypatch: pytest.MonkeyPatch,
+                                                  tmp_path: Path) -> None:
+    monkeypatch.setattr(launcher, "FORK_LOOP", str(tmp_path / "_forkloop.abi3.so"))
+    with pytest.raises(ImportError, match=r"not built.*pip install -e \..*C compiler"):
+        launcher.fork_loop()
+
+
 def test_a_server_that_dies_is_reported_and_stopped(tmp_path: Path) -> None:
     server = ForkServer(None, None, {"PATH": os.defpath}, str(tmp_path), [], compiled_modules())
     assert server.pid is not None

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import shutil
@@ -3102,4 +3103,46 @@ def test_a_fork_server_that_died_between_programs_costs_no_verdict(untouched: Ch
         [result] = box.run([Program("python", "assert 1 + 1 == 2\n")])
         assert result.outcome == PASSED, result
         assert box._workers[0].process.pid != outside
+        untouched(box)
+
+
+#: Reads the process's own writable memory for a marker (``zqx-`` or ``zqy-`` and 32 hex
+#: digits) whose SHA-256 is one of ``{hashes}``; one planted here first shows the search works.
+MEMORY_SEARCH = """
+import hashlib, re
+planted = "zq" + "x-" + "{planted}"
+wanted, found = {hashes} | {{hashlib.sha256(b"{planted}").hexdigest()}}, set()
+with open("/proc/self/maps") as maps, open("/proc/self/mem", "rb", 0) as memory:
+    for line in maps:
+        fields = line.split()
+        if not fields[1].startswith("rw"):
+            continue
+        start, end = (int(at, 16) for at in fields[0].split("-"))
+        memory.seek(start)
+        try:
+            data = memory.read(end - start)
+        except OSError:
+            continue
+        for match in re.finditer(rb"zq[xy]-([0-9a-f]{{32}})", data):
+            digest = hashlib.sha256(match.group(1)).hexdigest()
+            if digest in wanted:
+                found.add(digest)
+assert found == {{hashlib.sha256(b"{planted}").hexdigest()}}, found
+"""
+
+
+def test_a_program_finds_no_trace_of_the_one_before_in_its_memory(untouched: Check) -> None:
+    """The process that forks programs keeps nothing of one that the next could read in its own
+    memory (``/proc/self/mem``): neither its source (a long one, whose end lies beyond the next
+    request's) nor what it printed."""
+    source_mark, output_mark, planted = (os.urandom(16).hex() for _ in range(3))
+    first = (f"print('zq' + 'y-' + {output_mark!r})\n" + "# padding\n" * 3000
+             + f"# zqx-{source_mark}\nassert True\n")
+    hashes = {hashlib.sha256(mark.encode()).hexdigest() for mark in (source_mark, output_mark)}
+    second = MEMORY_SEARCH.format(planted=planted, hashes=hashes)
+    with Sandbox(workers=1) as box:
+        ran, searched = box.run([Program("python", first, SLOW),
+                                 Program("python", second, SLOW)])
+        assert ran.outcome == PASSED, ran
+        assert searched.outcome == PASSED, searched
         untouched(box)

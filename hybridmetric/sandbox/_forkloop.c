@@ -1,0 +1,505 @@
+/* The fork server's loop: the part of each program's run that happens in the process that
+ * forks it, in C.
+ *
+ * Every page a forking process writes between two forks is a page fault once the next fork has
+ * shared it, and a Python loop writes ~110 of them a program (reference counts, new objects,
+ * frames); this loop writes a handful. It does what launcher.Forker.launch did in Python: draw
+ * the program's two secrets, make its pipes and memory files, fork, wait for the child (or its
+ * time limit), reap it, and collect what it left; the child returns to Python, which runs the
+ * program. Whatever is unusual (a timeout, a child that cannot be reaped at once, processes the
+ * program left behind) it hands back to Python (HM_ATTEND), which kills and reaps, then calls
+ * hm_collect. A plain C library, loaded with ctypes.PyDLL (the caller holds the GIL
+ * throughout: the forking process has one thread); no Python header: the three calls that
+ * os.fork makes around a fork are found in the running interpreter. Linux only.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <grp.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+void PyOS_BeforeFork(void);
+void PyOS_AfterFork_Parent(void);
+void PyOS_AfterFork_Child(void);
+
+#ifndef SECCOMP_MODE_FILTER
+#define SECCOMP_MODE_FILTER 2
+#endif
+#define TOKEN_BYTES 16
+#define REPORT_BYTES 65536
+#define FAILURE_BYTES 4096
+#define TAIL_BYTES 16384
+
+enum { HM_END = 1, HM_CHILD = 2, HM_DONE = 3, HM_ATTEND = 4, HM_FAILED = 5, HM_BROKEN = 6 };
+
+/* What one program's run needs and leaves (mirrored by launcher._Run). */
+struct hm_run {
+    /* set by the caller (hm_serve sets the first four from each request) */
+    double timeout_s;
+    int64_t command; /* an executed command, whose harness reads fd 3 (see untouched) */
+    /* the child's rlimits (launcher.Rlimits): data bytes or 0, CPU seconds (the soft limit:
+     * a SIGKILL past it reads as its SIGXCPU), file bytes, open files, processes, address
+     * space bytes or 0 (a Python child's beyond the mapped bytes it starts with) */
+    int64_t rlimits[6];
+    int64_t code_at; /* where the code starts in the payload (-1: none) */
+    /* set once, by the forking process */
+    int64_t mapped;          /* the bytes it maps (VmSize) */
+    const char *work;        /* the programs' working directory */
+    const void *seccomp;     /* a filter (struct sock_fprog) each child adds, or NULL */
+    int32_t cgroup_procs;    /* the memory cgroup's cgroup.procs, that each child joins, or -1 */
+    int32_t uid;             /* the programs' uid, which owns fd 3 and 4, or -1 */
+    int32_t children;        /* the forking process's open /proc/.../children, or -1 */
+    int32_t pidfd;
+    unsigned char *secrets; /* T, the pass token, a byte, the report key (launcher._TOKEN_AT) */
+    /* the child's descriptors, in the order it installs them: stdin, stdout, stderr, the
+     * token pipe, the report pipe, the failure pipe */
+    int32_t fds[6];
+    int32_t report_r, failure_r;
+    int32_t pid;
+    int32_t status, timed_out, reaped, escaped, untouched, error;
+    unsigned char key[TOKEN_BYTES]; /* the report key, for a Python child */
+    unsigned char token[2 * TOKEN_BYTES];
+    /* a request's payload, for the child (see launcher.Forker.serve) */
+    char *payload;
+    uint64_t payload_size, payload_room;
+    /* what the program left */
+    int64_t report_size, failure_size, out_size, err_size;
+    char report[REPORT_BYTES], failure[FAILURE_BYTES], out[TAIL_BYTES], err[TAIL_BYTES];
+};
+
+/* A request's header (launcher.ForkServer.launch writes it), then the payload. */
+struct hm_request {
+    uint64_t payload_size;
+    double timeout_s;
+    int64_t command;
+    int64_t code_at;
+    int64_t rlimits[6];
+};
+
+/* A reply's header, then the report, the failure, stdout's tail and stderr's. */
+struct hm_reply {
+    int32_t state; /* HM_DONE, or HM_FAILED: no child was made, status is the errno */
+    int32_t status, timed_out, escaped, untouched, pad;
+    int64_t report_size, failure_size, out_size, err_size;
+    unsigned char token[2 * TOKEN_BYTES];
+};
+
+static void close_quietly(int32_t *fd) {
+    if (*fd >= 0) {
+        int saved = errno;
+        close(*fd);
+        errno = saved;
+        *fd = -1;
+    }
+}
+
+/* Close what hm_launch made and hm_collect has not closed. */
+void hm_close(struct hm_run *run) {
+    for (int i = 0; i < 6; i++)
+        close_quietly(&run->fds[i]);
+    close_quietly(&run->report_r);
+    close_quietly(&run->failure_r);
+    close_quietly(&run->pidfd);
+}
+
+static void reset(struct hm_run *run) {
+    for (int i = 0; i < 6; i++)
+        run->fds[i] = -1;
+    run->report_r = run->failure_r = run->pidfd = -1;
+    run->pid = run->status = run->timed_out = run->reaped = run->escaped = run->untouched = 0;
+    run->error = 0;
+}
+
+static int write_all(int fd, const void *data, size_t size) {
+    const char *at = data;
+    while (size) {
+        ssize_t done = write(fd, at, size);
+        if (done < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        at += done;
+        size -= (size_t)done;
+    }
+    return 0;
+}
+
+/* Wait up to timeout_s for the pidfd to turn readable (the child ended): 1, or 0 at the
+ * limit, or -1. */
+static int wait_readable(int fd, double timeout_s) {
+    struct timespec now, end;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    double whole = timeout_s > 0 ? timeout_s : 0;
+    end.tv_sec = now.tv_sec + (time_t)whole;
+    end.tv_nsec = now.tv_nsec + (long)((whole - (double)(time_t)whole) * 1e9);
+    if (end.tv_nsec >= 1000000000L) {
+        end.tv_sec += 1;
+        end.tv_nsec -= 1000000000L;
+    }
+    for (;;) {
+        struct timespec left;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        left.tv_sec = end.tv_sec - now.tv_sec;
+        left.tv_nsec = end.tv_nsec - now.tv_nsec;
+        if (left.tv_nsec < 0) {
+            left.tv_sec -= 1;
+            left.tv_nsec += 1000000000L;
+        }
+        if (left.tv_sec < 0)
+            left.tv_sec = left.tv_nsec = 0;
+        struct pollfd wanted = {fd, POLLIN, 0};
+        int ready = ppoll(&wanted, 1, &left, NULL);
+        if (ready >= 0)
+            return ready > 0;
+        if (errno != EINTR)
+            return -1;
+    }
+}
+
+/* The wait status of an ended child, as launcher._reap gives it; 1 when reaped. */
+static int reap_now(struct hm_run *run) {
+    int status;
+    struct rusage usage;
+    pid_t reaped = wait4(run->pid, &status, WNOHANG, &usage);
+    if (reaped <= 0)
+        return 0;
+    double cpu = (double)usage.ru_utime.tv_sec + usage.ru_utime.tv_usec / 1e6
+                 + (double)usage.ru_stime.tv_sec + usage.ru_stime.tv_usec / 1e6;
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL && cpu >= (double)run->rlimits[1])
+        status = SIGXCPU; /* (a wait status: the signal alone) */
+    run->status = status;
+    run->reaped = 1;
+    return 1;
+}
+
+/* The sandbox failed before the program started: say why on channel, and end. */
+static _Noreturn void child_failed(int channel, const char *what) {
+    char why[256];
+    int size = snprintf(why, sizeof why, "%s: %s", what, strerror(errno));
+    if (size > 0 && write(channel, why, (size_t)size < sizeof why ? (size_t)size : sizeof why)) {
+    }
+    _exit(70);
+}
+
+static int set_limit(int resource, uint64_t soft, uint64_t hard) {
+    struct rlimit limit = {soft, hard};
+    return setrlimit(resource, &limit);
+}
+
+/* What a child sets up before its program, in this order: it joins the memory cgroup (where
+ * each child does: launcher.Forker), takes a session of its own, puts its descriptors on 0 to 5
+ * (5, the failure channel, closes on exec) and closes every other, enters the working
+ * directory, takes its rlimits and seccomp filter, drops to the programs' uid, turns dumpable
+ * (its forking process is not) and makes itself the OOM killer's first choice (any process
+ * may raise its own score; lowering it needs CAP_SYS_RESOURCE). */
+static void prepare_child(struct hm_run *run) {
+    int channel = run->fds[5];
+    if (run->cgroup_procs >= 0 && write(run->cgroup_procs, "0", 1) != 1) /* 0: the writer */
+        child_failed(channel, "joining the memory cgroup");
+    if (setsid() < 0)
+        child_failed(channel, "setsid");
+    /* one among 0 to 5 would be overwritten before it is copied: moved up first */
+    for (int number = 0; number < 6; number++)
+        if (run->fds[number] < 6 && (run->fds[number] = fcntl(run->fds[number], F_DUPFD, 6)) < 0)
+            child_failed(channel, "moving the descriptors");
+    for (int number = 0; number < 6; number++)
+        if (dup3(run->fds[number], number, number == 5 ? O_CLOEXEC : 0) != number)
+            child_failed(channel, "installing the descriptors");
+    channel = 5;
+    if (syscall(SYS_close_range, 6U, ~0U, 0U) != 0) {
+        struct rlimit files;
+        if (errno != ENOSYS || getrlimit(RLIMIT_NOFILE, &files) != 0)
+            child_failed(channel, "close_range");
+        for (rlim_t fd = 6; fd < files.rlim_cur && fd < (1U << 20); fd++)
+            close((int)fd);
+    }
+    if (chdir(run->work) != 0)
+        child_failed(channel, "chdir");
+    int64_t *limits = run->rlimits;
+    int64_t address_space = limits[5] && !run->command ? limits[5] + run->mapped : limits[5];
+    if ((limits[0] && set_limit(RLIMIT_DATA, limits[0], limits[0]) != 0)
+        || (address_space && set_limit(RLIMIT_AS, address_space, address_space) != 0)
+        || set_limit(RLIMIT_CPU, limits[1], limits[1] + 1) != 0
+        || set_limit(RLIMIT_FSIZE, limits[2], limits[2]) != 0
+        || set_limit(RLIMIT_NOFILE, limits[3], limits[3]) != 0
+        || set_limit(RLIMIT_NPROC, limits[4], limits[4]) != 0
+        || set_limit(RLIMIT_CORE, 0, 0) != 0)
+        child_failed(channel, "setrlimit");
+    if (run->seccomp && prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, run->seccomp, 0, 0) != 0)
+        child_failed(channel, "prctl(SECCOMP)");
+    if (run->uid >= 0 && (setgroups(0, NULL) != 0 || setresgid(run->uid, run->uid, run->uid) != 0
+                          || setresuid(run->uid, run->uid, run->uid) != 0))
+        child_failed(channel, "dropping to the programs' uid");
+    if (prctl(PR_SET_DUMPABLE, 1, 0, 0, 0) != 0)
+        child_failed(channel, "prctl(DUMPABLE)");
+    int score = open("/proc/self/oom_score_adj", O_WRONLY | O_CLOEXEC);
+    if (score < 0 || write(score, "1000", 4) != 4)
+        child_failed(channel, "oom_score_adj");
+    close(score);
+}
+
+/* Fork the next program. In the child: HM_CHILD, once prepare_child has set it up (the
+ * program's signal dispositions, and its Python or its exec, are the caller's). In the forking process: HM_DONE once
+ * the child ended and was reaped, leaving nothing behind; HM_ATTEND after a timeout, or where
+ * the child cannot be reaped yet, or left processes (pidfd stays open for the caller); -1 with
+ * errno set where no child was made (nothing stays open), -2 where one was but its pidfd could
+ * not be opened (the child runs on, unwatched: the caller must end). */
+int hm_launch(struct hm_run *run) {
+    reset(run);
+    int token[2] = {-1, -1}, report[2] = {-1, -1}, failure[2] = {-1, -1};
+    /* both secrets at once, and the byte between them, which nothing reads */
+    if (getrandom(run->secrets + 1, 2 * TOKEN_BYTES + 1, 0) != 2 * TOKEN_BYTES + 1)
+        return -1;
+    memcpy(run->key, run->secrets + 2 + TOKEN_BYTES, TOKEN_BYTES);
+    if (pipe2(token, O_CLOEXEC) != 0)
+        return -1;
+    run->fds[3] = token[0];
+    /* (a fresh pipe: room for both) */
+    int sent = write(token[1], run->secrets + 1, TOKEN_BYTES) == TOKEN_BYTES
+               && write(token[1], run->secrets + 2 + TOKEN_BYTES, TOKEN_BYTES) == TOKEN_BYTES;
+    close_quietly(&token[1]);
+    if (!sent)
+        goto failed;
+    if (pipe2(report, O_CLOEXEC) != 0)
+        goto failed;
+    run->report_r = report[0];
+    run->fds[4] = report[1];
+    if (pipe2(failure, O_CLOEXEC) != 0)
+        goto failed;
+    run->failure_r = failure[0];
+    run->fds[5] = failure[1];
+    /* so that /proc/self/fd/3 and 4 can be reopened (the JVM) */
+    if (run->uid >= 0 && (fchown(run->fds[3], run->uid, run->uid) != 0
+                          || fchown(run->fds[4], run->uid, run->uid) != 0))
+        goto failed;
+    if ((run->fds[1] = memfd_create("stdout", MFD_CLOEXEC)) < 0
+        || (run->fds[2] = memfd_create("stderr", MFD_CLOEXEC)) < 0)
+        goto failed;
+    /* stdin: /dev/null opened anew, whose locks and flags (flock, O_NONBLOCK) end with the
+     * program, where one shared by all would carry them to the next */
+    if ((run->fds[0] = open("/dev/null", O_RDONLY | O_CLOEXEC)) < 0)
+        goto failed;
+    PyOS_BeforeFork();
+    pid_t pid = fork();
+    if (pid == 0) {
+        PyOS_AfterFork_Child();
+        prepare_child(run);
+        return HM_CHILD;
+    }
+    int forked = errno;
+    PyOS_AfterFork_Parent();
+    if (pid < 0) {
+        errno = forked;
+        goto failed;
+    }
+    run->pid = pid;
+    close_quietly(&run->fds[0]);
+    close_quietly(&run->fds[4]);
+    close_quietly(&run->fds[5]);
+    run->pidfd = (int32_t)syscall(SYS_pidfd_open, pid, 0);
+    if (run->pidfd < 0) {
+        run->error = errno;
+        return -2;
+    }
+    int ended = wait_readable(run->pidfd, run->timeout_s);
+    if (ended < 0) {
+        run->error = errno;
+        return -2;
+    }
+    if (!ended) {
+        run->timed_out = 1;
+        return HM_ATTEND;
+    }
+    if (!reap_now(run))
+        return HM_ATTEND;
+    if (run->children >= 0) {
+        char any;
+        if (pread(run->children, &any, 1, 0) != 0) /* one left behind (or the read failed) */
+            return HM_ATTEND;
+    }
+    close_quietly(&run->pidfd);
+    return HM_DONE;
+failed:
+    hm_close(run);
+    return -1;
+}
+
+/* Read what is waiting in the pipe fd, without waiting: an escaped grandchild may still hold
+ * its other end. */
+static int64_t read_waiting(int fd, char *into, size_t room) {
+    if (fcntl(fd, F_SETFL, O_NONBLOCK) != 0)
+        return 0;
+    ssize_t got;
+    do
+        got = read(fd, into, room);
+    while (got < 0 && errno == EINTR);
+    return got > 0 ? got : 0;
+}
+
+/* The end (TAIL_BYTES at most) of what the program wrote to the memory file fd. */
+static int64_t tail(int fd, char *into) {
+    off_t size = lseek(fd, 0, SEEK_END);
+    if (size <= 0)
+        return 0;
+    off_t from = size > TAIL_BYTES ? size - TAIL_BYTES : 0;
+    ssize_t got = pread(fd, into, (size_t)(size - from), from);
+    return got > 0 ? got : 0;
+}
+
+/* What the ended, reaped child left: its report, the sandbox's failure, the secrets, whether
+ * fd 3 still holds them as sent (a command's harness never took them), the tails of stdout
+ * and stderr. Closes every descriptor of the run. */
+void hm_collect(struct hm_run *run) {
+    run->report_size = read_waiting(run->report_r, run->report, REPORT_BYTES);
+    run->failure_size = read_waiting(run->failure_r, run->failure, FAILURE_BYTES);
+    /* (the child is gone) the pass token and the report key */
+    memcpy(run->token, run->secrets + 1, TOKEN_BYTES);
+    memcpy(run->token + TOKEN_BYTES, run->key, TOKEN_BYTES);
+    run->untouched = 0;
+    if (run->command) {
+        char held[2 * TOKEN_BYTES + 1];
+        run->untouched = read_waiting(run->fds[3], held, sizeof held) == 2 * TOKEN_BYTES
+                         && memcmp(held, run->token, 2 * TOKEN_BYTES) == 0;
+    }
+    run->out_size = tail(run->fds[1], run->out);
+    run->err_size = tail(run->fds[2], run->err);
+    hm_close(run);
+}
+
+static int reply(int fd, struct hm_run *run, int32_t state) {
+    struct hm_reply head = {state,           run->status,        run->timed_out,
+                            run->escaped,    run->untouched,     0,
+                            run->report_size, run->failure_size, run->out_size,
+                            run->err_size,   {0}};
+    memcpy(head.token, run->token, sizeof head.token);
+    struct iovec parts[5] = {{&head, sizeof head},
+                             {run->report, (size_t)run->report_size},
+                             {run->failure, (size_t)run->failure_size},
+                             {run->out, (size_t)run->out_size},
+                             {run->err, (size_t)run->err_size}};
+    size_t total = 0;
+    for (int i = 0; i < 5; i++)
+        total += parts[i].iov_len;
+    ssize_t done = writev(fd, parts, 5);
+    if (done < 0 && errno != EINTR)
+        return -1;
+    if (done == (ssize_t)total)
+        return 0;
+    /* (a reply larger than the pipe: the rest, part by part) */
+    size_t skip = done > 0 ? (size_t)done : 0;
+    for (int i = 0; i < 5; i++) {
+        if (skip >= parts[i].iov_len) {
+            skip -= parts[i].iov_len;
+            continue;
+        }
+        if (write_all(fd, (char *)parts[i].iov_base + skip, parts[i].iov_len - skip) != 0)
+            return -1;
+        skip = 0;
+    }
+    return 0;
+}
+
+/* Send the reply on a run that hm_collect finished, and forget what the program left: the
+ * next program is forked with this memory. */
+int hm_reply(struct hm_run *run, int fd) {
+    int sent = reply(fd, run, HM_DONE);
+    int saved = errno;
+    memset(run->report, 0, (size_t)run->report_size);
+    memset(run->failure, 0, (size_t)run->failure_size);
+    memset(run->out, 0, (size_t)run->out_size);
+    memset(run->err, 0, (size_t)run->err_size);
+    memset(run->token, 0, sizeof run->token);
+    errno = saved;
+    return sent;
+}
+
+static int read_exactly(int fd, void *into, size_t size) {
+    char *at = into;
+    while (size) {
+        ssize_t got = read(fd, at, size);
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0)
+            return got == 0 ? 0 : -1;
+        at += got;
+        size -= (size_t)got;
+    }
+    return 1;
+}
+
+/* The fork server's loop: read a request from fd requests, run it, reply on fd replies,
+ * until the worker closes its end (HM_END). Returns HM_CHILD in each child (its payload in
+ * run->payload), HM_ATTEND where hm_launch did (the caller finishes the run, then calls
+ * hm_collect and hm_reply), or HM_BROKEN with run->error (the pipes failed, a request made
+ * no sense, or a child could not be watched: the server must end). A child that could not be
+ * made is answered HM_FAILED, and the loop goes on. */
+int hm_serve(struct hm_run *run, int requests, int replies) {
+    for (;;) {
+        struct hm_request head;
+        int got = read_exactly(requests, &head, sizeof head);
+        if (got == 0)
+            return HM_END;
+        if (got < 0 || head.payload_size > ((uint64_t)1 << 40)) {
+            run->error = got < 0 ? errno : EPROTO;
+            return HM_BROKEN;
+        }
+        if (head.payload_size > run->payload_room) {
+            char *room = realloc(run->payload, head.payload_size);
+            if (room == NULL) {
+                run->error = ENOMEM;
+                return HM_BROKEN;
+            }
+            run->payload = room;
+            run->payload_room = head.payload_size;
+        }
+        if (read_exactly(requests, run->payload, head.payload_size) != 1) {
+            run->error = errno ? errno : EPROTO;
+            return HM_BROKEN;
+        }
+        /* what is left of a longer payload before it, zeroed: no program finds another's
+         * source in its memory */
+        if (run->payload_size > head.payload_size)
+            memset(run->payload + head.payload_size, 0, run->payload_size - head.payload_size);
+        run->payload_size = head.payload_size;
+        run->timeout_s = head.timeout_s;
+        run->command = head.command;
+        run->code_at = head.code_at;
+        memcpy(run->rlimits, head.rlimits, sizeof run->rlimits);
+        int state = hm_launch(run);
+        if (state == HM_CHILD || state == HM_ATTEND)
+            return state;
+        if (state == -2)
+            return HM_BROKEN;
+        if (state == -1) { /* the reply's status is the errno */
+            run->status = errno;
+            run->timed_out = run->escaped = run->untouched = 0;
+            run->report_size = run->failure_size = run->out_size = run->err_size = 0;
+            memset(run->token, 0, sizeof run->token);
+            if (reply(replies, run, HM_FAILED) != 0) {
+                run->error = errno;
+                return HM_BROKEN;
+            }
+            continue;
+        }
+        hm_collect(run);
+        if (hm_reply(run, replies) != 0) {
+            run->error = errno;
+            return HM_BROKEN;
+        }
+    }
+}
