@@ -552,8 +552,8 @@ def memory_file_filter() -> bytes:
     makes ``memfd_create`` fail with ENOSYS, as on a kernel without it: for the programs of a
     worker without a memory cgroup, where a memory file's pages, written and not mapped, count
     to no limit of theirs (RLIMIT_DATA and RLIMIT_AS count what a process maps). Each child
-    loads it (``launcher.load_seccomp``): the forking process makes the programs' output files
-    with it."""
+    loads it (``prepare_child`` in ``_forkloop.c``): the forking process makes the programs'
+    output files with it."""
     with _filter([(b"memfd_create", errno.ENOSYS, None)]) as (lib, ctx):
         lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
         read, write = os.pipe()
