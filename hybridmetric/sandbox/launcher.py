@@ -388,6 +388,20 @@ def _read_exactly(fd: int, size: int, deadline: float) -> bytes:
     return b"".join(chunks)
 
 
+def _read_reply(fd: int, deadline: float) -> tuple[tuple[Any, ...], bytes]:
+    """The fork server's reply: its header (:data:`_REPLY`) and the bytes of its parts, which
+    one read gets with it unless they are large; NoAnswerInTime when it has not all come by
+    ``deadline``, LauncherError at end of file or where more came than one reply."""
+    data = _read_some(fd, 1 << 20, deadline)
+    while len(data) < _REPLY.size:
+        data += _read_some(fd, _REPLY.size - len(data), deadline)
+    head = _REPLY.unpack_from(data)
+    left = _REPLY.size + sum(head[6:10]) - len(data)
+    if left < 0:
+        raise LauncherError("more than one reply in flight")
+    return head, data[_REPLY.size:] + _read_exactly(fd, left, deadline)
+
+
 def _split(data: bytes, sizes: Sequence[int]) -> list[bytes]:
     """``data`` cut into parts of ``sizes`` bytes."""
     parts, at = [], 0
@@ -1616,10 +1630,8 @@ class ForkServer:
             _write_all(self._requests, b"".join((
                 _REQUEST.pack(len(payload) + len(compiled or b""), timeout_s, argv is not None,
                               code_at, *limits), payload, compiled or b"")))
-            deadline = time.monotonic() + timeout_s + GRACE_S
-            (state, status, timed_out, escaped, untouched, _, *sizes, token) = _REPLY.unpack(
-                _read_exactly(self._replies, _REPLY.size, deadline))
-            body = _read_exactly(self._replies, sum(sizes), deadline)
+            (state, status, timed_out, escaped, untouched, _, *sizes, token), body = _read_reply(
+                self._replies, time.monotonic() + timeout_s + GRACE_S)
         except OSError as exc:
             self.stop()
             raise LauncherError(f"the fork server failed: {exc}") from exc
