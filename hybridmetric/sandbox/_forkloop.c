@@ -43,6 +43,7 @@ void PyOS_AfterFork_Child(void);
 #define REPORT_BYTES 65536
 #define FAILURE_BYTES 4096
 #define TAIL_BYTES 16384
+#define PAYLOAD_STEP ((uint64_t)1 << 20)
 
 enum { HM_END = 1, HM_CHILD = 2, HM_DONE = 3, HM_ATTEND = 4, HM_FAILED = 5, HM_BROKEN = 6 };
 
@@ -414,16 +415,23 @@ static int reply(int fd, struct hm_run *run, int32_t state) {
     return 0;
 }
 
-/* Send the reply on a run that hm_collect finished, and forget what the program left: the
- * next program is forked with this memory. */
-int hm_reply(struct hm_run *run, int fd) {
-    int sent = reply(fd, run, HM_DONE);
-    int saved = errno;
+/* Forget what the program left, once it has been read: the next program is forked with
+ * this memory. */
+void hm_forget(struct hm_run *run) {
     memset(run->report, 0, (size_t)run->report_size);
     memset(run->failure, 0, (size_t)run->failure_size);
     memset(run->out, 0, (size_t)run->out_size);
     memset(run->err, 0, (size_t)run->err_size);
     memset(run->token, 0, sizeof run->token);
+    run->report_size = run->failure_size = run->out_size = run->err_size = 0;
+    run->status = run->timed_out = run->escaped = run->untouched = 0;
+}
+
+/* Send the reply on a run that hm_collect finished, and forget it. */
+int hm_reply(struct hm_run *run, int fd) {
+    int sent = reply(fd, run, HM_DONE);
+    int saved = errno;
+    hm_forget(run);
     errno = saved;
     return sent;
 }
@@ -459,13 +467,18 @@ int hm_serve(struct hm_run *run, int requests, int replies) {
             return HM_BROKEN;
         }
         if (head.payload_size > run->payload_room) {
-            char *room = realloc(run->payload, head.payload_size);
-            if (room == NULL) {
+            /* a new buffer, the old one zeroed (freed memory keeps what it held), in whole
+             * MiB: its size tells later programs no more than that a larger one came */
+            if (run->payload != NULL)
+                memset(run->payload, 0, run->payload_size);
+            free(run->payload);
+            run->payload_size = run->payload_room = 0;
+            uint64_t room = (head.payload_size + PAYLOAD_STEP - 1) / PAYLOAD_STEP * PAYLOAD_STEP;
+            if ((run->payload = malloc(room)) == NULL) {
                 run->error = ENOMEM;
                 return HM_BROKEN;
             }
-            run->payload = room;
-            run->payload_room = head.payload_size;
+            run->payload_room = room;
         }
         if (read_exactly(requests, run->payload, head.payload_size) != 1) {
             run->error = errno ? errno : EPROTO;

@@ -253,10 +253,10 @@ def fork_loop() -> ctypes.PyDLL:
         ) from exc
     run = ctypes.POINTER(_Run)
     for name, argtypes in (("hm_launch", (run,)), ("hm_collect", (run,)), ("hm_close", (run,)),
-                           ("hm_reply", (run, ctypes.c_int)),
+                           ("hm_forget", (run,)), ("hm_reply", (run, ctypes.c_int)),
                            ("hm_serve", (run, ctypes.c_int, ctypes.c_int))):
         getattr(library, name).argtypes = argtypes
-    library.hm_collect.restype = library.hm_close.restype = None
+    library.hm_collect.restype = library.hm_close.restype = library.hm_forget.restype = None
     return library
 
 
@@ -1259,10 +1259,12 @@ class Forker:
         if state == _CHILD:
             self._child(argv, source, compiled)
         self._finish(state)
-        return (run.status, bool(run.timed_out), run.part("report"), bytes(run.token),
-                run.part("out").decode("utf-8", "replace"),
-                run.part("err").decode("utf-8", "replace"), run.escaped, run.part("failure"),
-                bool(run.untouched))
+        reply = (run.status, bool(run.timed_out), run.part("report"), bytes(run.token),
+                 run.part("out").decode("utf-8", "replace"),
+                 run.part("err").decode("utf-8", "replace"), run.escaped, run.part("failure"),
+                 bool(run.untouched))
+        self.loop.hm_forget(self.run_at)  # (the next child is forked with this memory)
+        return reply
 
     def serve(self, requests: int, replies: int) -> None:
         """The fork server's loop (``hm_serve``): requests from the worker on ``requests``

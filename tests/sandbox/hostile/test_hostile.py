@@ -3131,18 +3131,23 @@ assert found == {{hashlib.sha256(b"{planted}").hexdigest()}}, found
 """
 
 
-def test_a_program_finds_no_trace_of_the_one_before_in_its_memory(untouched: Check) -> None:
-    """The process that forks programs keeps nothing of one that the next could read in its own
-    memory (``/proc/self/mem``): neither its source (a long one, whose end lies beyond the next
-    request's) nor what it printed."""
-    source_mark, output_mark, planted = (os.urandom(16).hex() for _ in range(3))
-    first = (f"print('zq' + 'y-' + {output_mark!r})\n" + "# padding\n" * 3000
-             + f"# zqx-{source_mark}\nassert True\n")
-    hashes = {hashlib.sha256(mark.encode()).hexdigest() for mark in (source_mark, output_mark)}
-    second = MEMORY_SEARCH.format(planted=planted, hashes=hashes)
+def test_a_program_finds_no_trace_of_the_ones_before_in_its_memory(untouched: Check) -> None:
+    """The process that forks programs keeps nothing of one that a later one could read in its
+    own memory (``/proc/self/mem``): neither its source nor what it printed. A short program
+    first (the first request, whose buffer a larger one replaces), then a long one (its
+    request's end lies beyond the next one's), then the search."""
+    marks = [os.urandom(16).hex() for _ in range(4)]
+    planted = os.urandom(16).hex()
+
+    def program(source_mark: str, output_mark: str, padding: int) -> str:
+        return (f"print('zq' + 'y-' + {output_mark!r})\n" + "# padding\n" * padding
+                + f"# zqx-{source_mark}\nassert True\n")
+
+    hashes = {hashlib.sha256(mark.encode()).hexdigest() for mark in marks}
     with Sandbox(workers=1) as box:
-        ran, searched = box.run([Program("python", first, SLOW),
-                                 Program("python", second, SLOW)])
-        assert ran.outcome == PASSED, ran
-        assert searched.outcome == PASSED, searched
+        results = box.run([Program("python", program(marks[0], marks[1], 0), SLOW),
+                           Program("python", program(marks[2], marks[3], 120_000), SLOW),
+                           Program("python", MEMORY_SEARCH.format(planted=planted, hashes=hashes),
+                                   SLOW)])
+        assert [result.outcome for result in results] == [PASSED] * 3, results
         untouched(box)
