@@ -376,6 +376,7 @@ void hm_collect(struct hm_run *run) {
         char held[2 * TOKEN_BYTES + 1];
         run->untouched = read_waiting(run->fds[3], held, sizeof held) == 2 * TOKEN_BYTES
                          && memcmp(held, run->token, 2 * TOKEN_BYTES) == 0;
+        explicit_bzero(held, sizeof held); /* (the stack is the next child's too) */
     }
     run->out_size = tail(run->fds[1], run->out);
     run->err_size = tail(run->fds[2], run->err);
@@ -396,23 +397,25 @@ static int reply(int fd, struct hm_run *run, int32_t state) {
     size_t total = 0;
     for (int i = 0; i < 5; i++)
         total += parts[i].iov_len;
+    int failed = 0;
     ssize_t done = writev(fd, parts, 5);
     if (done < 0 && errno != EINTR)
-        return -1;
-    if (done == (ssize_t)total)
-        return 0;
-    /* (a reply larger than the pipe: the rest, part by part) */
-    size_t skip = done > 0 ? (size_t)done : 0;
-    for (int i = 0; i < 5; i++) {
-        if (skip >= parts[i].iov_len) {
-            skip -= parts[i].iov_len;
-            continue;
+        failed = 1;
+    else if (done != (ssize_t)total) { /* (a reply larger than the pipe: the rest, by parts) */
+        size_t skip = done > 0 ? (size_t)done : 0;
+        for (int i = 0; i < 5 && !failed; i++) {
+            if (skip >= parts[i].iov_len) {
+                skip -= parts[i].iov_len;
+                continue;
+            }
+            failed = write_all(fd, (char *)parts[i].iov_base + skip, parts[i].iov_len - skip);
+            skip = 0;
         }
-        if (write_all(fd, (char *)parts[i].iov_base + skip, parts[i].iov_len - skip) != 0)
-            return -1;
-        skip = 0;
     }
-    return 0;
+    int saved = errno;
+    explicit_bzero(&head, sizeof head); /* (the stack is the next child's too) */
+    errno = saved;
+    return failed ? -1 : 0;
 }
 
 /* Forget what the program left, once it has been read: the next program is forked with
