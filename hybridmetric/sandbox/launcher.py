@@ -392,7 +392,7 @@ def _read_reply(fd: int, deadline: float) -> tuple[tuple[Any, ...], bytes]:
     """The fork server's reply: its header (:data:`_REPLY`) and the bytes of its parts, which
     one read gets with it unless they are large; NoAnswerInTime when it has not all come by
     ``deadline``, LauncherError at end of file or where more came than one reply."""
-    data = _read_some(fd, 1 << 20, deadline)
+    data = _read_some(fd, 1 << 16, deadline)  # (a larger buffer is mapped and unmapped)
     while len(data) < _REPLY.size:
         data += _read_some(fd, _REPLY.size - len(data), deadline)
     head = _REPLY.unpack_from(data)

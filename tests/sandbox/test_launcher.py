@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import errno
 import fcntl
 import importlib.util
@@ -122,6 +123,26 @@ def test_a_reply_larger_than_a_pipe_comes_whole(tmp_path: Path) -> None:
     assert reply[4] == "o" * 16383 + "\n"
     assert reply[5].startswith("e" * 100) and len(reply[5]) == 16384
     assert _passed(again) and again[4] == "next\n"
+
+
+def test_the_fork_loop_forgets_a_program_once_read() -> None:
+    """What a program printed and reported, its secrets, its sizes and its status are zeroed
+    (``hm_forget``: after each reply, and after :meth:`Forker.launch`), as the next child is
+    forked with that memory."""
+    run = launcher._Run(report_size=3, failure_size=2, out_size=4, err_size=5, status=256,
+                        timed_out=1, escaped=2, untouched=1)
+    for name, size in (("report", 3), ("failure", 2), ("out", 4), ("err", 5)):
+        ctypes.memmove(ctypes.addressof(run) + getattr(launcher._Run, name).offset, b"x" * size,
+                       size)
+    run.token[:] = [7] * len(run.token)
+    assert run.part("out") == b"xxxx"
+    launcher.fork_loop().hm_forget(ctypes.pointer(run))
+    assert (run.report_size, run.failure_size, run.out_size, run.err_size) == (0, 0, 0, 0)
+    assert (run.status, run.timed_out, run.escaped, run.untouched) == (0, 0, 0, 0)
+    assert not any(run.token)
+    for name in ("report", "failure", "out", "err"):
+        assert ctypes.string_at(ctypes.addressof(run) + getattr(launcher._Run, name).offset,
+                                8) == bytes(8)
 
 
 def test_a_missing_fork_loop_says_how_to_build_it(monkeypatch: pytest.MonkeyPatch,
