@@ -414,6 +414,7 @@ static int reply(int fd, struct hm_run *run, int32_t state) {
     }
     int saved = errno;
     explicit_bzero(&head, sizeof head); /* (the stack is the next child's too) */
+    explicit_bzero(parts, sizeof parts);
     errno = saved;
     return failed ? -1 : 0;
 }
@@ -472,8 +473,8 @@ int hm_serve(struct hm_run *run, int requests, int replies) {
         if (head.payload_size > run->payload_room) {
             /* a new buffer, the old one zeroed (freed memory keeps what it held), in whole
              * MiB: its size tells later programs no more than that a larger one came */
-            if (run->payload != NULL)
-                memset(run->payload, 0, run->payload_size);
+            if (run->payload != NULL) /* (explicit: no compiler drops it before the free) */
+                explicit_bzero(run->payload, run->payload_size);
             free(run->payload);
             run->payload_size = run->payload_room = 0;
             uint64_t room = (head.payload_size + PAYLOAD_STEP - 1) / PAYLOAD_STEP * PAYLOAD_STEP;
