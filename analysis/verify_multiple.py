@@ -107,12 +107,14 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--timeout", type=float, default=5.0, help="seconds per program")
     parser.add_argument("--workers", type=int, default=0, help="0 = one per core")
-    parser.add_argument("--cache", default=None, help="SQLite result cache path")
+    parser.add_argument("--cache", default=None,
+                        help="SQLite result cache path (none, the default: no cache)")
     parser.add_argument("--extract-to", type=Path, default=Path("/tmp/hybridmetric-multiple"))
     parser.add_argument("--examples", type=int, default=3, help="examples per disagreement")
     args = parser.parse_args()
     languages = sorted(FOLDERS) if args.language == "all" else [args.language]
-    with Sandbox(workers=args.workers, cache=args.cache) as sandbox:
+    cache = None if args.cache in (None, "none") else args.cache  # (as pass_rate.cache=none)
+    with Sandbox(workers=args.workers, cache=cache) as sandbox:
         print(f"isolation: {sandbox.isolation}")
         for language in languages:
             verify(language, sandbox, args)
