@@ -1,27 +1,29 @@
-/* The fork server's loop: the part of each program's run that happens in the process that
- * forks it, in C.
+/* The fork loop: the part of each program's run that happens in the process that forks it,
+ * and in the child until the program's own Python (or its execve), in C.
  *
  * Every page a forking process writes between two forks is a page fault once the next fork has
- * shared it, and a Python loop writes ~110 of them a program (reference counts, new objects,
- * frames); this loop writes a handful. It does what launcher.Forker.launch did in Python: draw
- * the program's two secrets, make its pipes and memory files, fork, wait for the child (or its
- * time limit), reap it, and collect what it left; the child returns to Python, which runs the
- * program. Whatever is unusual (a timeout, a child that cannot be reaped at once, processes the
- * program left behind) it hands back to Python (HM_ATTEND), which kills and reaps, then calls
- * hm_collect. A plain C library, loaded with ctypes.PyDLL (the caller holds the GIL
- * throughout: the forking process has one thread); no Python header: the three calls that
- * os.fork makes around a fork are found in the running interpreter. Linux only.
+ * shared it, and the Python loop this replaces wrote ~110 of them a program (reference counts,
+ * new objects, frames); this one writes a handful. For each program it reads the worker's
+ * request (hm_serve; launcher.Forker.launch calls hm_launch directly), draws the program's two
+ * secrets, makes its pipes and memory files, forks, sets the child up (prepare_child), waits for
+ * the child (or its time limit), reaps it, collects what it left, replies, and forgets it; the
+ * child returns to Python, which runs the program. Whatever is unusual (a timeout, a child that
+ * cannot be reaped at once, processes the program left behind) it hands back to Python
+ * (HM_ATTEND), which kills and reaps, then calls hm_collect. A plain C library, loaded with
+ * ctypes.PyDLL (the caller holds the GIL throughout: the forking process has one thread); no
+ * Python header: the three calls that os.fork makes around a fork are found in the running
+ * interpreter. Linux only.
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <grp.h>
-#include <stdio.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/random.h>

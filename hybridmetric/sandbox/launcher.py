@@ -1208,8 +1208,8 @@ class Forker:
         # The fork server's list of its children, kept open (see _kill_children).
         self.children = os.open(f"/proc/self/task/{os.getpid()}/children",
                                 os.O_RDONLY | os.O_CLOEXEC) if dedicated else -1
-        # The fork loop, and the one run it is given for every program (what it holds of one
-        # program's output, the next overwrites).
+        # The fork loop, and the one run it is given for every program (what it holds of a
+        # program is zeroed once read: hm_forget).
         self.loop = fork_loop()
         self.run = _Run(uid=-1 if uid is None else uid, children=self.children, pidfd=-1,
                         secrets=_TOKEN_AT, report_r=-1, failure_r=-1, work=os.fsencode(work),
