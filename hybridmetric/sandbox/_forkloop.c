@@ -433,14 +433,16 @@ void hm_forget(struct hm_run *run) {
     run->status = run->timed_out = run->escaped = run->untouched = 0;
 }
 
-/* Send the reply on a run that hm_collect finished, and forget it. */
-int hm_reply(struct hm_run *run, int fd) {
-    int sent = reply(fd, run, HM_DONE);
+static int reply_and_forget(struct hm_run *run, int fd, int32_t state) {
+    int sent = reply(fd, run, state);
     int saved = errno;
     hm_forget(run);
     errno = saved;
     return sent;
 }
+
+/* Send the reply on a run that hm_collect finished, and forget it. */
+int hm_reply(struct hm_run *run, int fd) { return reply_and_forget(run, fd, HM_DONE); }
 
 static int read_exactly(int fd, void *into, size_t size) {
     char *at = into;
@@ -504,12 +506,11 @@ int hm_serve(struct hm_run *run, int requests, int replies) {
             return state;
         if (state == -2)
             return HM_BROKEN;
-        if (state == -1) { /* the reply's status is the errno */
-            run->status = errno;
-            run->timed_out = run->escaped = run->untouched = 0;
-            run->report_size = run->failure_size = run->out_size = run->err_size = 0;
-            memset(run->token, 0, sizeof run->token);
-            if (reply(replies, run, HM_FAILED) != 0) {
+        if (state == -1) { /* nothing ran: the reply's status is the errno, and no part */
+            int why = errno;
+            hm_forget(run);
+            run->status = why;
+            if (reply_and_forget(run, replies, HM_FAILED) != 0) {
                 run->error = errno;
                 return HM_BROKEN;
             }
