@@ -9,12 +9,17 @@
  * the child (or its time limit), reaps it, collects what it left, replies, and forgets it; the
  * child returns to Python, which runs the program. Whatever is unusual (a timeout, a child that
  * cannot be reaped at once, processes the program left behind) it hands back to Python
- * (HM_ATTEND), which kills and reaps, then calls hm_collect. A plain C library, loaded with
- * ctypes.PyDLL (the caller holds the GIL throughout: the forking process has one thread); no
- * Python header: the three calls that os.fork makes around a fork are found in the running
- * interpreter. Linux only.
+ * (HM_ATTEND), which kills and reaps, then calls hm_collect. A Python module (PyInit__forkloop,
+ * at the end): the loop's calls, and what a Python child calls before and after its program
+ * (its request, its secrets), as builtins, which keep the GIL throughout (the forking process
+ * has one thread); through ctypes, each call wrote ~6 pages of ctypes' own objects, every one
+ * a page the child copies (a child faulted ~16 more). Python's limited API (3.11): one build
+ * for every Python 3 from 3.11 (abi3). Linux only.
  */
-#define _GNU_SOURCE
+#define Py_LIMITED_API 0x030B0000
+#define PY_SSIZE_T_CLEAN
+#include <Python.h> /* (first: it sets _GNU_SOURCE, as this file needs) */
+
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
@@ -34,10 +39,6 @@
 #include <time.h>
 #include <unistd.h>
 
-void PyOS_BeforeFork(void);
-void PyOS_AfterFork_Parent(void);
-void PyOS_AfterFork_Child(void);
-
 #ifndef SECCOMP_MODE_FILTER
 #define SECCOMP_MODE_FILTER 2
 #endif
@@ -46,6 +47,7 @@ void PyOS_AfterFork_Child(void);
 #define FAILURE_BYTES 4096
 #define TAIL_BYTES 16384
 #define PAYLOAD_STEP ((uint64_t)1 << 20)
+#define PAGE_BYTES 4096 /* the secrets' page (at least) */
 
 enum { HM_END = 1, HM_CHILD = 2, HM_DONE = 3, HM_ATTEND = 4, HM_FAILED = 5, HM_BROKEN = 6 };
 
@@ -111,7 +113,7 @@ static void close_quietly(int32_t *fd) {
 }
 
 /* Close what hm_launch made and hm_collect has not closed. */
-void hm_close(struct hm_run *run) {
+static void hm_close(struct hm_run *run) {
     for (int i = 0; i < 6; i++)
         close_quietly(&run->fds[i]);
     close_quietly(&run->report_r);
@@ -262,7 +264,7 @@ static void prepare_child(struct hm_run *run) {
  * the child cannot be reaped yet, or left processes (pidfd stays open for the caller); -1 with
  * errno set where no child was made (nothing stays open), -2 where one was but its pidfd could
  * not be opened (the child runs on, unwatched: the caller must end). */
-int hm_launch(struct hm_run *run) {
+static int hm_launch(struct hm_run *run) {
     reset(run);
     int token[2] = {-1, -1}, report[2] = {-1, -1}, failure[2] = {-1, -1};
     /* both secrets at once, and the byte between them, which nothing reads */
@@ -367,7 +369,7 @@ static int64_t tail(int fd, char *into) {
 /* What the ended, reaped child left: its report, the sandbox's failure, the secrets, whether
  * fd 3 still holds them as sent (a command's harness never took them), the tails of stdout
  * and stderr. Closes every descriptor of the run. */
-void hm_collect(struct hm_run *run) {
+static void hm_collect(struct hm_run *run) {
     run->report_size = read_waiting(run->report_r, run->report, REPORT_BYTES);
     run->failure_size = read_waiting(run->failure_r, run->failure, FAILURE_BYTES);
     /* (the child is gone) the pass token and the report key */
@@ -423,7 +425,7 @@ static int reply(int fd, struct hm_run *run, int32_t state) {
 
 /* Forget what the program left, once it has been read: the next program is forked with
  * this memory. */
-void hm_forget(struct hm_run *run) {
+static void hm_forget(struct hm_run *run) {
     memset(run->report, 0, (size_t)run->report_size);
     memset(run->failure, 0, (size_t)run->failure_size);
     memset(run->out, 0, (size_t)run->out_size);
@@ -442,7 +444,7 @@ static int reply_and_forget(struct hm_run *run, int fd, int32_t state) {
 }
 
 /* Send the reply on a run that hm_collect finished, and forget it. */
-int hm_reply(struct hm_run *run, int fd) { return reply_and_forget(run, fd, HM_DONE); }
+static int hm_reply(struct hm_run *run, int fd) { return reply_and_forget(run, fd, HM_DONE); }
 
 static int read_exactly(int fd, void *into, size_t size) {
     char *at = into;
@@ -464,7 +466,7 @@ static int read_exactly(int fd, void *into, size_t size) {
  * hm_collect and hm_reply), or HM_BROKEN with run->error (the pipes failed, a request made
  * no sense, or a child could not be watched: the server must end). A child that could not be
  * made is answered HM_FAILED, and the loop goes on. */
-int hm_serve(struct hm_run *run, int requests, int replies) {
+static int hm_serve(struct hm_run *run, int requests, int replies) {
     for (;;) {
         struct hm_request head;
         int got = read_exactly(requests, &head, sizeof head);
@@ -522,4 +524,236 @@ int hm_serve(struct hm_run *run, int requests, int replies) {
             return HM_BROKEN;
         }
     }
+}
+
+/* The module (launcher.fork_loop): the loop's calls, and the child's (launcher._python_main,
+ * Forker.serve and Forker._child), as Python builtins. Addresses come as ints: the run
+ * (ctypes.addressof of a launcher._Run), the secrets' page (launcher._TOKEN_AT). */
+
+static void *address_of(PyObject *value) {
+    void *at = PyLong_AsVoidPtr(value);
+    if (at == NULL && !PyErr_Occurred())
+        PyErr_SetString(PyExc_ValueError, "a null address");
+    return at;
+}
+
+/* request(run): the child's request, read in place, as (head, code): memoryviews of the
+ * payload's marshalled (argv, source) and of the code after it (None where none came). */
+static PyObject *py_request(PyObject *module, PyObject *run_at) {
+    (void)module;
+    struct hm_run *run = address_of(run_at);
+    if (run == NULL)
+        return NULL;
+    Py_ssize_t size = (Py_ssize_t)run->payload_size;
+    Py_ssize_t end = run->code_at < 0 ? size : (Py_ssize_t)run->code_at;
+    if (end > size) {
+        PyErr_SetString(PyExc_ValueError, "the request's code lies past its end");
+        return NULL;
+    }
+    PyObject *head = PyMemoryView_FromMemory(run->payload, end, PyBUF_READ);
+    if (head == NULL)
+        return NULL;
+    PyObject *code = run->code_at < 0 ? Py_NewRef(Py_None)
+                                      : PyMemoryView_FromMemory(run->payload + end, size - end,
+                                                                PyBUF_READ);
+    if (code == NULL) {
+        Py_DECREF(head);
+        return NULL;
+    }
+    PyObject *both = PyTuple_Pack(2, head, code);
+    Py_DECREF(head);
+    Py_DECREF(code);
+    return both;
+}
+
+/* key(run): the program's report key, as bytes. */
+static PyObject *py_key(PyObject *module, PyObject *run_at) {
+    (void)module;
+    struct hm_run *run = address_of(run_at);
+    return run == NULL ? NULL : PyBytes_FromStringAndSize((const char *)run->key, TOKEN_BYTES);
+}
+
+/* read_token(secrets, fd): "T" and the pass token from fd into the secrets' page, whose
+ * first byte says what is sent (see mark); OSError where the TOKEN_BYTES did not come. */
+static PyObject *py_read_token(PyObject *module, PyObject *const *args, Py_ssize_t count) {
+    (void)module;
+    if (count != 2) {
+        PyErr_SetString(PyExc_TypeError, "read_token(secrets, fd)");
+        return NULL;
+    }
+    unsigned char *secrets = address_of(args[0]);
+    long fd = PyLong_AsLong(args[1]);
+    if (secrets == NULL || (fd == -1 && PyErr_Occurred()))
+        return NULL;
+    secrets[0] = 'T';
+    ssize_t got = read((int)fd, secrets + 1, TOKEN_BYTES);
+    if (got != TOKEN_BYTES) {
+        errno = got < 0 ? errno : EPROTO;
+        return PyErr_SetFromErrno(PyExc_OSError);
+    }
+    Py_RETURN_NONE;
+}
+
+/* mark(secrets, kind): the byte sent before the pass token ("S": the program does not
+ * compile). */
+static PyObject *py_mark(PyObject *module, PyObject *const *args, Py_ssize_t count) {
+    (void)module;
+    if (count != 2) {
+        PyErr_SetString(PyExc_TypeError, "mark(secrets, kind)");
+        return NULL;
+    }
+    unsigned char *secrets = address_of(args[0]);
+    long kind = PyLong_AsLong(args[1]);
+    if (secrets == NULL || (kind == -1 && PyErr_Occurred()))
+        return NULL;
+    secrets[0] = (unsigned char)kind;
+    Py_RETURN_NONE;
+}
+
+/* send_token(fd, secrets, size, pid): in the process pid, write the secrets' first size bytes
+ * to fd, and say whether all went; in another (one the program forked, returning through its
+ * harness's frame), send nothing and say True. An object of a type of its own, not a builtin:
+ * the harness calls it as the program's code returns, where a profile function of the
+ * program's still runs, and sees the call of a builtin ("c_call"), as python's own exit
+ * shows it none. */
+static PyObject *send_token(PyObject *self, PyObject *args, PyObject *keywords) {
+    (void)self;
+    long fd, pid;
+    PyObject *at;
+    Py_ssize_t size;
+    if (keywords != NULL) {
+        PyErr_SetString(PyExc_TypeError, "send_token takes no keywords");
+        return NULL;
+    }
+    if (!PyArg_ParseTuple(args, "lOnl", &fd, &at, &size, &pid))
+        return NULL;
+    const void *secrets = address_of(at);
+    if (secrets == NULL)
+        return NULL;
+    if (size < 0 || size > PAGE_BYTES || fd < 0 || fd > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "send_token: no such size or descriptor");
+        return NULL;
+    }
+    if ((long)getpid() != pid)
+        Py_RETURN_TRUE;
+    return PyBool_FromLong(write((int)fd, secrets, (size_t)size) == size);
+}
+
+static PyType_Slot sender_slots[] = {
+    {Py_tp_call, send_token},
+    {Py_tp_doc, "send_token(fd, secrets, size, pid): the pass token, from its page."},
+    {0, NULL},
+};
+
+static PyType_Spec sender_spec = {
+    "_forkloop.TokenSender", 0, 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    sender_slots,
+};
+
+/* The loop's calls, on the run at the address args[0], and the descriptors after it: 0 where
+ * the arguments are not so (the exception set). */
+static int loop_arguments(PyObject *const *args, Py_ssize_t count, Py_ssize_t fds,
+                          struct hm_run **run, int *fd) {
+    if (count != 1 + fds) {
+        PyErr_SetString(PyExc_TypeError, "the fork loop's calls take the run and its descriptors");
+        return 0;
+    }
+    if ((*run = address_of(args[0])) == NULL)
+        return 0;
+    for (Py_ssize_t i = 0; i < fds; i++) {
+        long value = PyLong_AsLong(args[1 + i]);
+        if (value == -1 && PyErr_Occurred())
+            return 0;
+        if (value < 0 || value > INT32_MAX) {
+            PyErr_SetString(PyExc_ValueError, "no such descriptor");
+            return 0;
+        }
+        fd[i] = (int)value;
+    }
+    return 1;
+}
+
+static PyObject *py_launch(PyObject *module, PyObject *const *args, Py_ssize_t count) {
+    (void)module;
+    struct hm_run *run;
+    return loop_arguments(args, count, 0, &run, NULL) ? PyLong_FromLong(hm_launch(run)) : NULL;
+}
+
+static PyObject *py_serve(PyObject *module, PyObject *const *args, Py_ssize_t count) {
+    (void)module;
+    struct hm_run *run;
+    int fd[2];
+    return loop_arguments(args, count, 2, &run, fd) ? PyLong_FromLong(hm_serve(run, fd[0], fd[1]))
+                                                     : NULL;
+}
+
+static PyObject *py_reply(PyObject *module, PyObject *const *args, Py_ssize_t count) {
+    (void)module;
+    struct hm_run *run;
+    int fd[1];
+    return loop_arguments(args, count, 1, &run, fd) ? PyLong_FromLong(hm_reply(run, fd[0])) : NULL;
+}
+
+static PyObject *py_collect(PyObject *module, PyObject *const *args, Py_ssize_t count) {
+    (void)module;
+    struct hm_run *run;
+    if (!loop_arguments(args, count, 0, &run, NULL))
+        return NULL;
+    hm_collect(run);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_close(PyObject *module, PyObject *const *args, Py_ssize_t count) {
+    (void)module;
+    struct hm_run *run;
+    if (!loop_arguments(args, count, 0, &run, NULL))
+        return NULL;
+    hm_close(run);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_forget(PyObject *module, PyObject *const *args, Py_ssize_t count) {
+    (void)module;
+    struct hm_run *run;
+    if (!loop_arguments(args, count, 0, &run, NULL))
+        return NULL;
+    hm_forget(run);
+    Py_RETURN_NONE;
+}
+
+#define FAST(name) (PyCFunction)(void (*)(void))(name), METH_FASTCALL
+
+static PyMethodDef methods[] = {
+    {"launch", FAST(py_launch), "launch(run): fork the next program (hm_launch)."},
+    {"serve", FAST(py_serve), "serve(run, requests, replies): the fork server's loop (hm_serve)."},
+    {"reply", FAST(py_reply), "reply(run, fd): send the reply and forget the run (hm_reply)."},
+    {"collect", FAST(py_collect), "collect(run): what the program left (hm_collect)."},
+    {"close", FAST(py_close), "close(run): what hm_launch made and hm_collect has not closed."},
+    {"forget", FAST(py_forget), "forget(run): zero what the run holds of its program."},
+    {"request", py_request, METH_O, "The child's request: (head, code), memoryviews."},
+    {"key", py_key, METH_O, "The program's report key."},
+    {"read_token", FAST(py_read_token), "'T' and the pass token into the secrets' page."},
+    {"mark", FAST(py_mark), "The byte sent before the pass token."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_forkloop", "The sandbox's fork loop (see _forkloop.c).", -1,
+    methods, NULL, NULL, NULL, NULL,
+};
+
+PyMODINIT_FUNC PyInit__forkloop(void) {
+    PyObject *loop = PyModule_Create(&module);
+    if (loop == NULL)
+        return NULL;
+    PyObject *sender = NULL, *type = PyType_FromSpec(&sender_spec);
+    if (type != NULL)
+        sender = PyType_GenericAlloc((PyTypeObject *)type, 0);
+    Py_XDECREF(type);
+    if (sender == NULL || PyModule_AddObject(loop, "send_token", sender) != 0) {
+        Py_XDECREF(sender);
+        Py_DECREF(loop);
+        return NULL;
+    }
+    return loop;
 }

@@ -7,10 +7,10 @@ working directory, rlimits and uid, then either runs Python source in the forked
 ``execve``\\ s a command. :meth:`Forker.launch` forks it, waits with a wall-clock limit, kills its
 group on timeout and returns what it left: exit status, report, output tails. What happens in
 the forking process for each program, and in the child until its program's own Python or
-``execve``, is C (``_forkloop.c``, loaded with ctypes): a Python loop wrote ~100 more pages
+``execve``, is C (``_forkloop.c``, a module of builtins): a Python loop wrote ~100 more pages
 between forks, each a fault once the next fork has shared it, and a child copied the pages its
-Python setup wrote; only what is rare (a timeout, processes a program left) comes back to
-Python. A Python program
+Python setup wrote (and the pages of ctypes' own objects, for each call through ctypes); only
+what is rare (a timeout, processes a program left) comes back to Python. A Python program
 is compiled by the worker where that leaves nothing behind (``compiling.py``; the part that
 programs share, a task's tests, once for them all), which sends the code for the child to load:
 a program that does not compile needs no child at all, and neither the compiler's memory nor
@@ -80,7 +80,7 @@ from builtins import (
 )
 from builtins import exec as run_code
 from collections.abc import Callable, Collection, Sequence
-from importlib.machinery import SourceFileLoader
+from importlib.machinery import ExtensionFileLoader, ModuleSpec, SourceFileLoader
 from marshal import loads as unmarshal
 from os import (
     _exit,
@@ -135,23 +135,12 @@ GRACE_S = 10.0
 STARTUP_TIMEOUT_S = 120.0
 
 libc = ctypes.CDLL(None, use_errno=True)
-#: ``prctl`` without ctypes' errno swapping, for the call every forked child makes: through
-#: ``libc`` it reaches ctypes' per-thread copy of errno, which costs a child that does nothing
-#: else about 65 more page faults (0.15 ms); this way about 9 (a program shares some of them).
+#: The C library without ctypes' errno swapping (``libc``'s copies errno to and from a
+#: per-thread copy of ctypes' own around each call): ``errno`` as the library left it.
 _plain_libc = ctypes.CDLL(None)
 _prctl = _plain_libc.prctl
 _errno_location = _plain_libc.__errno_location
 _errno_location.restype = ctypes.POINTER(ctypes.c_int)
-#: The C library's calls that send and report a program's secrets without a Python object
-#: ever holding them while the program runs (see :data:`_TOKEN_AT`).
-_c_write = _plain_libc.write
-_c_write.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t)
-_c_write.restype = ctypes.c_ssize_t
-_c_read = _plain_libc.read
-_c_read.argtypes = (ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t)
-_c_read.restype = ctypes.c_ssize_t
-#: (the C library's: a profile function sees no call of it, as it sees ``os.getpid``'s)
-_c_getpid = _plain_libc.getpid
 _c_memset = _plain_libc.memset
 _c_memset.argtypes = (ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t)
 _c_mmap = _plain_libc.mmap
@@ -194,6 +183,8 @@ _c_memset(_TOKEN_AT, ord("T"), 1)
 #: The fork loop (``_forkloop.c``), which ``pip install`` builds beside this file: one library
 #: for every Python 3 (abi3). Loaded by :class:`Forker`, where a process is to fork programs.
 FORK_LOOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_forkloop.abi3.so")
+#: The fork loop's module, once :func:`fork_loop` loaded it.
+_forkloop: ModuleType | None = None
 #: What the fork loop's calls return (``_forkloop.c``).
 _END, _CHILD, _DONE, _ATTEND, _FAILED, _BROKEN = range(1, 7)
 #: A request to the fork server: payload bytes, wall-clock limit, a command or not, where the
@@ -234,30 +225,24 @@ class _Run(ctypes.Structure):
                                 getattr(self, f"{name}_size"))
 
 
-#: A memoryview of C memory, not copied (what a child reads its request from).
-_memory_view = ctypes.pythonapi.PyMemoryView_FromMemory
-_memory_view.argtypes = (ctypes.c_void_p, ctypes.c_ssize_t, ctypes.c_int)
-_memory_view.restype = ctypes.py_object
-PyBUF_READ = 0x100
-
-
-def fork_loop() -> ctypes.PyDLL:
-    """The fork loop's library; ImportError, saying how to build it, where it was not built."""
-    try:
-        library = ctypes.PyDLL(FORK_LOOP)
-    except OSError as exc:
-        raise ImportError(
-            f"the sandbox's fork loop is not built ({exc}): install hybridmetric with pip "
-            f"(`pip install -e .` in its folder), which compiles "
-            f"hybridmetric/sandbox/_forkloop.c with the machine's C compiler (gcc or clang)"
-        ) from exc
-    run = ctypes.POINTER(_Run)
-    for name, argtypes in (("hm_launch", (run,)), ("hm_collect", (run,)), ("hm_close", (run,)),
-                           ("hm_forget", (run,)), ("hm_reply", (run, ctypes.c_int)),
-                           ("hm_serve", (run, ctypes.c_int, ctypes.c_int))):
-        getattr(library, name).argtypes = argtypes
-    library.hm_collect.restype = library.hm_close.restype = library.hm_forget.restype = None
-    return library
+def fork_loop() -> ModuleType:
+    """The fork loop's module (its calls take the address of a :class:`_Run`), loaded once, from
+    :data:`FORK_LOOP`, without its package (which a worker and its fork server never import);
+    ImportError, saying how to build it, where it was not built."""
+    global _forkloop
+    if _forkloop is None:
+        loader = ExtensionFileLoader("hybridmetric.sandbox._forkloop", FORK_LOOP)
+        try:
+            module = loader.create_module(ModuleSpec(loader.name, loader, origin=FORK_LOOP))
+            loader.exec_module(module)
+        except ImportError as exc:
+            raise ImportError(
+                f"the sandbox's fork loop is not built ({exc}): install hybridmetric with pip "
+                f"(`pip install -e .` in its folder), which compiles "
+                f"hybridmetric/sandbox/_forkloop.c with the machine's C compiler (gcc or clang)"
+            ) from exc
+        _forkloop = module
+    return _forkloop
 
 
 #: (memory bytes, CPU seconds, file bytes, open files, processes, address space bytes): a
@@ -1015,13 +1000,12 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | memoryvi
     run, end, pid_now, say, report = run_code, _exit, getpid, _say_why, write
     caught, exited, starved = BaseException, SystemExit, MemoryError
     profile_with, trace_with = setprofile, settrace
-    token_at, token_out, token_size, pid_in_c = _TOKEN_AT, _c_write, 1 + TOKEN_BYTES, _c_getpid
+    # (send_token: no profile function sees its call, as none sees python's exit)
+    token_at, token_out, token_size = _TOKEN_AT, _forkloop.send_token, 1 + TOKEN_BYTES
     own_pid = pid_now()
     # The token, from its pipe into this process's page (see _TOKEN_AT), and fd 3 closed: the
     # program cannot read it there, nor find it in a Python object.
-    _c_memset(token_at, ord("T"), 1)
-    if _c_read(TOKEN_FD, token_at + 1, TOKEN_BYTES) != TOKEN_BYTES:
-        raise OSError(_plain_errno(), "the token could not be read")
+    _forkloop.read_token(token_at, TOKEN_FD)
     close(TOKEN_FD)
     close(FAILURE_FD)  # what fails from here on is the program's (see FAILURE_FD)
     # Its folder first on the import path, from here: had the forking process looked it up
@@ -1045,8 +1029,8 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | memoryvi
         kind, error = b"S", exc
         # (none of the program's code has run, nor will: ``S`` goes out with the pass token
         # after it, which no program reaches, where the report key's a program can find)
-        _c_memset(token_at, ord("S"), 1)
-        token_out(4, token_at, token_size)
+        _forkloop.mark(token_at, ord("S"))
+        token_out(4, token_at, token_size, own_pid)
     except MemoryError as exc:
         kind, error = b"M", exc
     if not kind:
@@ -1070,11 +1054,10 @@ def _python_main(source: str, path: str, folder: str, compiled: bytes | memoryvi
         sent = False
         try:
             if len(code) == 2:
-                sent = run(code[1], namespace, run(code[0], namespace)) or (
-                    pid_in_c() != own_pid or token_out(4, token_at, token_size) == token_size)
+                sent = run(code[1], namespace, run(code[0], namespace)) or token_out(
+                    4, token_at, token_size, own_pid)
             else:
-                sent = run(code[0], namespace) or (
-                    pid_in_c() != own_pid or token_out(4, token_at, token_size) == token_size)
+                sent = run(code[0], namespace) or token_out(4, token_at, token_size, own_pid)
         except exited as exc:
             kind, error = b"X", exc
         except starved as exc:
@@ -1216,7 +1199,7 @@ class Forker:
                         seccomp=ctypes.addressof(self.child_filter) if self.child_filter else None,
                         cgroup_procs=-1 if self.cgroup_procs is None else self.cgroup_procs)
         self.run.fds[:] = [-1] * 6
-        self.run_at = ctypes.pointer(self.run)
+        self.run_at = ctypes.addressof(self.run)  # (what the loop's calls take)
         self.path = os.path.join(work, PROGRAM)
         self.loader = SourceFileLoader("__main__", self.path)  # (each program's __loader__)
         self.streams = _program_streams()  # made once: a fork need not build them
@@ -1255,7 +1238,7 @@ class Forker:
             self.frames_below = _frames_under(sys._getframe())
         run = self.run
         run.timeout_s, run.command, run.rlimits[:] = timeout_s, argv is not None, limits
-        state = self.loop.hm_launch(self.run_at)
+        state = self.loop.launch(self.run_at)
         if state == _CHILD:
             self._child(argv, source, compiled)
         self._finish(state)
@@ -1263,7 +1246,7 @@ class Forker:
                  run.part("out").decode("utf-8", "replace"),
                  run.part("err").decode("utf-8", "replace"), run.escaped, run.part("failure"),
                  bool(run.untouched))
-        self.loop.hm_forget(self.run_at)  # (the next child is forked with this memory)
+        self.loop.forget(self.run_at)  # (the next child is forked with this memory)
         return reply
 
     def serve(self, requests: int, replies: int) -> None:
@@ -1275,18 +1258,17 @@ class Forker:
             self.frames_below = _frames_under(sys._getframe())
         run = self.run
         while True:
-            state = self.loop.hm_serve(self.run_at, requests, replies)
+            state = self.loop.serve(self.run_at, requests, replies)
             if state == _END:
                 return
             if state == _CHILD:  # (read in place: each page a copy writes, the child copies)
-                payload = _memory_view(run.payload, run.payload_size, PyBUF_READ)
-                end = run.payload_size if run.code_at < 0 else run.code_at
-                argv, source = unmarshal(payload[:end])
-                self._child(argv, source, payload[end:] if run.code_at >= 0 else None)
+                head, code = self.loop.request(self.run_at)
+                argv, source = unmarshal(head)
+                self._child(argv, source, code)
             if state == _BROKEN:
                 raise OSError(run.error, f"the fork loop failed: {os.strerror(run.error)}")
             self._finish(state)
-            if self.loop.hm_reply(self.run_at, replies) != 0:
+            if self.loop.reply(self.run_at, replies) != 0:
                 raise OSError(_plain_errno(), "the fork server cannot reply")
 
     def _finish(self, state: int) -> None:
@@ -1303,9 +1285,9 @@ class Forker:
             if state == _ATTEND:
                 self._attend(run)
         except BaseException:
-            self.loop.hm_close(self.run_at)
+            self.loop.close(self.run_at)
             raise
-        self.loop.hm_collect(self.run_at)
+        self.loop.collect(self.run_at)
 
     def _attend(self, run: _Run) -> None:
         """A run that timed out, whose child cannot be reaped yet, or that left processes:
@@ -1333,7 +1315,8 @@ class Forker:
                 assert source is not None
                 if not self.dedicated:
                     _enter_python(self.streams)
-                _python_main(source, self.path, self.work, compiled, bytes(self.run.key),
+                _python_main(source, self.path, self.work, compiled,
+                             self.loop.key(self.run_at),
                              # (the loop's caller's frame and _child's, and what exec costs)
                              self.frames_below + 2 + self.exec_levels, self.loader)
             signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # (see program_signals)

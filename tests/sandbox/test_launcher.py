@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import _ctypes
 import ctypes
 import errno
 import fcntl
@@ -10,6 +11,7 @@ import json
 import marshal
 import os
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -136,7 +138,7 @@ def test_the_fork_loop_forgets_a_program_once_read() -> None:
                        size)
     run.token[:] = [7] * len(run.token)
     assert run.part("out") == b"xxxx"
-    launcher.fork_loop().hm_forget(ctypes.pointer(run))
+    launcher.fork_loop().forget(ctypes.addressof(run))
     assert (run.report_size, run.failure_size, run.out_size, run.err_size) == (0, 0, 0, 0)
     assert (run.status, run.timed_out, run.escaped, run.untouched) == (0, 0, 0, 0)
     assert not any(run.token)
@@ -145,9 +147,18 @@ def test_the_fork_loop_forgets_a_program_once_read() -> None:
                                 8) == bytes(8)
 
 
+@pytest.mark.parametrize("found", ["nothing", "a library that is not the loop's module"])
 def test_a_missing_fork_loop_says_how_to_build_it(monkeypatch: pytest.MonkeyPatch,
-                                                  tmp_path: Path) -> None:
-    monkeypatch.setattr(launcher, "FORK_LOOP", str(tmp_path / "_forkloop.abi3.so"))
+                                                  tmp_path: Path, found: str) -> None:
+    """No library, or one built before the loop was a module (here: another extension)."""
+    path = tmp_path / "_forkloop.abi3.so"
+    if found != "nothing":
+        other = getattr(_ctypes, "__file__", None)
+        if other is None:
+            pytest.skip("this Python's _ctypes is built in: no other extension file to copy")
+        shutil.copy(other, path)
+    monkeypatch.setattr(launcher, "FORK_LOOP", str(path))
+    monkeypatch.setattr(launcher, "_forkloop", None)
     with pytest.raises(ImportError, match=r"not built.*pip install -e \..*C compiler"):
         launcher.fork_loop()
 

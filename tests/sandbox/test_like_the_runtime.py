@@ -176,6 +176,19 @@ sys.%s(hook)
 assert sum([1, 2]) == 3
 done = True
 """
+#: A profile function that fails at any call of a builtin once the program ended: python's exit
+#: calls none it sees, nor may the harness (it sends the pass token there).
+PROFILE_LEFT_ON = """import sys
+done = False
+
+def hook(frame, event, arg):
+    if done and event == "c_call":
+        raise RuntimeError(f"a builtin ({arg.__name__}) called after the program ended")
+
+sys.setprofile(hook)
+assert sum([1, 2]) == 3
+done = True
+"""
 
 CASES = [
     # Python: the interpreter waits for non-daemon threads (and a ThreadPoolExecutor's workers,
@@ -203,6 +216,7 @@ CASES = [
     # the program's trace and profile functions, still on at its end, see none of the harness
     ("trace_function_left_on", "python", TRACE_LEFT_ON % "settrace", PASSED),
     ("profile_function_left_on", "python", TRACE_LEFT_ON % "setprofile", PASSED),
+    ("profile_function_left_on_sees_no_builtin", "python", PROFILE_LEFT_ON, PASSED),
     # the module loses __file__ and __cached__ after its last line, as python's does
     ("file_name_gone_at_exit", "python",
      "import atexit, os\n__cached__\natexit.register(lambda: ('__file__' in globals() or "
