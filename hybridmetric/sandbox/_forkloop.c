@@ -650,8 +650,8 @@ static PyType_Spec sender_spec = {
     sender_slots,
 };
 
-/* The loop's calls, on the run at the address args[0], and the descriptors after it: 0 where
- * the arguments are not so (the exception set). */
+/* The arguments of the loop's calls that take descriptors: the run at the address args[0], and
+ * the descriptors after it; 0 where they are not so (the exception set). */
 static int loop_arguments(PyObject *const *args, Py_ssize_t count, Py_ssize_t fds,
                           struct hm_run **run, int *fd) {
     if (count != 1 + fds) {
@@ -673,10 +673,10 @@ static int loop_arguments(PyObject *const *args, Py_ssize_t count, Py_ssize_t fd
     return 1;
 }
 
-static PyObject *py_launch(PyObject *module, PyObject *const *args, Py_ssize_t count) {
+static PyObject *py_launch(PyObject *module, PyObject *run_at) {
     (void)module;
-    struct hm_run *run;
-    return loop_arguments(args, count, 0, &run, NULL) ? PyLong_FromLong(hm_launch(run)) : NULL;
+    struct hm_run *run = address_of(run_at);
+    return run == NULL ? NULL : PyLong_FromLong(hm_launch(run));
 }
 
 static PyObject *py_serve(PyObject *module, PyObject *const *args, Py_ssize_t count) {
@@ -694,42 +694,39 @@ static PyObject *py_reply(PyObject *module, PyObject *const *args, Py_ssize_t co
     return loop_arguments(args, count, 1, &run, fd) ? PyLong_FromLong(hm_reply(run, fd[0])) : NULL;
 }
 
-static PyObject *py_collect(PyObject *module, PyObject *const *args, Py_ssize_t count) {
-    (void)module;
-    struct hm_run *run;
-    if (!loop_arguments(args, count, 0, &run, NULL))
+/* One of the loop's calls that returns nothing, on the run at run_at. */
+static PyObject *on_run(PyObject *run_at, void (*call)(struct hm_run *)) {
+    struct hm_run *run = address_of(run_at);
+    if (run == NULL)
         return NULL;
-    hm_collect(run);
+    call(run);
     Py_RETURN_NONE;
 }
 
-static PyObject *py_close(PyObject *module, PyObject *const *args, Py_ssize_t count) {
+static PyObject *py_collect(PyObject *module, PyObject *run_at) {
     (void)module;
-    struct hm_run *run;
-    if (!loop_arguments(args, count, 0, &run, NULL))
-        return NULL;
-    hm_close(run);
-    Py_RETURN_NONE;
+    return on_run(run_at, hm_collect);
 }
 
-static PyObject *py_forget(PyObject *module, PyObject *const *args, Py_ssize_t count) {
+static PyObject *py_close(PyObject *module, PyObject *run_at) {
     (void)module;
-    struct hm_run *run;
-    if (!loop_arguments(args, count, 0, &run, NULL))
-        return NULL;
-    hm_forget(run);
-    Py_RETURN_NONE;
+    return on_run(run_at, hm_close);
+}
+
+static PyObject *py_forget(PyObject *module, PyObject *run_at) {
+    (void)module;
+    return on_run(run_at, hm_forget);
 }
 
 #define FAST(name) (PyCFunction)(void (*)(void))(name), METH_FASTCALL
 
 static PyMethodDef methods[] = {
-    {"launch", FAST(py_launch), "launch(run): fork the next program (hm_launch)."},
+    {"launch", py_launch, METH_O, "launch(run): fork the next program (hm_launch)."},
     {"serve", FAST(py_serve), "serve(run, requests, replies): the fork server's loop (hm_serve)."},
     {"reply", FAST(py_reply), "reply(run, fd): send the reply and forget the run (hm_reply)."},
-    {"collect", FAST(py_collect), "collect(run): what the program left (hm_collect)."},
-    {"close", FAST(py_close), "close(run): what hm_launch made and hm_collect has not closed."},
-    {"forget", FAST(py_forget), "forget(run): zero what the run holds of its program."},
+    {"collect", py_collect, METH_O, "collect(run): what the program left (hm_collect)."},
+    {"close", py_close, METH_O, "close(run): what hm_launch made and hm_collect has not closed."},
+    {"forget", py_forget, METH_O, "forget(run): zero what the run holds of its program."},
     {"request", py_request, METH_O, "The child's request: (head, code), memoryviews."},
     {"key", py_key, METH_O, "The program's report key."},
     {"read_token", FAST(py_read_token), "'T' and the pass token into the secrets' page."},
@@ -750,8 +747,9 @@ PyMODINIT_FUNC PyInit__forkloop(void) {
     if (type != NULL)
         sender = PyType_GenericAlloc((PyTypeObject *)type, 0);
     Py_XDECREF(type);
-    if (sender == NULL || PyModule_AddObject(loop, "send_token", sender) != 0) {
-        Py_XDECREF(sender);
+    int added = sender != NULL && PyModule_AddObjectRef(loop, "send_token", sender) == 0;
+    Py_XDECREF(sender);
+    if (!added) {
         Py_DECREF(loop);
         return NULL;
     }
