@@ -490,6 +490,10 @@ static int hm_serve(struct hm_run *run, int requests, int replies) {
             }
             run->payload_room = room;
         }
+        if (head.code_at > (int64_t)head.payload_size) { /* (the worker never sends one) */
+            run->error = EPROTO;
+            return HM_BROKEN;
+        }
         if (read_exactly(requests, run->payload, head.payload_size) != 1) {
             run->error = errno ? errno : EPROTO;
             return HM_BROKEN;
@@ -573,17 +577,33 @@ static PyObject *py_key(PyObject *module, PyObject *run_at) {
     return run == NULL ? NULL : PyBytes_FromStringAndSize((const char *)run->key, TOKEN_BYTES);
 }
 
+/* The arguments of read_token and mark: the secrets' address, then a number from 0 to most;
+ * 0 where they are not so (the exception set). */
+static int secrets_and_number(PyObject *const *args, Py_ssize_t count, const char *usage,
+                              long most, unsigned char **secrets, long *number) {
+    if (count != 2) {
+        PyErr_SetString(PyExc_TypeError, usage);
+        return 0;
+    }
+    if ((*secrets = address_of(args[0])) == NULL)
+        return 0;
+    *number = PyLong_AsLong(args[1]);
+    if (*number == -1 && PyErr_Occurred())
+        return 0;
+    if (*number < 0 || *number > most) {
+        PyErr_SetString(PyExc_ValueError, usage);
+        return 0;
+    }
+    return 1;
+}
+
 /* read_token(secrets, fd): "T" and the pass token from fd into the secrets' page, whose
  * first byte says what is sent (see mark); OSError where the TOKEN_BYTES did not come. */
 static PyObject *py_read_token(PyObject *module, PyObject *const *args, Py_ssize_t count) {
     (void)module;
-    if (count != 2) {
-        PyErr_SetString(PyExc_TypeError, "read_token(secrets, fd)");
-        return NULL;
-    }
-    unsigned char *secrets = address_of(args[0]);
-    long fd = PyLong_AsLong(args[1]);
-    if (secrets == NULL || (fd == -1 && PyErr_Occurred()))
+    unsigned char *secrets;
+    long fd;
+    if (!secrets_and_number(args, count, "read_token(secrets, fd)", INT32_MAX, &secrets, &fd))
         return NULL;
     secrets[0] = 'T';
     ssize_t got = read((int)fd, secrets + 1, TOKEN_BYTES);
@@ -598,13 +618,9 @@ static PyObject *py_read_token(PyObject *module, PyObject *const *args, Py_ssize
  * compile). */
 static PyObject *py_mark(PyObject *module, PyObject *const *args, Py_ssize_t count) {
     (void)module;
-    if (count != 2) {
-        PyErr_SetString(PyExc_TypeError, "mark(secrets, kind)");
-        return NULL;
-    }
-    unsigned char *secrets = address_of(args[0]);
-    long kind = PyLong_AsLong(args[1]);
-    if (secrets == NULL || (kind == -1 && PyErr_Occurred()))
+    unsigned char *secrets;
+    long kind;
+    if (!secrets_and_number(args, count, "mark(secrets, a byte)", 255, &secrets, &kind))
         return NULL;
     secrets[0] = (unsigned char)kind;
     Py_RETURN_NONE;
@@ -646,7 +662,8 @@ static PyType_Slot sender_slots[] = {
 };
 
 static PyType_Spec sender_spec = {
-    "_forkloop.TokenSender", 0, 0, Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION,
+    "_forkloop.TokenSender", 0, 0,
+    Py_TPFLAGS_DEFAULT | Py_TPFLAGS_DISALLOW_INSTANTIATION | Py_TPFLAGS_IMMUTABLETYPE,
     sender_slots,
 };
 

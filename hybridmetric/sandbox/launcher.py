@@ -180,8 +180,8 @@ if _c_madvise(_TOKEN_AT, mmap.PAGESIZE, MADV_WIPEONFORK) != 0:
                                         "(Linux 4.14 or later)")
 _c_memset(_TOKEN_AT, ord("T"), 1)
 
-#: The fork loop (``_forkloop.c``), which ``pip install`` builds beside this file: one library
-#: for every Python 3 (abi3). Loaded by :class:`Forker`, where a process is to fork programs.
+#: The fork loop (``_forkloop.c``), which ``pip install`` builds beside this file: one module for
+#: every Python 3 from 3.11 (abi3). Loaded by :class:`Forker`, where a process is to fork programs.
 FORK_LOOP = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_forkloop.abi3.so")
 #: The fork loop's module, once :func:`fork_loop` loaded it.
 _forkloop: ModuleType | None = None
@@ -235,12 +235,16 @@ def fork_loop() -> ModuleType:
         try:
             module = loader.create_module(ModuleSpec(loader.name, loader, origin=FORK_LOOP))
             loader.exec_module(module)
-        except ImportError as exc:
+        except ImportError as exc:  # (or built before it was a module: no PyInit__forkloop)
             raise ImportError(
                 f"the sandbox's fork loop is not built ({exc}): install hybridmetric with pip "
                 f"(`pip install -e .` in its folder), which compiles "
                 f"hybridmetric/sandbox/_forkloop.c with the machine's C compiler (gcc or clang)"
             ) from exc
+        # (loading put it in sys.modules: out again, as programs forked here must find there
+        # what python gives them)
+        if sys.modules.get(loader.name) is module:
+            del sys.modules[loader.name]
         _forkloop = module
     return _forkloop
 

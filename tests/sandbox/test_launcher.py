@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import _ctypes
+import contextlib
 import ctypes
 import errno
 import fcntl
@@ -145,6 +146,46 @@ def test_the_fork_loop_forgets_a_program_once_read() -> None:
     for name in ("report", "failure", "out", "err"):
         assert ctypes.string_at(ctypes.addressof(run) + getattr(launcher._Run, name).offset,
                                 8) == bytes(8)
+
+
+def test_the_token_sender_writes_only_in_its_own_process() -> None:
+    """``send_token`` writes the secrets' first bytes in the process it is told of, and in
+    another (one a program forked) sends nothing and says True; its type can neither be made
+    nor changed (a program that reaches it can only lose its own pass)."""
+    loop = launcher.fork_loop()
+    secrets = ctypes.create_string_buffer(b"Tsecret", 64)
+    read, write = os.pipe()
+    try:
+        assert loop.send_token(write, ctypes.addressof(secrets), 7, os.getpid() + 1) is True
+        assert loop.send_token(write, ctypes.addressof(secrets), 7, os.getpid()) is True
+        assert os.read(read, 64) == b"Tsecret"  # (the first call wrote nothing)
+        os.close(read)
+        assert loop.send_token(write, ctypes.addressof(secrets), 7, os.getpid()) is False
+    finally:
+        with contextlib.suppress(OSError):
+            os.close(read)
+        os.close(write)
+    sender = type(loop.send_token)
+    with pytest.raises(TypeError):
+        sender()
+    with pytest.raises(TypeError):
+        sender.__call__ = lambda *args: True
+
+
+def test_the_fork_loop_s_calls_check_their_arguments() -> None:
+    loop = launcher.fork_loop()
+    page = ctypes.create_string_buffer(64)
+    loop.mark(ctypes.addressof(page), ord("S"))
+    assert page.raw[:1] == b"S"
+    for call, arguments in ((loop.mark, (ctypes.addressof(page), 256)),
+                            (loop.read_token, (ctypes.addressof(page), -1)),
+                            (loop.read_token, (0, 3)), (loop.key, (0,)),
+                            (loop.serve, (ctypes.addressof(page), 0, 1 << 40)),
+                            (loop.send_token, (1, ctypes.addressof(page), 1 << 20, 1))):
+        with pytest.raises(ValueError):
+            call(*arguments)
+    with pytest.raises(TypeError):
+        loop.mark(ctypes.addressof(page))
 
 
 @pytest.mark.parametrize("found", ["nothing", "a library that is not the loop's module"])
