@@ -141,8 +141,6 @@ _plain_libc = ctypes.CDLL(None)
 _prctl = _plain_libc.prctl
 _errno_location = _plain_libc.__errno_location
 _errno_location.restype = ctypes.POINTER(ctypes.c_int)
-_c_memset = _plain_libc.memset
-_c_memset.argtypes = (ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t)
 _c_mmap = _plain_libc.mmap
 _c_mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int,
                     ctypes.c_long)
@@ -178,7 +176,6 @@ if _TOKEN_AT in (0, ctypes.c_void_p(-1).value):
 if _c_madvise(_TOKEN_AT, mmap.PAGESIZE, MADV_WIPEONFORK) != 0:
     raise OSError(_errno_location()[0], "the programs' token needs MADV_WIPEONFORK "
                                         "(Linux 4.14 or later)")
-_c_memset(_TOKEN_AT, ord("T"), 1)
 
 #: The fork loop (``_forkloop.c``), which ``pip install`` builds beside this file: one module for
 #: every Python 3 from 3.11 (abi3). Loaded by :class:`Forker`, where a process is to fork programs.
