@@ -8,6 +8,7 @@ import math
 import re
 import sys
 import types
+import unicodedata
 
 import numpy as np
 import pandas as pd
@@ -102,6 +103,23 @@ def test_equal_exact_scores_are_equal_floats():
     chrf = values(Chrf(), [("g x b f ( f * b", ["f x min * max max ( +"]),
                            ("b - g , , min", ["* g a max"])])
     assert chrf[0] == chrf[1] == pytest.approx(5 / 96, abs=1e-12)
+
+
+@pytest.mark.parametrize("scorer, crlf_changes", [
+    (EditSim(), True), (ExactMatch(), True), (Chrf(), False), (Bleu(), False), (RougeL(), False),
+    (CodeBleu(), False),
+])
+def test_texts_are_compared_as_they_are(scorer, crlf_changes):
+    """What the README says: CRLF against LF changes only the scorers that do not split on
+    whitespace (codebleu's default tokenizer does), and a decomposed accent (NFD) changes
+    them all."""
+    text = 's = "café au lait"\nprint(s)\n'
+    crlf, decomposed = text.replace("\n", "\r\n"), unicodedata.normalize("NFD", text)
+    same, line_ends, accent = values(scorer, [(text, [text]), (crlf, [text]),
+                                              (decomposed, [text])])
+    assert same == 1.0
+    assert (line_ends < 1.0) is crlf_changes
+    assert line_ends <= 1.0 and accent < 1.0
 
 
 def test_codebleu_matches_package_and_known_cases():
