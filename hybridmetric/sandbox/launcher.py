@@ -99,8 +99,6 @@ from typing import Any, AnyStr, NoReturn, TextIO
 
 PR_SET_PDEATHSIG = 1
 PR_SET_DUMPABLE = 4
-PR_SET_SECCOMP = 22
-SECCOMP_MODE_FILTER = 2
 #: Modules every fork server imports, because generated programs import them most (a module
 #: imported in a child costs that child its whole import). Not ``random``: it reseeds itself in
 #: every forked child (``os.register_at_fork``), which costs each child ~0.1 ms whether it uses
