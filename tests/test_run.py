@@ -191,9 +191,34 @@ def test_a_study_outside_its_scale_or_without_its_target_is_refused_before_scori
     assert main(["run", str(broken), "-o", str(out), *FAST, "--scorers", "edit_sim,exact_match",
                  "--no-progress"]) == 2
     error = capsys.readouterr().err
-    assert "score.edit_sim, score.exact_match take one value on this study" in error
-    assert "error: no metric varies on this study: there is no hybrid to fit" in error
+    assert ("score.edit_sim, score.exact_match take one value on the rows the hybrid is fitted "
+            "on") in error
+    assert "error: no metric varies on the rows the hybrid is fitted on" in error
     assert "fitting the hybrid on" not in error
+
+
+def test_a_metric_constant_on_the_rated_rows_alone_is_left_out_of_the_hybrid(
+        small_study, tmp_path, capsys):
+    """The one exact match is the row without a rating, which the fit drops: exact_match varies
+    on the study but not on the rows fitted, so run leaves it out of the hybrid, as it does a
+    metric constant on the whole study, instead of failing in the fit."""
+    frame = read_study(small_study).generations
+    frame["candidate"] = frame["candidate"] + "\n# edited"
+    assert not (frame["candidate"] == frame["references"].str[0]).any()
+    frame.at[3, "candidate"] = frame.at[3, "references"][0]
+    frame.at[3, "rating"] = None
+    folder = tmp_path / "study"
+    folder.mkdir()
+    shutil.copy(small_study / "study.toml", folder / "study.toml")
+    write_generations(frame, folder / "generations.jsonl")
+    out = tmp_path / "out"
+    assert main(["run", str(folder), "-o", str(out), *FAST, "--no-progress",
+                 "--scorers", "edit_sim,exact_match,chrf"]) == 0
+    error = capsys.readouterr().err
+    assert ("score.exact_match takes one value on the rows the hybrid is fitted on; it cannot "
+            "weigh in it and is left out of it") in error
+    card = json.loads((out / "card.json").read_text())
+    assert [f["name"] for f in card["features"]] == ["score.edit_sim", "score.chrf"]
 
 
 @pytest.mark.parametrize("model", ["nonneg", "mixed"])

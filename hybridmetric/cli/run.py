@@ -44,6 +44,7 @@ from hybridmetric.io import read_study
 from hybridmetric.report import write_report
 from hybridmetric.schema import (
     check_grades_on_scale,
+    missing_rows,
     numbers,
     row_label,
     score_column,
@@ -193,16 +194,18 @@ def run(args: argparse.Namespace) -> int:
                                                 "computed by run from the scores")
     if options["features"] is None:
         present = default_features(scorers)
-        constant = [f for f in present if table[f].nunique() < 2]
+        fitted = _fitted_rows(table, args.target, present, args.model)
+        constant = [f for f in present if table.loc[fitted, f].nunique() < 2]
         if constant:
             one = len(constant) == 1
-            print(f"note: {', '.join(constant)} {'takes' if one else 'take'} one value on this "
-                  f"study; {'it' if one else 'they'} cannot weigh in the hybrid and "
-                  f"{'is' if one else 'are'} left out of it", file=sys.stderr)
+            print(f"note: {', '.join(constant)} {'takes' if one else 'take'} one value on the "
+                  f"rows the hybrid is fitted on; {'it' if one else 'they'} cannot weigh in it "
+                  f"and {'is' if one else 'are'} left out of it", file=sys.stderr)
         options["features"] = [f for f in present if f not in constant]
         if not options["features"]:
-            raise ValueError("no metric varies on this study: there is no hybrid to fit (and "
-                             "no agreement to audit); score it with other scorers (--scorers)")
+            raise ValueError("no metric varies on the rows the hybrid is fitted on: there is "
+                             "no hybrid to fit (and no agreement to audit); score the study with "
+                             "other scorers (--scorers)")
     print(f"[2/3] fitting the hybrid on "
           f"{', '.join(score_column(f) for f in options['features'])}", file=sys.stderr)
     card = fit_card(table, scorer_signatures=signatures, scale=study.scale,
@@ -224,6 +227,18 @@ def run(args: argparse.Namespace) -> int:
     print(f"scores: {out / 'scores.jsonl'}\ncard: {out / 'card.json'}\n"
           f"report: {paths['html']}\naudited rows: {audited}")
     return 0
+
+
+def _fitted_rows(table: pd.DataFrame, target: str, features: Sequence[str],
+                 model: str) -> np.ndarray:
+    """Which rows of ``table`` the hybrid is fitted on: those with the target, every feature
+    and, for the models trained on each rater's grade, grades (the others are dropped from the
+    fit, or refused there)."""
+    fitted = np.ones(len(table), dtype=bool)
+    needed = [target, *features] + (["ratings"] if model in RATER_MODELS else [])
+    for rows in missing_rows(table, needed).values():
+        fitted[rows] = False
+    return fitted
 
 
 def write_audited(table: pd.DataFrame, out: Path, card_signature: str,
