@@ -436,8 +436,8 @@ def _check_cell(field: str, value: Any) -> str | None:
     if field in ("task_id", "candidate", "system", "language", "context"):
         if not isinstance(value, str):
             return f"expected a string, got {type(value).__name__} {value!r:.60}"
-        if field == "task_id" and not value:
-            return "task_id is empty"
+        if field in ("task_id", "system") and not value.strip():
+            return f"{field} is empty" if not value else f"{field} is only white space"
         return _not_text(value)
     if field == "references":
         if not isinstance(value, list | tuple) or not all(isinstance(r, str) for r in value):

@@ -105,6 +105,12 @@ def test_a_carriage_return_is_json_whitespace_and_a_csv_cell_keeps_it(tmp_path):
     ('{"task_id": "t", "candidate": "x", "tests": {"cases": [], "timeout": 1}}',
      r"line 2, field 'tests': unknown key"),
     ('{"task_id": "t", "candidate": null}', r"line 2, field 'candidate': value is missing"),
+    # (an empty name would be a task or a system of its own, which a CSV's empty cell is not)
+    ('{"task_id": "", "candidate": "x"}', r"line 2, field 'task_id': task_id is empty$"),
+    ('{"task_id": " \\t", "candidate": "x"}',
+     r"line 2, field 'task_id': task_id is only white space$"),
+    ('{"task_id": "t", "candidate": "x", "system": ""}',
+     r"line 2, field 'system': system is empty$"),
     # (the other row has no language: the value is quoted as written, not as a float column's)
     ('{"task_id": "t", "candidate": "x", "language": 3}',
      r"line 2, field 'language': expected a string, got int 3$"),
