@@ -160,8 +160,8 @@ def write_scores(table: pd.DataFrame, path: str | os.PathLike, meta: dict[str, A
 
 def check_sidecar(frame: pd.DataFrame, meta: dict[str, Any], path: str | os.PathLike) -> None:
     """Refuse a sidecar that is not the scores file's: one that counts other rows, signs
-    other scores (a score changed by hand), or signs none of the scorers that made a score
-    column (``score.hybrid`` is the card's)."""
+    other scores (a score changed by hand), signs none of the scorers that made a score
+    column, or names no metric card for ``score.hybrid`` (a card's column)."""
     sidecar = signature_path(path)
     rows = meta.get("n_rows")
     if isinstance(rows, int) and rows != len(frame):
@@ -177,6 +177,10 @@ def check_sidecar(frame: pd.DataFrame, meta: dict[str, Any], path: str | os.Path
                          f"{sorted(signed)}): every score needs the signature of the scorer "
                          "that made it; score them with hybridmetric (a metric of your own: "
                          "as a scorer of the entry-point group hybridmetric.scorers)")
+    if HYBRID_COLUMN in frame.columns and not isinstance(meta.get("hybrid"), str):
+        raise ValueError(f"{sidecar}: it names no metric card for {HYBRID_COLUMN}, which only a "
+                         "card writes (hybridmetric score --card, or run): leave the column out "
+                         "of the table, or write it with the card that made it")
     if SCORES_HASH in meta and meta[SCORES_HASH] != scores_hash(frame):
         raise ValueError(f"{path}: its tasks, candidates or scores are not those its sidecar "
                          f"{sidecar.name} signs (changed after scoring): score the table again "

@@ -88,8 +88,8 @@ def test_fit_then_apply_card_then_audit(slice_file, tmp_path, capsys):
     assert applied_here["scorers"] == json.loads(Path(f"{scores}.signature.json").read_text())[
         "scorers"]
     # the card that made a table's score.hybrid may come with it; another is refused (the report
-    # would show its model and weights beside the first one's predictions), and so is any card
-    # for a score.hybrid that no card's signature is recorded for
+    # would show its model and weights beside the first one's predictions), and a score.hybrid
+    # that no card's signature is recorded for is refused whatever the command line
     assert main(["audit", str(applied), "-o", str(tmp_path / "r3"), "--card", str(card),
                  "--resamples", "20", "--permutations", "20", "--scale", "0,4"]) == 0
     other = tmp_path / "other.json"
@@ -104,8 +104,11 @@ def test_fit_then_apply_card_then_audit(slice_file, tmp_path, capsys):
     bare.write_bytes(applied.read_bytes())
     Path(f"{bare}.signature.json").write_text(json.dumps(
         {k: v for k, v in sidecar.items() if k != "hybrid"}))
-    assert main(["audit", str(bare), "-o", str(tmp_path / "r5"), "--card", str(card)]) == 2
-    assert "made by no card that its signature records" in capsys.readouterr().err
+    # (with the card or without it: a score.hybrid no card is recorded for is no hybrid)
+    for card_given in ([], ["--card", str(card)]):
+        assert main(["audit", str(bare), "-o", str(tmp_path / "r5"), *card_given]) == 2
+        assert (f"{bare}.signature.json: it names no metric card for score.hybrid, which only a "
+                "card writes") in capsys.readouterr().err
     assert not (tmp_path / "r4").exists() and not (tmp_path / "r5").exists()
 
 

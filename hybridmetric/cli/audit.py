@@ -149,17 +149,17 @@ def run(args: argparse.Namespace) -> int:
         card = MetricCard.load(args.card)
     applied = meta.get("hybrid") if isinstance(meta.get("hybrid"), str) else None
     if card is not None and HYBRID_COLUMN in frame.columns and applied != card.data["signature"]:
-        # (the report would show the card's model and weights beside another's predictions)
-        made_by = (f"the card whose signature {signature_path(args.scores)} records ({applied})"
-                   if applied is not None else "no card that its signature records")
-        raise ValueError(f"{args.scores} already holds {HYBRID_COLUMN}, made by {made_by}, not "
+        # (the report would show the card's model and weights beside another's predictions;
+        # a score.hybrid whose sidecar names no card, read_scored refused)
+        raise ValueError(f"{args.scores} already holds {HYBRID_COLUMN}, made by the card whose "
+                         f"signature {signature_path(args.scores)} records ({applied}), not "
                          f"by the card {args.card} ({card.data['signature']}): audit it without "
                          "--card, give the card that made it, or score the rows again "
                          "(hybridmetric score --card) with this one")
     if HYBRID_COLUMN in frame.columns:
         if isinstance(meta.get("hybrid_source"), str):  # run's out-of-fold predictions
             hybrid = meta["hybrid_source"]
-        elif applied is not None:  # written by score --card
+        else:  # written by score --card
             hybrid = (f"a metric card applied by 'hybridmetric score --card' ({IN_SAMPLE_SOURCE})"
                       f"; the card's signature: {applied}")
             print(f"note: score.hybrid comes from a metric card; {IN_SAMPLE}", file=sys.stderr)
