@@ -128,8 +128,10 @@ from hybridmetric.schema import (
 from hybridmetric.signature import environment, signature
 
 #: Bump when a change alters the numbers (3: system-level permutations swap whole systems; the
-#: Williams test of two metrics one up to a linear map is NaN).
-AUDIT_VERSION = "4"
+#: Williams test of two metrics one up to a linear map is NaN; 4: wide scales' grades binned;
+#: 5: a level whose ratings never differ, within any task or between the systems' means, is
+#: left out).
+AUDIT_VERSION = "5"
 ITEM_STATISTICS = ("pearson", "spearman", "kendall_tau_b", "kendall_tau_c", "pairwise_accuracy",
                    "pairwise_accuracy_tc")
 WITHIN_STATISTICS = ("tau_darr", "pairwise_accuracy", "pairwise_accuracy_tc", "pearson",
@@ -277,6 +279,15 @@ def _system(data: _Data, metric: np.ndarray, counts: np.ndarray, confidence: flo
         out[name] = _estimate(_rowwise_defined(name, means, human_means)[0], resampled[name],
                               confidence)
     return out, resampled
+
+
+def _varies_within(values: np.ndarray, codes: np.ndarray) -> bool:
+    """Whether ``values`` differ within any group (``codes``: each row's group)."""
+    low = np.full(int(codes.max()) + 1, np.inf)
+    high = np.full_like(low, -np.inf)
+    np.minimum.at(low, codes, values)
+    np.maximum.at(high, codes, values)
+    return bool((high > low).any())
 
 
 def _constant(values: np.ndarray) -> bool:
@@ -597,17 +608,23 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
             useful_threshold = (float(observed.min()) + float(observed.max())) / 2
     counts = stats.group_bootstrap_counts(data.task_labels.size, n_resamples, seed)
     agreement: dict[str, dict[str, Any]] = {"item": {}}
-    if (np.bincount(data.task_codes) >= 2).any():
-        agreement["within_task"] = {}
-    else:
+    if not (np.bincount(data.task_codes) >= 2).any():
         skipped.append("within-task level: no task has two rows (one candidate a task), so no "
                        "two candidates of a task can be compared")
+    elif not _varies_within(data.human, data.task_codes):
+        skipped.append("within-task level: the ratings never differ within a task, so they "
+                       "tell no two candidates of a task apart")
+    else:
+        agreement["within_task"] = {}
     resampled: dict[tuple[str, str, str], np.ndarray] = {}
     n_systems = None
     human_boot = None
     if data.systems is not None:
         n_systems = int(np.unique(data.systems).size)
-        if n_systems >= 3:
+        if n_systems >= 3 and _constant(stats.system_means(data.human, data.systems)):
+            skipped.append("system level: every system has the same mean rating, so the ratings "
+                           "tell no two systems apart")
+        elif n_systems >= 3:
             agreement["system"] = {}
             _, system_codes = stats.group_codes(data.systems)
             human_boot = stats.bootstrap_system_means(data.human, data.task_codes, system_codes,

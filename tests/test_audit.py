@@ -374,6 +374,28 @@ def test_one_candidate_a_task_has_no_within_task_level(frame):
     json.dumps(result, allow_nan=False)
 
 
+def test_levels_whose_ratings_never_differ_are_left_out_with_the_reason(frame):
+    """Each task rated alike throughout (its rows share one rating) and every system's mean
+    rating the same: neither level's statistics could be anything but undefined or trivial (a
+    metric that ties every pair scored 1 in pairwise accuracy), so both are left out, and the
+    item level, where ratings differ between tasks, stays."""
+    table = frame.copy()
+    table["rating"] = table.groupby("task_id")["rating"].transform("first")
+    result = audit(table.drop(columns="ratings"), n_resamples=50, n_permutations=50)
+    assert set(result["agreement"]) == {"item"}
+    assert ("within-task level: the ratings never differ within a task, so they tell no two "
+            "candidates of a task apart") in result["skipped"]
+    assert ("system level: every system has the same mean rating, so the ratings tell no two "
+            "systems apart") in result["skipped"]
+    pearson = result["agreement"]["item"]["score.good"]["pearson"]["value"]
+    assert pearson == pytest.approx(np.corrcoef(table["score.good"], table["rating"])[0, 1])
+    # one task whose ratings differ is enough for the within-task level
+    table.loc[0, "rating"] = table.loc[1, "rating"] + 1
+    assert "within_task" in audit(table.drop(columns="ratings"), n_resamples=50,
+                                  n_permutations=50)["agreement"]
+    json.dumps(result, allow_nan=False)
+
+
 def test_a_metric_with_no_value_on_any_row_is_left_out(frame):
     """pass_rate on a study without tests: every other metric is audited on every row."""
     table = frame.assign(**{"score.pass_rate": np.nan})
@@ -548,16 +570,17 @@ def test_tiny_tables_end_in_results_or_a_reason():
         audit(three.assign(task_id="a"), n_resamples=20, n_permutations=20)
 
 
-def test_a_comparison_of_undefined_statistics_has_no_p_value():
-    """The humans tie each task's rows: within-task tau_darr is undefined for every metric."""
+def test_humans_tying_each_task_s_rows_leave_no_within_task_comparison():
+    """Within-task tau_darr would be undefined for every metric (no pair of a task's rows
+    differs in rating): the level is left out, and with it its comparison, which says so."""
     rng = np.random.default_rng(0)
     rating = np.repeat(rng.integers(0, 5, 8), 3).astype(float)
     frame = pd.DataFrame({"task_id": np.repeat(np.arange(8), 3).astype(str), "rating": rating,
                           "score.a": rating + rng.normal(0, 0.5, 24),
                           "score.b": rng.normal(size=24)})
     result = audit(frame, focus="score.a", n_resamples=50, n_permutations=99)
-    [within] = [r for r in result["comparisons"] if r["level"] == "within_task"]
-    assert within["delta"] is None and within["p_permutation"] is None and within["p_holm"] is None
+    assert [r["level"] for r in result["comparisons"]] == ["item"]
+    assert "comparisons at within_task level: the level was not computed" in result["skipped"]
 
 
 def test_a_tie_threshold_counts_human_ties_and_leaves_tau_darr_untested(frame):
