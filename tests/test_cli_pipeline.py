@@ -70,7 +70,7 @@ def test_fit_then_apply_card_then_audit(slice_file, tmp_path, capsys):
         assert main(["score", str(folder), "-o", str(tmp_path / f"{name}.jsonl"), "--card",
                      str(card), "--no-progress"]) == 0
         err = capsys.readouterr().err
-        assert ("note: the card was fitted on ratings of 0 to 4 (given); this study rates on "
+        assert ("note: the card was fitted on ratings of 0 to 4 (given); this study's scale is "
                 "1 to 7: score.hybrid stays on the card's scale" in err) == noted, err
     report = tmp_path / "report"
     assert main(["audit", str(applied), "-o", str(report), "--resamples", "200",
@@ -83,7 +83,13 @@ def test_fit_then_apply_card_then_audit(slice_file, tmp_path, capsys):
     assert results["hybrid_source"].endswith(sidecar["hybrid"])
     assert main(["audit", str(scores), "-o", str(tmp_path / "r2"), "--card", str(card),
                  "--resamples", "20", "--permutations", "20", "--scale", "0,4"]) == 0
+    assert "the audit's scale is" not in capsys.readouterr().err
     applied_here = json.loads((tmp_path / "r2" / "results.json").read_text())
+    # ... and audited on another scale, the card's hybrid stays on its own, as a note says
+    assert main(["audit", str(scores), "-o", str(tmp_path / "r2b"), "--card", str(card),
+                 "--resamples", "20", "--permutations", "20", "--scale", "0,5"]) == 0
+    assert ("note: the card was fitted on ratings of 0 to 4 (given); the audit's scale is 0 to 5: "
+            "score.hybrid stays on the card's scale") in capsys.readouterr().err
     assert applied_here["hybrid_source"].startswith(f"the card {card} applied to these rows")
     assert applied_here["scorers"] == json.loads(Path(f"{scores}.signature.json").read_text())[
         "scorers"]

@@ -13,6 +13,7 @@ import pandas as pd
 from hybridmetric.audit import audit, finite_values
 from hybridmetric.cli.fit import FEW_RESAMPLES, parse_scale
 from hybridmetric.cli.options import add_where_option, check_output, seed
+from hybridmetric.cli.score import note_card_scale
 from hybridmetric.combine import HYBRID_COLUMN, MetricCard
 from hybridmetric.report import write_report
 from hybridmetric.report.document import IN_SAMPLE_SOURCE
@@ -169,6 +170,7 @@ def run(args: argparse.Namespace) -> int:
                   f"signature: {card.data['signature']}")
         print(f"note: score.hybrid was computed by applying the card; {IN_SAMPLE}",
               file=sys.stderr)
+        note_card_scale(card, chosen["scale"], "the audit's scale")
     metrics = [m.strip() for m in args.metrics.split(",")] if args.metrics else None
     results = audit(frame, metrics=metrics, target=chosen["target"], seed=chosen["seed"],
                     n_resamples=chosen["resamples"], n_permutations=chosen["permutations"],

@@ -69,17 +69,15 @@ def card_scorers(card: MetricCard) -> tuple[str, list[str]]:
     return ",".join(entries.values()), assignments
 
 
-def _note_scales(card: MetricCard, source: str) -> None:
-    """A note where the card's scale (its hybrid's range) is not the scale of the study it is
-    applied to: ``score.hybrid`` stays on the card's."""
-    if not Path(source).is_dir():
-        return
-    study = read_study_meta(source).scale
+def note_card_scale(card: MetricCard, scale: tuple[float, float] | None, whose: str) -> None:
+    """A note where the card's scale (its hybrid's range) is not ``scale``, the rating scale of
+    the rows it is applied to (``whose``: "this study's scale", "the audit's scale"):
+    ``score.hybrid`` stays on the card's."""
     fitted = tuple(card.data["scale"])
-    if study is not None and study != fitted:
+    if scale is not None and tuple(scale) != fitted:
         print(f"note: the card was fitted on ratings of {fitted[0]:g} to {fitted[1]:g} "
-              f"({card.data.get('scale_source', 'given')}); this study rates on "
-              f"{study[0]:g} to {study[1]:g}: score.hybrid stays on the card's scale",
+              f"({card.data.get('scale_source', 'given')}); {whose} is "
+              f"{scale[0]:g} to {scale[1]:g}: score.hybrid stays on the card's scale",
               file=sys.stderr)
 
 
@@ -96,7 +94,8 @@ def run(args: argparse.Namespace) -> int:
     if card is not None:  # before any row is scored, which may take hours
         card.check([c for s in scorers for c in s.columns],
                    {s.alias: s.signature() for s in scorers})
-        _note_scales(card, args.input)
+        if Path(args.input).is_dir():
+            note_card_scale(card, read_study_meta(args.input).scale, "this study's scale")
     try:
         table = score(args.input, scorers, args.output, resume=args.resume,
                       chunk_size=args.chunk_size, progress=progress_of(args))
