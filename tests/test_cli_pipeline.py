@@ -32,6 +32,12 @@ def test_fit_then_apply_card_then_audit(slice_file, tmp_path, capsys):
     assert "held-out agreement with rating" in said.out
     assert ("note: --bootstrap 20 gives the weights' 95% CIs from 20 resamples; their tails "
             "need at least 40") in said.err
+    # the card never goes over the scores it is fitted on, nor their sidecar (by any name)
+    before = scores.read_bytes()
+    for path in (f"{tmp_path}/./s.jsonl", f"{scores}.signature.json"):
+        assert main(["fit", str(scores), "-o", path, "--repeats", "1", "--bootstrap", "0"]) == 2
+        assert f"-o {path} would overwrite" in capsys.readouterr().err
+    assert scores.read_bytes() == before
     # Applying the card scores with the card's scorers and adds score.hybrid.
     applied = tmp_path / "applied.csv"
     assert main(["score", str(slice_file), "-o", str(applied), "--card", str(card),

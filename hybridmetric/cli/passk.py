@@ -5,14 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
 import pandas as pd
 
 from hybridmetric.cli.options import check_output, seed
+from hybridmetric.io import atomic_path
 from hybridmetric.sandbox import pass_at_k_table
 from hybridmetric.scorers.pass_rate import PassRate
-from hybridmetric.scoring import read_scores
+from hybridmetric.scoring import read_scores, signature_path
 from hybridmetric.signature import environment, signature
 
 PASSK_VERSION = "1"
@@ -64,7 +64,8 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.output:
-        check_output(args.output, folder=False, example="passk.json")
+        check_output(args.output, folder=False, example="passk.json",
+                     reads=(args.scores, str(signature_path(args.scores))))
     frame, scorer_signatures, _ = read_scores(args.scores)
     if args.resamples < 0:
         raise ValueError(f"--resamples must be 0 or more, got {args.resamples}")
@@ -107,10 +108,11 @@ def run(args: argparse.Namespace) -> int:
     print(f"signature: {sign}")
     if scorer is not None:
         print(f"{scorer}: {scorer_signatures[scorer]}")
-    if args.output:
-        Path(args.output).write_text(json.dumps(
-            {"signature": sign, "scorer_signature": scorer_signatures.get(scorer),
-             "scores": str(args.scores), "rows": table}, indent=2) + "\n", encoding="utf-8")
+    if args.output:  # (atomically, in a folder made where missing, as the other outputs)
+        with atomic_path(args.output) as temporary:
+            temporary.write_text(json.dumps(
+                {"signature": sign, "scorer_signature": scorer_signatures.get(scorer),
+                 "scores": str(args.scores), "rows": table}, indent=2) + "\n", encoding="utf-8")
         print(f"pass@k -> {args.output}")
     return 0
 
