@@ -284,7 +284,11 @@ def atomic_path(target: str | os.PathLike) -> Iterator[Path]:
     """Yield a temporary path beside ``target``; on success it is renamed over ``target``."""
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    handle, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
+    try:
+        handle, name = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.",
+                                        suffix=".tmp")
+    except OSError as error:  # (named by the file asked for, not the temporary one)
+        raise OSError(error.errno, f"cannot write {target}: {error.strerror}") from error
     os.close(handle)
     temporary = Path(name)
     try:

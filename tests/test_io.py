@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import math
+import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -230,7 +232,6 @@ def test_conala_build_script_reproduces_committed_file(shared_data, tmp_path):
 
 
 def test_atomic_write_has_normal_permissions(tmp_path):
-    import os
     umask = os.umask(0o022)
     try:
         path = write_generations(read_generations(write_jsonl(tmp_path / "g.jsonl", ROWS)),
@@ -239,6 +240,18 @@ def test_atomic_write_has_normal_permissions(tmp_path):
         os.umask(umask)
     assert path.stat().st_mode & 0o777 == 0o644
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_file_that_cannot_be_written_is_named_as_asked(tmp_path):
+    """Not by the temporary file beside it that the atomic write makes first."""
+    folder = tmp_path / "locked"
+    folder.mkdir(mode=0o500)
+    target = folder / "out.csv"
+    frame = read_generations(write_jsonl(tmp_path / "g.jsonl", ROWS))
+    if os.access(folder, os.W_OK):  # (root writes anywhere: a folder that cannot hold files)
+        target = Path("/proc/out.csv")
+    with pytest.raises(OSError, match=f"cannot write {re.escape(str(target))}: "):
+        write_generations(frame, target)
 
 
 def test_conala_odex_build_script_reproduces_committed_file(shared_data, tmp_path):
