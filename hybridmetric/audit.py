@@ -621,16 +621,16 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
     human_boot = None
     if data.systems is not None:
         n_systems = int(np.unique(data.systems).size)
-        if n_systems >= 3 and _constant(stats.system_means(data.human, data.systems)):
+        if n_systems < 3:
+            skipped.append(f"system level: {n_systems} system(s); a correlation needs 3 or more")
+        elif _constant(stats.system_means(data.human, data.systems)):
             skipped.append("system level: every system has the same mean rating, so the ratings "
                            "tell no two systems apart")
-        elif n_systems >= 3:
+        else:
             agreement["system"] = {}
             _, system_codes = stats.group_codes(data.systems)
             human_boot = stats.bootstrap_system_means(data.human, data.task_codes, system_codes,
                                                       counts)
-        else:
-            skipped.append(f"system level: {n_systems} system(s); a correlation needs 3 or more")
     else:
         skipped.append("system level: " + ("no row names its system" if "system" in frame.columns
                                            else "the table has no 'system' column"))

@@ -530,6 +530,14 @@ def _percentile_ci(samples: np.ndarray) -> list[list[float]]:
     return [[float(a), float(b)] for a, b in zip(low, high, strict=True)]
 
 
+def fit_gaps(frame: pd.DataFrame, target: str, columns: Sequence[str],
+             model: str) -> dict[str, np.ndarray]:
+    """The rows a fit leaves out or refuses (:func:`~hybridmetric.schema.missing_rows`): those
+    without the target, a feature or, for the models trained on each rater's grade, grades."""
+    return missing_rows(frame, [target, *columns] + (["ratings"] if model in RATER_MODELS
+                                                     else []))
+
+
 def _training_rows(
     frame: pd.DataFrame, target: str, features: Sequence[str] | None, model: str,
     scorer_signatures: Mapping[str, str] | None, missing: str,
@@ -548,8 +556,7 @@ def _training_rows(
     columns = feature_columns(frame, features, target)
     _check_signatures(columns, scorer_signatures)
     frame = renumbered(frame)
-    gaps = missing_rows(frame, [target, *columns] + (["ratings"] if model in RATER_MODELS
-                                                      else []))
+    gaps = fit_gaps(frame, target, columns, model)
     if gaps and missing == "refuse":
         complete = [c for c in columns if c not in gaps]
         features_hint = (f"fit on features every row has (--features "

@@ -9,7 +9,7 @@ import sys
 from hybridmetric.cli.options import add_where_option, check_output, seed
 from hybridmetric.combine import MODELS, HybridMetric, fit_card
 from hybridmetric.schema import repeated_rows, select_rows, with_rater_mean
-from hybridmetric.scoring import read_scores, signature_path
+from hybridmetric.scoring import read_scores
 
 
 def parse_scale(text: str | None) -> tuple[float, float] | None:
@@ -85,8 +85,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    check_output(args.output, folder=False, example="card.json",
-                 reads=(args.scores, str(signature_path(args.scores))))
+    check_output(args.output, folder=False, example="card.json", scores=args.scores)
     frame, signatures, _ = read_scores(args.scores)
     frame, note = with_rater_mean(frame, args.target)
     if note:

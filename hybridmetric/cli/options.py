@@ -10,6 +10,7 @@ from pathlib import Path
 
 from hybridmetric import scorers as registry
 from hybridmetric.scorers import Scorer
+from hybridmetric.scoring import signature_path
 
 #: The scorers that ``--allow-network`` and ``--device`` set (their ``allow_network`` and
 #: ``device`` settings).
@@ -28,12 +29,12 @@ def seed(text: str) -> int:
     return value
 
 
-def check_output(path: str, folder: bool, example: str, reads: Sequence[str] = ()) -> None:
+def check_output(path: str, folder: bool, example: str, scores: str | None = None) -> None:
     """Refuse, before any work, an ``-o`` that cannot be written: a file where a ``folder`` is
-    wanted (one that holds ``example``), a folder where a file is, a file on its way, or one of
-    the files the command ``reads`` (a scores file, its sidecar), which it would overwrite."""
+    wanted (one that holds ``example``), a folder where a file is, a file on its way, or the
+    ``scores`` file the command reads or its sidecar, which it would overwrite."""
     target = Path(path)
-    for read in reads:
+    for read in () if scores is None else (scores, str(signature_path(scores))):
         if os.path.realpath(path) == os.path.realpath(read):
             raise ValueError(f"-o {path} would overwrite {read}, which this command reads; "
                              f"give another file, e.g. {example}")

@@ -12,7 +12,7 @@ from hybridmetric.cli.options import check_output, seed
 from hybridmetric.io import atomic_path
 from hybridmetric.sandbox import pass_at_k_table
 from hybridmetric.scorers.pass_rate import PassRate
-from hybridmetric.scoring import read_scores, signature_path
+from hybridmetric.scoring import read_scores
 from hybridmetric.signature import environment, signature
 
 PASSK_VERSION = "1"
@@ -64,8 +64,7 @@ def register(commands: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.output:
-        check_output(args.output, folder=False, example="passk.json",
-                     reads=(args.scores, str(signature_path(args.scores))))
+        check_output(args.output, folder=False, example="passk.json", scores=args.scores)
     frame, scorer_signatures, _ = read_scores(args.scores)
     if args.resamples < 0:
         raise ValueError(f"--resamples must be 0 or more, got {args.resamples}")

@@ -39,12 +39,12 @@ from hybridmetric.combine import (
     dibia_columns,
     dibia_combined,
     fit_card,
+    fit_gaps,
 )
 from hybridmetric.io import read_study
 from hybridmetric.report import write_report
 from hybridmetric.schema import (
     check_grades_on_scale,
-    missing_rows,
     numbers,
     row_label,
     score_column,
@@ -231,12 +231,10 @@ def run(args: argparse.Namespace) -> int:
 
 def _fitted_rows(table: pd.DataFrame, target: str, features: Sequence[str],
                  model: str) -> np.ndarray:
-    """Which rows of ``table`` the hybrid is fitted on: those with the target, every feature
-    and, for the models trained on each rater's grade, grades (the others are dropped from the
-    fit, or refused there)."""
+    """Which rows of ``table`` the hybrid is fitted on (the others the fit drops, or refuses:
+    :func:`~hybridmetric.combine.fit_gaps`)."""
     fitted = np.ones(len(table), dtype=bool)
-    needed = [target, *features] + (["ratings"] if model in RATER_MODELS else [])
-    for rows in missing_rows(table, needed).values():
+    for rows in fit_gaps(table, target, features, model).values():
         fitted[rows] = False
     return fitted
 
