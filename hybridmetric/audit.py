@@ -130,8 +130,9 @@ from hybridmetric.signature import environment, signature
 #: Bump when a change alters the numbers (3: system-level permutations swap whole systems; the
 #: Williams test of two metrics one up to a linear map is NaN; 4: wide scales' grades binned;
 #: 5: a level whose ratings never differ, within any task or between the systems' means, is
-#: left out).
-AUDIT_VERSION = "5"
+#: left out; 6: means rounded to digits of the values averaged, not to 11 decimals at least,
+#: so a scale as small as 0 to 1e-6 keeps its digits).
+AUDIT_VERSION = "6"
 ITEM_STATISTICS = ("pearson", "spearman", "kendall_tau_b", "kendall_tau_c", "pairwise_accuracy",
                    "pairwise_accuracy_tc")
 WITHIN_STATISTICS = ("tau_darr", "pairwise_accuracy", "pairwise_accuracy_tc", "pearson",
@@ -423,8 +424,9 @@ def _grades(human: np.ndarray, scale: tuple[float, float] | None
     # (rounded first: a mean of 0/1 labels such as 0.3 lies on its edge, not a hair below it)
     position = np.round((human - scale[0]) / (scale[1] - scale[0]) * GRADE_BINS, 9)
     index = np.clip(np.floor(position).astype(int), 0, GRADE_BINS - 1)
-    edges = [round(scale[0] + (scale[1] - scale[0]) * k / GRADE_BINS, 9)
-             for k in range(GRADE_BINS + 1)]
+    edges = stats.round_significant(
+        scale[0] + (scale[1] - scale[0]) * np.arange(GRADE_BINS + 1) / GRADE_BINS,
+        max(abs(scale[0]), abs(scale[1])), 9).tolist()
     names: list[int | str] = [f"[{edges[k]:.9g}, {edges[k + 1]:.9g}"
                               + ("]" if k == GRADE_BINS - 1 else ")") for k in range(GRADE_BINS)]
     return index, names, "binned"

@@ -126,7 +126,7 @@ from hybridmetric.schema import (
     where_text,
 )
 from hybridmetric.signature import changed, environment, signature
-from hybridmetric.stats import rounding_decimals
+from hybridmetric.stats import round_significant, shown_decimals
 
 CARD_FORMAT = "hybridmetric-card/1"
 MODELS = ("nonneg", "ridge", "ordinal", "mixed")
@@ -386,7 +386,8 @@ class HybridMetric(RegressorMixin, BaseEstimator):
         raw = self._raw((X - self.mean_) / self.scale_)
         if self.calibration == "isotonic":
             raw = np.interp(raw, self.iso_x_, self.iso_y_)
-        return np.clip(np.round(raw, _decimals(self.bounds_)), *self.bounds_)
+        largest = max(abs(float(self.bounds_[0])), abs(float(self.bounds_[1])))
+        return np.clip(round_significant(raw, largest, OUTPUT_DIGITS), *self.bounds_)
 
     def class_probabilities(self, X: Any) -> np.ndarray:
         """P(grade = ``levels_[k]``) per row (``ordinal`` only)."""
@@ -395,11 +396,6 @@ class HybridMetric(RegressorMixin, BaseEstimator):
             raise ValueError(f"class_probabilities needs model='ordinal', not {self.model!r}")
         X = validate_data(self, X, reset=False, dtype=np.float64)
         return self._ordinal_probabilities(((X - self.mean_) / self.scale_) @ self.coef_)
-
-
-def _decimals(bounds: tuple[float, float]) -> int:
-    """The decimals of :data:`OUTPUT_DIGITS` significant digits on a scale with ``bounds``."""
-    return rounding_decimals(max(abs(float(bounds[0])), abs(float(bounds[1]))), OUTPUT_DIGITS)
 
 
 # --------------------------------------------------------------------------- data preparation
@@ -958,6 +954,7 @@ class MetricCard:
             + (f"; {cv['note']}" if cv.get("note") else ""),
         ]
         width = max(len(n) for n in [*cv["features"], "dibia_combined"]) + 2
+        places = shown_decimals(max(abs(float(b)) for b in d["scale"]))  # (the weights' scale)
         lines.append(f"{'':{width}}{'kendall':>16}{'spearman':>16}{'pearson':>16}"
                      "   weight [95% CI] per SD")
 
@@ -969,8 +966,8 @@ class MetricCard:
             text = f"{name:{width}}" + "".join(f"{c:>16}" for c in cells)
             if weight is not None:
                 ci = weight["ci"]
-                text += f"   {weight['value']:+.3f}" + (f" [{ci[0]:+.3f}, {ci[1]:+.3f}]"
-                                                         if ci else "")
+                text += f"   {weight['value']:+.{places}f}" + (
+                    f" [{ci[0]:+.{places}f}, {ci[1]:+.{places}f}]" if ci else "")
             return text
 
         lines.append(row("hybrid", cv["hybrid"], None))

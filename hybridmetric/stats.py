@@ -336,30 +336,51 @@ def per_group(statistic: str, human: np.ndarray, metric: np.ndarray, groups: np.
     return out
 
 
-#: The significant digits (of the largest) that means keep (:func:`settled_means`).
+#: The significant digits (of the largest value averaged) that means keep (:func:`settled_means`).
 MEAN_DIGITS = 12
 
 
-def settled_means(means: np.ndarray) -> np.ndarray:
-    """``means`` rounded to :data:`MEAN_DIGITS` significant digits of the largest of them: the
-    means of equal values summed in another order differ by a unit in the last place (5/3 as
-    1.6666666666666665 and 1.6666666666666667), which would split a tie that rank statistics
-    count, or make a constant side vary."""
-    finite = np.abs(means[np.isfinite(means)])
-    return np.round(means, rounding_decimals(float(finite.max()) if finite.size else 1.0))
+def settled_means(means: np.ndarray, magnitude: float) -> np.ndarray:
+    """``means`` of values no larger than ``magnitude`` in size, rounded to :data:`MEAN_DIGITS`
+    significant digits of it (:func:`round_significant`): the means of equal values summed in
+    another order differ by a unit in the last place (5/3 as 1.6666666666666665 and
+    1.6666666666666667), which would split a tie that rank statistics count, or make a constant
+    side vary. (Of the values, not of the means: means that cancel to zero keep no noise.)"""
+    return round_significant(means, magnitude, MEAN_DIGITS)
 
 
-def rounding_decimals(largest: float, digits: int = MEAN_DIGITS) -> int:
-    """The decimals that keep ``digits`` significant digits of ``largest`` (of 1, where its
-    magnitude is smaller)."""
-    return digits - int(np.floor(np.log10(max(1.0, abs(largest))))) - 1
+def round_significant(values: np.ndarray, largest: float, digits: int) -> np.ndarray:
+    """``values`` rounded to the decimal of the ``digits``-th significant digit of ``largest``
+    (their largest size), whatever its magnitude: 11 decimals for 12 digits of 4, 17 of 1e-6.
+    As they are where ``largest`` is 0 or so small (below ~1e-290) that its decimal's power of
+    ten would overflow."""
+    if not largest > 0:
+        return values
+    decimals = digits - int(np.floor(np.log10(largest))) - 1
+    return values if decimals > 300 else np.round(values, decimals)
+
+
+def shown_decimals(largest: float, decimals: int = 3) -> int:
+    """The decimals that show numbers on a scale whose largest value is ``largest`` as finely,
+    for its size, as ``decimals`` show them on a scale of 0 to 1: 3 on 0 to 1, 0 to 4 or 0 to
+    100 (never fewer), 4 on 0 to 0.5, 9 on 0 to 1e-6 (a report's numbers)."""
+    if not largest or not math.isfinite(largest):
+        return decimals
+    return max(decimals, decimals - math.floor(math.log10(abs(largest))))
+
+
+def largest_abs(values: np.ndarray) -> float:
+    """The largest finite value of ``values`` in size (0 where none is)."""
+    finite = np.abs(values[np.isfinite(values)])
+    return float(finite.max()) if finite.size else 0.0
 
 
 def system_means(values: np.ndarray, systems: np.ndarray) -> np.ndarray:
     """Mean of ``values`` per system, in the order of the sorted unique system labels
     (:func:`settled_means`)."""
     _, codes = group_codes(systems)
-    return settled_means(np.bincount(codes, weights=values) / np.bincount(codes))
+    return settled_means(np.bincount(codes, weights=values) / np.bincount(codes),
+                         largest_abs(values))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -605,7 +626,7 @@ def bootstrap_system_means(values: np.ndarray, codes: np.ndarray, system_codes: 
     np.add.at(cell_sum, (codes, system_codes), values)
     np.add.at(cell_n, (codes, system_codes), 1.0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return settled_means((counts @ cell_sum) / (counts @ cell_n))
+        return settled_means((counts @ cell_sum) / (counts @ cell_n), largest_abs(values))
 
 
 # ----------------------------------------------------------------------------------------------

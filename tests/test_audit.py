@@ -454,6 +454,10 @@ def test_a_wide_or_fractional_scale_is_cut_into_bins_of_equal_width():
     grades, names, how = _grades(np.array([0.5, 3.5, 2.0]), (0.5, 3.5))
     assert (grades.tolist(), names[0], names[-1], how) == ([0, 9, 5], "[0.5, 0.8)", "[3.2, 3.5]",
                                                           "binned")
+    # edges rounded to digits of the scale, not to 9 decimals (0 to 1e-10: every edge was 0)
+    grades, names, _ = _grades(np.array([3e-11, 1e-10]), (0, 1e-10))
+    assert (grades.tolist(), names[:2], names[-1]) == ([3, 9], ["[0, 1e-11)", "[1e-11, 2e-11)"],
+                                                      "[9e-11, 1e-10]")
     labels = unit.assign(rating=(unit["rating"] >= 0.5).astype(float))
     value = audit(labels, metrics=["score.x"], seed=5, n_resamples=50, n_permutations=20,
                   scale=(0, 1))["pass_value"]

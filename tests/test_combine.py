@@ -134,6 +134,19 @@ def test_values_apart_by_float_noise_are_one_output_so_ties_stay_ties():
     assert wide.predict(rows[:1])[0] == round(wide.predict(rows[:1])[0], 9)
 
 
+@pytest.mark.parametrize("model", ["nonneg", "ridge"])
+def test_a_tiny_scale_keeps_the_hybrid_s_digits(model):
+    """Ratings on 0 to 4e-7 are ratings on 0 to 4 times 1e-7, and so is the hybrid, to 12
+    significant digits: rounded to 11 decimals, as on 0-4, it kept ~4 of them."""
+    rng = np.random.default_rng(6)
+    X = rng.uniform(0, 1, (120, 3))
+    y = np.clip(1 + X @ np.array([0.7, 1.3, 0.4]) + rng.normal(0, 0.3, 120), 0, 4)
+    plain = HybridMetric(model=model, bounds=(0, 4)).fit(X, y).predict(X)
+    tiny = HybridMetric(model=model, bounds=(0, 4e-7)).fit(X, y * 1e-7).predict(X)
+    np.testing.assert_allclose(tiny, plain * 1e-7, rtol=1e-10, atol=0)
+    assert stats.kendalltau(tiny, y).statistic == stats.kendalltau(plain, y).statistic
+
+
 def test_isotonic_calibration_is_monotone_and_on_the_scale():
     rng = np.random.default_rng(4)
     X = rng.uniform(0, 1, (400, 2))

@@ -436,3 +436,46 @@ def test_grade_bars_draw_a_share_outside_its_own_interval() -> None:
                                                     {"grade": 1, "share": share}]},
                   "fail": {"n": 4, "distribution": [{"grade": 1, "share": share}]}}
     assert grade_bars(pass_value, "rating").startswith(b"\x89PNG")
+
+
+def _scaled(node: Any, other: Any) -> None:
+    """``node`` equals ``other`` wherever it holds a number (to 1e-9), and in its keys."""
+    if isinstance(node, dict):
+        assert node.keys() == other.keys()
+        for key in node:
+            _scaled(node[key], other[key])
+    elif isinstance(node, list):
+        assert len(node) == len(other)
+        for a, b in zip(node, other, strict=True):
+            _scaled(a, b)
+    elif isinstance(node, float):
+        assert node == pytest.approx(other, rel=1e-9, abs=1e-12, nan_ok=True)
+
+
+def test_a_tiny_rating_scale_gives_the_same_audit_and_shows_its_digits(tmp_path) -> None:
+    """Ratings of 0 to 4e-7 are ratings of 0 to 4 times 1e-7: every statistic of the audit is
+    the same, and the report shows the means, weights and calibration of such a scale to 10
+    decimals, as finely for its size as 3 show 0 to 1 (at 3 decimals every one was 0.000)."""
+    frame = make_frame()
+    tiny = frame.assign(rating=frame["rating"] * 1e-7,
+                        ratings=[{r: g * 1e-7 for r, g in row.items()} for row in frame["ratings"]])
+    plain = audit(frame, seed=1, n_resamples=200, n_permutations=200, scale=(0, 4))
+    small = audit(tiny, seed=1, n_resamples=200, n_permutations=200, scale=(0, 4e-7))
+    for key in ("agreement", "comparisons", "ceiling"):
+        _scaled(small[key], plain[key])
+    for system, values in small["by_system"].items():
+        assert values["mean"]["value"] == pytest.approx(
+            plain["by_system"][system]["mean"]["value"] * 1e-7, rel=1e-11)
+    card = fit_card(tiny, features=["chrf", "edit_sim"], seed=3, folds=3, repeats=2, n_boot=50,
+                    scorer_signatures={"chrf": "chrf|v1", "edit_sim": "edit|v1"},
+                    calibration="isotonic", scale=(0, 4e-7)).data
+    text = write_report(small, tiny, tmp_path, card=card)["markdown"].read_text()
+    shown = [fmt_estimate(v["mean"], 10) for v in small["by_system"].values()]
+    shown += [fmt_estimate(w, 10) for w in card["weights"].values()]
+    shown += [fmt(row[k], 10) for row in card["calibration"]["table"]
+              for k in ("predicted", "observed")]
+    assert all(f" {md_escape(cell)} |" in text for cell in shown)
+    assert sum(float(cell.split()[0]) != 0 for cell in shown) >= len(shown) - 2
+    summary = MetricCard(card).summary()  # (what fit prints)
+    assert all(f"{w['value']:+.10f} [{w['ci'][0]:+.10f}," in summary
+               for w in card["weights"].values())

@@ -476,6 +476,38 @@ def test_system_means_of_the_same_values_in_another_order_tie():
     assert resampled.tolist() == [[0.2, 0.2, 0.2]] * 2
 
 
+def test_rounding_keeps_significant_digits_of_the_values_whatever_their_size():
+    """12 significant digits of the largest value: 11 decimals for 4, 17 for 1e-6, 13 for 0.3;
+    values as they are where the largest is 0 or too small for its power of ten (1e-300)."""
+    third = np.array([4 / 3, 4e-6 / 3, 0.1])
+    assert stats.round_significant(third, 4.0, 12)[0] == round(4 / 3, 11)
+    assert stats.round_significant(third, 1e-6, 12)[1] == round(4e-6 / 3, 17)
+    assert stats.round_significant(third, 0.3, 12)[2] == 0.1
+    tiny = np.array([1e-300 / 3, 0.0])
+    assert stats.round_significant(tiny, 1e-300, 12).tolist() == tiny.tolist()
+    assert stats.round_significant(third, 0.0, 12) is third
+
+
+def test_system_means_on_a_tiny_scale_keep_their_digits_and_settle_noise_at_zero():
+    """Means of values of 1e-7 keep 12 significant digits (rounded to 11 decimals they kept ~4,
+    and two systems 1e-9 apart in relative terms tied), and means of values that cancel are 0
+    exactly, not a unit in the last place of 0.1 either side."""
+    values = 1e-7 * np.array([1, 1, 1.000000001, 1, 1, 1]) / 3
+    means = stats.system_means(values, np.array(list("AAABBB")))
+    assert means[0] != means[1]
+    np.testing.assert_allclose(means, [values[:3].mean(), values[3:].mean()], rtol=1e-11)
+    cancel = np.array([0.1, 0.2, -0.3, -0.1, -0.2, 0.3])
+    assert [sum(cancel[:3]), sum(cancel[3:])] != [0.0, 0.0]
+    assert stats.system_means(cancel, np.array(list("AAABBB"))).tolist() == [0.0, 0.0]
+
+
+def test_shown_decimals_match_a_unit_scale_s_three():
+    """As finely for its size as 3 decimals show 0 to 1: 3 on 0-4 and 0-100 (never fewer), 4
+    on 0-0.5, 9 on 0-1e-6, 3 where there is no number."""
+    assert [stats.shown_decimals(x) for x in (1, 4, 100, 0.5, 1e-6, 0.0, math.nan)] == [
+        3, 3, 3, 4, 9, 3, 3]
+
+
 def test_the_rest_of_the_raters_mean_the_same_in_any_order():
     """The others' mean of the same grades, whoever gave them, is one value, a tie: summed in
     the raters' order and less the rater's own, {0.2, 0.3} came out as 0.25000000000000006 in

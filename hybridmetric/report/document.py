@@ -29,6 +29,7 @@ from hybridmetric.report.tables import (
     key_value_table,
     label,
     pass_value_tables,
+    scale_decimals,
     significance_matrix,
     statistics_of,
     weights_table,
@@ -244,8 +245,9 @@ def _hybrid(card: Mapping[str, Any] | None) -> Section:
     section.blocks.append(key_value_table("Model", details, exact=True))
     fitted = {key: card[key] for key in ("intercept", "intercept_per_unit", "rater_sd",
                                          "ordinal") if key in card}
+    decimals = scale_decimals(card.get("scale"))
     if fitted:
-        section.blocks.append(key_value_table("Fitted constants", fitted))
+        section.blocks.append(key_value_table("Fitted constants", fitted, decimals=decimals))
     level = (card.get("bootstrap") or {}).get("level")
     ci = f"{100 * level:g}% CI" if level is not None else "CI"
     section.blocks.append(Plot(plots.weights_plot(card["weights"], ci),
@@ -260,7 +262,7 @@ def _hybrid(card: Mapping[str, Any] | None) -> Section:
             "Calibration plot: mean observed against mean predicted rating per bin",
             "Calibration: mean observed rating against mean prediction per bin; dashed: perfect.",
         ))
-        section.blocks.append(calibration_table(calibration))
+        section.blocks.append(calibration_table(calibration, decimals))
     else:
         section.blocks.append("The card holds no calibration table.")
     cv = card.get("cv")

@@ -12,6 +12,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from hybridmetric.schema import HYBRID_COLUMN
+from hybridmetric.stats import shown_decimals
+
 LEVEL_TITLES = {
     "item": "Item level (every row)",
     "within_task": "Within task (the systems of each task compared with each other)",
@@ -26,6 +29,8 @@ LEVEL_NOTES = {
                    "mean over tasks of each task's value.",
 }
 DASH = "—"
+#: Decimals a number is shown to (more where its scale is small: :func:`scale_decimals`).
+DECIMALS = 3
 
 
 @dataclass(frozen=True)
@@ -46,8 +51,8 @@ class Table:
     note: str = ""
 
 
-def fmt(value: Any) -> str:
-    """A number as report text: integers as they are, floats to 3 decimals, None a dash."""
+def fmt(value: Any, decimals: int = DECIMALS) -> str:
+    """A number as report text: integers as they are, floats to ``decimals``, None a dash."""
     if value is None:
         return DASH
     if isinstance(value, bool):
@@ -55,7 +60,7 @@ def fmt(value: Any) -> str:
     if isinstance(value, int):
         return str(value)
     if isinstance(value, float):
-        return DASH if math.isnan(value) else f"{value:.3f}"
+        return DASH if math.isnan(value) else f"{value:.{decimals}f}"
     return str(value)
 
 
@@ -78,15 +83,27 @@ def is_estimate(value: Any) -> bool:
     return isinstance(value, Mapping) and "value" in value
 
 
-def fmt_estimate(value: Any) -> str:
+def fmt_estimate(value: Any, decimals: int = DECIMALS) -> str:
     """``0.412 [0.380, 0.441]`` from ``{"value": .., "ci": [lo, hi]}``; a bare number as is."""
     if not is_estimate(value):
-        return fmt(value)
-    text = fmt(value["value"])
+        return fmt(value, decimals)
+    text = fmt(value["value"], decimals)
     ci = value.get("ci")
     if ci is not None:
-        text += f" [{fmt(ci[0])}, {fmt(ci[1])}]"
+        text += f" [{fmt(ci[0], decimals)}, {fmt(ci[1], decimals)}]"
     return text
+
+
+def scale_decimals(scale: Sequence[float] | None, *observed: Any) -> int:
+    """The decimals of numbers on a rating ``scale`` (its bounds; where it is None, the largest
+    of the ``observed`` numbers or estimates stands for it): 3 on 0 to 4, 9 on 0 to 1e-6
+    (:func:`~hybridmetric.stats.shown_decimals`)."""
+    numbers = list(scale) if scale else []
+    for value in () if scale else observed:
+        numbers += [value["value"], *(value.get("ci") or ())] if is_estimate(value) else [value]
+    sizes = [abs(v) for v in numbers if isinstance(v, int | float) and not isinstance(v, bool)
+             and math.isfinite(v)]
+    return shown_decimals(max(sizes, default=0.0), DECIMALS)
 
 
 def label(key: str) -> str:
@@ -255,19 +272,23 @@ def flatten(node: Any, prefix: str = "") -> list[tuple[str, Any]]:
 
 
 def key_value_table(title: str, node: Mapping[str, Any], note: str = "",
-                    exact: bool = False) -> Table:
+                    exact: bool = False, decimals: int = DECIMALS) -> Table:
     """A two-column table of a nested mapping's leaves (lists are shown inline).
 
-    ``exact`` shows numbers as they are stored (for settings), not rounded to 3 decimals.
+    ``exact`` shows numbers as they are stored (for settings), not rounded to ``decimals``.
     """
-    show = (lambda v: fmt(v) if isinstance(v, bool) or v is None else str(v)) if exact else fmt
+    def show(value: Any) -> str:
+        if exact and not (isinstance(value, bool) or value is None):
+            return str(value)
+        return fmt(value, decimals)
+
     table = Table(title, ["quantity", "value"], note=note)
     for path, leaf in flatten(node):
         if isinstance(leaf, list):
             text = ", ".join(show(item) if not isinstance(item, list | Mapping)
                              else json.dumps(item) for item in leaf)
         elif is_estimate(leaf):
-            text = fmt_estimate(leaf)
+            text = fmt_estimate(leaf, decimals)
         else:
             text = show(leaf)
         table.rows.append([Cell(path), Cell(text)])
@@ -275,7 +296,9 @@ def key_value_table(title: str, node: Mapping[str, Any], note: str = "",
 
 
 def weights_table(card: Mapping[str, Any], ci: str) -> Table:
-    """The hybrid's features: weights with CIs (per training SD and per raw unit), feature stats."""
+    """The hybrid's features: weights with CIs (per training SD and per raw unit, to the decimals
+    of the card's scale), feature stats."""
+    decimals = scale_decimals(card.get("scale"))
     features = {f["name"]: f for f in card.get("features", [])}
     units = card.get("weights_units") or "units of the card's model"
     table = Table("Weights", ["feature", f"weight per SD [{ci}]", f"weight per unit [{ci}]",
@@ -284,18 +307,21 @@ def weights_table(card: Mapping[str, Any], ci: str) -> Table:
     for name, weight in card["weights"].items():
         feature = features.get(name, {})
         per_unit = {"value": weight.get("per_unit"), "ci": weight.get("per_unit_ci")}
-        table.rows.append([Cell(name), Cell(fmt_estimate(weight)), Cell(fmt_estimate(per_unit)),
+        table.rows.append([Cell(name), Cell(fmt_estimate(weight, decimals)),
+                           Cell(fmt_estimate(per_unit, decimals)),
                            Cell(fmt(feature.get("mean"))), Cell(fmt(feature.get("std")))])
     return table
 
 
-def calibration_table(calibration: Mapping[str, Any]) -> Table:
+def calibration_table(calibration: Mapping[str, Any], decimals: int = DECIMALS) -> Table:
     """The calibration bins: predicted against observed mean rating."""
     table = Table(f"Calibration ({calibration.get('method', 'unnamed method')})",
                   ["bin", "n", "mean predicted", "mean observed"])
     for row in calibration["table"]:
-        table.rows.append([Cell(f"[{fmt(row['lo'])}, {fmt(row['hi'])}]"), Cell(fmt(row["n"])),
-                           Cell(fmt(row["predicted"])), Cell(fmt(row["observed"]))])
+        lo, hi = fmt(row["lo"], decimals), fmt(row["hi"], decimals)
+        table.rows.append([Cell(f"[{lo}, {hi}]"), Cell(fmt(row["n"])),
+                           Cell(fmt(row["predicted"], decimals)),
+                           Cell(fmt(row["observed"], decimals))])
     return table
 
 
@@ -326,18 +352,23 @@ def cv_table(cv: Mapping[str, Any]) -> Table:
 
 
 def by_system_table(results: Mapping[str, Any]) -> Table:
-    """Per system: rows, tasks, the mean target with its CI, and the mean of each metric."""
+    """Per system: rows, tasks, the mean target with its CI, and the mean of each metric (the
+    target and the hybrid to the decimals of the rating scale)."""
     by_system = results["by_system"]
     metrics = statistics_of({s: v.get("metrics", {}) for s, v in by_system.items()})
     target = str(results.get("target", "target"))
     table = Table("By system", ["system", "rows", "tasks", f"mean {target} [CI]",
                                 *(f"mean {m}" for m in metrics)],
                   note=f"CI: {ci_name(results)} over tasks; metric means without CIs.")
+    rating = scale_decimals((results.get("settings") or {}).get("scale"),
+                            *(v.get("mean") for v in by_system.values()))
+    decimals = {m: rating if m == HYBRID_COLUMN else DECIMALS for m in metrics}
     for system, values in by_system.items():
         means = values.get("metrics", {})
         table.rows.append([Cell(str(system)), Cell(fmt(values.get("n"))),
-                           Cell(fmt(values.get("n_tasks"))), Cell(fmt_estimate(values.get("mean")))]
-                          + [Cell(fmt(means.get(m))) for m in metrics])
+                           Cell(fmt(values.get("n_tasks"))),
+                           Cell(fmt_estimate(values.get("mean"), rating))]
+                          + [Cell(fmt(means.get(m), decimals[m])) for m in metrics])
     return table
 
 
@@ -352,8 +383,12 @@ def pass_value_tables(results: Mapping[str, Any]) -> list[Table]:
     """Passing against failing code: means and useful shares, then the grade distribution."""
     value = results["pass_value"]
     target = str(results.get("target", "target"))
-    threshold = (results.get("settings") or {}).get("useful_threshold")
-    useful = f"share {target} ≥ {fmt(threshold)}" if threshold is not None else "useful share"
+    settings = results.get("settings") or {}
+    threshold = settings.get("useful_threshold")
+    decimals = scale_decimals(settings.get("scale"), threshold,
+                              *(value[group].get("mean") for group in ("pass", "fail")))
+    useful = (f"share {target} ≥ {fmt(threshold, decimals)}" if threshold is not None
+              else "useful share")
     ci = ci_name(results)
     summary = Table("Ratings of passing and failing code",
                     ["code", "rows", "tasks", f"mean {target} [CI]", f"{useful} [CI]"],
@@ -364,12 +399,12 @@ def pass_value_tables(results: Mapping[str, Any]) -> list[Table]:
         block = value[group]
         table_row = [Cell("passes its tests" if group == "pass" else "fails its tests"),
                      Cell(fmt(block.get("n"))), Cell(fmt(block.get("n_tasks"))),
-                     Cell(fmt_estimate(block.get("mean"))),
+                     Cell(fmt_estimate(block.get("mean"), decimals)),
                      Cell(fmt_estimate(block.get("useful_share")))]
         summary.rows.append(table_row)
     difference = value.get("difference", {})
     summary.rows.append([Cell("difference (pass − fail)"), Cell(DASH, "muted"),
-                         Cell(DASH, "muted"), Cell(fmt_estimate(difference.get("mean"))),
+                         Cell(DASH, "muted"), Cell(fmt_estimate(difference.get("mean"), decimals)),
                          Cell(fmt_estimate(difference.get("useful_share")))])
     distribution = Table(f"Distribution of the grade ({grading(value, target)})",
                          ["grade", "pass: rows", "pass: share [CI]", "fail: rows",
