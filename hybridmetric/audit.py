@@ -9,7 +9,8 @@ Levels:
 
 - ``item``: all rows pooled.
 - ``within_task``: rows of the same task only. ``tau_darr`` is CodeBERTScore's Table 1 tau (pairs of
-  systems for the same problem, human ties dropped, metric ties counted, pooled over tasks), a
+  rows for the same problem, human ties dropped, metric ties counted, pooled over tasks: there
+  one row a system, here two samples of one system are a pair too), a
   tie being equal scores (its script also ties scores less than 0.001 apart, a threshold tied to
   its metrics' scale; ``stats.tau_darr`` takes it where its Table 1 is reproduced);
   ``pairwise_accuracy`` (acc23) is the mean over tasks of the per-task accuracy; ``pearson``,

@@ -17,13 +17,14 @@ from hybridmetric.stats import shown_decimals
 
 LEVEL_TITLES = {
     "item": "Item level (every row)",
-    "within_task": "Within task (the systems of each task compared with each other)",
+    "within_task": "Within task (the candidates of each task compared with each other)",
     "system": "System level (mean per system)",
 }
 LEVEL_NOTES = {
     "system": "Statistics of the per-system means; with few systems the intervals are wide, and "
               "a percentile interval need not hold its estimate.",
-    "within_task": "tau darr: pairs of systems on the same task, human ties dropped, pooled over "
+    "within_task": "tau darr: pairs of candidates (rows) of the same task, two samples of one "
+                   "system too, human ties dropped, pooled over "
                    "tasks (CodeBERTScore's statistic, with a tie only where two scores are equal: "
                    "its script also ties scores less than 0.001 apart); the other statistics: the "
                    "mean over tasks of each task's value.",
