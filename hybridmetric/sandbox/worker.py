@@ -122,6 +122,13 @@ MAKE_SHARED_MEMORY = frozenset({"python", "cpp"})
 #: ``malloc`` that failed under the rlimit would give it a null pointer to crash on, and its
 #: allocations that it never touches cost it nothing, as outside the sandbox.
 CGROUP_ALONE = frozenset({"cpp"})
+#: The languages whose programs, where there is a memory cgroup, get RLIMIT_DATA
+#: :data:`ADDRESS_SPACE_ROOM_MB` above their memory limit, not at it: the cgroup caps what they
+#: use, and what they reserve but never touch fits, as outside the sandbox (a Python thread's
+#: stack reserves 8 MiB: under a 1 GiB RLIMIT_DATA no more than ~126 threads could run at
+#: once), while an allocation far past the limit still fails at once, a ``MemoryError`` whose
+#: traceback says where.
+CGROUP_ROOM = frozenset({"python"})
 
 
 def program_env(work: str, private_tmp: bool) -> dict[str, str]:
@@ -453,7 +460,7 @@ class Worker:
         if isinstance(code, str):  # it does not compile: no child needed
             return RunResult(SYNTAX_ERROR, code)
         process = self._spawn(None, source, limits, limits.memory_mb, limits.timeout_s, code,
-                              shared_memory=True)
+                              shared_memory=True, cgroup_room="python" in CGROUP_ROOM)
         return self._verdict("python", process, limits)
 
     def _built(self, language: str, source: str, limits: Limits, case: str, work: str,
@@ -679,16 +686,19 @@ class Worker:
     def _spawn(self, argv: list[str] | None, source: str | None, limits: Limits,
                memory_mb: int, timeout_s: float, code: bytes | None = None,
                file_mb: int | None = None, shared_memory: bool = False,
-               cgroup_alone: bool = False) -> Process:
+               cgroup_alone: bool = False, cgroup_room: bool = False) -> Process:
         """Run ``argv`` (or, when None, the Python ``source``, whose ``code`` is from
         :func:`precompile`) in an isolated child; files up to ``file_mb`` (the limits');
         ``shared_memory``: a program that can make shared memory (see
         :data:`ADDRESS_SPACE_ROOM_MB`); ``cgroup_alone``: one whose memory only the cgroup, where
-        there is one, limits (see :data:`CGROUP_ALONE`)."""
+        there is one, limits (see :data:`CGROUP_ALONE`); ``cgroup_room``: one that the cgroup's
+        limit leaves room to reserve more (:data:`CGROUP_ROOM`)."""
         oom_before = self.cgroup.prepare(memory_mb) if self.cgroup is not None else 0
         self._count_sockets()  # (the compile server's, where one runs)
         bound = shared_memory and self.cgroup is None
-        data = 0 if cgroup_alone and self.cgroup is not None else memory_mb * 2**20
+        data = memory_mb * 2**20
+        if self.cgroup is not None and (cgroup_alone or cgroup_room):
+            data = (memory_mb + ADDRESS_SPACE_ROOM_MB) * 2**20 if cgroup_room else 0
         rlimits: Rlimits = (data, int(timeout_s) + 1,
                             (file_mb or limits.file_mb) * 2**20, limits.open_files,
                             limits.processes,
@@ -755,8 +765,11 @@ class Worker:
                 and (process.signal == signal.SIGABRT  # (V8's "Fatal javascript OOM": a trap)
                      or (language == "javascript" and process.signal == signal.SIGTRAP)
                      or (language == "java" and process.untouched)))
-        if kind == b"M" or process.oom or said:
+        if kind == b"M" or said:
             return result(MEMORY, stderr)
+        if process.oom:
+            return result(MEMORY, f"killed by the kernel's OOM killer: the program's processes "
+                                  f"used their memory limit ({limits.memory_mb} MiB)\n{stderr}")
         number = process.signal
         # static data within STARTUP_ROOM of the limit: the libraries and the first allocations
         # did not fit, and the kernel (or the loader) ended the program before it started

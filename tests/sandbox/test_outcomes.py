@@ -1012,10 +1012,41 @@ def test_a_cpp_program_s_memory_is_the_cgroup_s_to_judge(sandbox: Sandbox, run: 
     bomb = ("#include <cstdlib>\n#include <cstring>\n"
             "int main() {\n  for (;;) {\n    char *p = (char *)malloc(1 << 24);\n"
             "    memset(p, 1, 1 << 24);\n  }\n}\n")
-    assert run(sandbox, "cpp", bomb, limits).outcome == MEMORY
+    result = run(sandbox, "cpp", bomb, limits)
+    assert result.outcome == MEMORY and result.error.startswith(
+        "killed by the kernel's OOM killer: the program's processes used their memory limit "
+        "(256 MiB)"), result
     untouched = ("#include <cstdlib>\n"
                  "int main() { return malloc(size_t(512) << 20) == nullptr; }\n")
     assert run(sandbox, "cpp", untouched, limits).outcome == PASSED
+
+
+def test_a_python_program_may_reserve_what_it_never_touches_under_a_cgroup(
+        sandbox: Sandbox, run: Run) -> None:
+    """Where there is a memory cgroup, it caps what a Python program uses, and RLIMIT_DATA sits
+    1 GiB above the limit: 150 threads at once (8 MiB of stack reserved each, which a 256 MiB
+    RLIMIT_DATA holds fewer than 32 of: "can't start new thread") and 768 MiB mapped but never
+    touched run, as outside; memory used past the limit is the OOM killer's (``memory``, saying
+    so), and an allocation far past it still fails at once, a ``MemoryError`` with its
+    traceback."""
+    if not sandbox.isolation.memory_cgroup:
+        pytest.skip("no memory cgroup here: RLIMIT_DATA is the memory limit")
+    limits = Limits(timeout_s=20.0, memory_mb=256)
+    threads = ("import threading\nready = threading.Barrier(151)\n"
+               "threads = [threading.Thread(target=ready.wait) for _ in range(150)]\n"
+               "for t in threads:\n    t.start()\nready.wait()\n"
+               "for t in threads:\n    t.join()\n")
+    assert run(sandbox, "python", threads, limits).outcome == PASSED
+    reserved = ("import mmap\nm = mmap.mmap(-1, 768 << 20, flags=mmap.MAP_PRIVATE)\n"
+                "m[0] = 1\nassert m[0] == 1\n")
+    assert run(sandbox, "python", reserved, limits).outcome == PASSED
+    grows = "blocks = []\nwhile True:\n    blocks.append(bytearray(1 << 24))\n"
+    result = run(sandbox, "python", grows, limits)
+    assert result.outcome == MEMORY and "OOM killer" in result.error, result
+    far = "x = 1\nblock = bytearray(2 << 30)\n"
+    result = run(sandbox, "python", far, limits)
+    assert result.outcome == MEMORY and result.error.endswith(
+        'line 2, in <module>\n    block = bytearray(2 << 30)\nMemoryError\n'), result
 
 
 def test_static_data_that_leaves_the_libraries_no_room(sandbox: Sandbox, run: Run) -> None:
