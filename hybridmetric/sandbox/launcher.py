@@ -510,6 +510,9 @@ def _plain_error_text(exc: BaseException, source: str, path: str) -> str | None:
             notes = [f"Ignored error getting __notes__: {_safe_str(error, '__notes__', repr)}"]
         if isinstance(current, SyntaxError):  # (possible only if the program's code made it so)
             return None
+        suggestion = _suggestion(current, tb) if _PY312 else ""
+        if suggestion:  # (else text stays what __str__ gave: a str subclass's own)
+            text += suggestion
         following, introduces = None, ""
         if current and current.__cause__ is not None and id(current.__cause__) not in seen:
             following, introduces = current.__cause__, _CAUSE
@@ -551,6 +554,30 @@ def _plain_error_text(exc: BaseException, source: str, path: str) -> str | None:
         else:
             out.append(_safe_str(notes, "__notes__", repr) + ("\n" if _PY312 else ""))
     return "".join(out)
+
+
+def _suggestion(exc: BaseException, tb: TracebackType | None) -> str:
+    """What ``traceback`` (from Python 3.12) adds to the message of a name not found: the
+    nearest name there is (``. Did you mean: 'total'?``), a standard module not imported; by
+    its steps in its order. (Python 3.11's ``traceback`` adds nothing, as its interpreter's own
+    printer does.)"""
+    kind = type(exc)
+    if issubclass(kind, ImportError) and getattr(exc, "name_from", None) is not None:
+        wrong = getattr(exc, "name_from", None)
+        near = traceback._compute_suggestion_error(exc, tb, wrong)  # type: ignore[attr-defined]
+        return f". Did you mean: '{near}'?" if near else ""
+    if not (issubclass(kind, NameError | AttributeError)
+            and getattr(exc, "name", None) is not None):
+        return ""
+    wrong = getattr(exc, "name", None)
+    near = traceback._compute_suggestion_error(exc, tb, wrong)  # type: ignore[attr-defined]
+    text = f". Did you mean: '{near}'?" if near else ""
+    if issubclass(kind, NameError):
+        wrong = getattr(exc, "name", None)
+        if wrong is not None and wrong in sys.stdlib_module_names:
+            asked = f"forget to import '{wrong}'" + ("?" if _PY313 else "")
+            text += f" Or did you {asked}" if near else f". Did you {asked}"
+    return text
 
 
 def _needs_traceback(exc: BaseException) -> bool:

@@ -468,6 +468,12 @@ TRACEBACKS = {
                        "e = ValueError('n')\ne.__notes__ = [N()]\nraise e\n"),
     "syntax_error_as_context": ("try:\n    compile('1 +', 'made', 'exec')\nexcept SyntaxError:\n"
                                 "    raise KeyError(1)\n"),
+    # a name not found: from 3.12 traceback says which is near, or which module to import
+    "name_near_miss": "total = 1\ndef f():\n    return totl\nf()\n",
+    "attribute_near_miss": "class A:\n    value = 1\nA().valeu\n",
+    "module_not_imported": "math.sqrt(4)\n",
+    "near_miss_and_module": "maths = 1\nmath.sqrt(4)\n",
+    "import_near_miss": "from json import loadz\n",
     "str_adds_a_note": ("class E(Exception):\n    def __str__(self):\n"
                         "        if not hasattr(self, '__notes__'):\n"
                         "            self.add_note('a note')\n        return 'e'\nraise E()\n"),
