@@ -21,7 +21,9 @@ of dev tau and dev Spearman of F1 with the intent as context (the paper's select
 
 Run: ``.venv/bin/python analysis/codebertscore_agreement.py [--layers 0,1,2,3,4,5,6]``
 
-Recorded sweep (2026-11-30, float32 CPU, idf off, no_punc; mean over the 5 folds):
+Recorded sweep (2026-12-06, float32 CPU, idf off, no_punc; mean over the 5 folds; a selection
+of the rows the script prints, four a layer, and a last column worked out here from dev tau and
+dev r_s, the selection rule's score, which it does not print):
 
     metric            dev tau  r_p    r_s   | test tau  r_p    r_s    dev (tau+r_s)/2, ctx F1
     chrF (JetBrains)   0.479  0.636  0.628  |  0.473  0.641  0.624
@@ -32,8 +34,8 @@ Recorded sweep (2026-11-30, float32 CPU, idf off, no_punc; mean over the 5 folds
     L4 ctx .f1         0.497  0.632  0.638  |  0.500  0.662  0.660   0.568
     L5 ctx .f1         0.502  0.630  0.637  |  0.508  0.661  0.660   0.570  <- chosen
     L6 ctx .f1         0.494  0.629  0.637  |  0.506  0.663  0.662   0.566
-    L5 ctx .f3         0.509  0.608  0.614  |  0.516  0.628  0.625
-    L5 no-ctx .f1      0.502  0.641  0.647  |  0.511  0.669  0.667
+    L5 ctx .f3         0.509  0.608  0.614  |  0.516  0.628  0.626
+    L5 no-ctx .f1      0.502  0.640  0.647  |  0.511  0.669  0.667
     L6 no-ctx .f1      0.518  0.664  0.677  |  0.531  0.689  0.693
     L6 no-ctx .f3      0.526  0.648  0.659  |  0.537  0.663  0.665
 

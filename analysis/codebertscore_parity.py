@@ -17,12 +17,13 @@ Rows that differ by more than 1e-4 in a batched reference run are scored again b
 one pair at a time: its result for a text depends on its batch-mates (padding counts as a match of
 similarity 0, and windows are cut on the batch's padded length), ours does not.
 
-Measured 2026-11-30 (layer 5): CoNaLa, all three sets: max |diff| 3.1e-7 over every pair and
-part. HumanEval without context: 14 of 500 rows differ in the batched run (up to 1.4e-2); scored
-alone by the reference, they agree to 1.5e-7. HumanEval with context: 12 rows differ in the
-batched run; alone, all agree to 1e-7 except rows 471-473 (4e-3 to 1.8e-2), whose reference text
-is 484 tokens long and whose candidate is over 512: even alone, the reference package encodes the
-pair in one padded batch and so cuts the shorter text's windows on the longer one's length.
+Measured 2026-12-06 (layer 5; ours rounded to 6 decimals, as it writes its scores): CoNaLa, all
+three sets: max |diff| 8.0e-7 over every pair and part. HumanEval without context: 14 of 500 rows
+differ in the batched run (up to 1.4e-2); scored alone by the reference, they agree to 5.2e-7.
+HumanEval with context: 12 rows differ in the batched run (up to 5.7e-2); alone, all agree to
+5.2e-7 except rows 471 and 472 (4.2e-3 and 8.0e-3), whose reference text is 484 tokens long and
+whose candidate is over 512: even alone, the reference package encodes the pair in one padded
+batch and so cuts the shorter text's windows on the longer one's length.
 
 Run: ``.venv/bin/python analysis/codebertscore_parity.py [--humaneval 500] [--skip-conala]``
 """
