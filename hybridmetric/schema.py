@@ -424,8 +424,9 @@ def _check_tests(value: Any) -> str | None:
         if key in value and not isinstance(value[key], str):
             return f"'{key}' must be a string"
     timeout = value.get("timeout_s")
-    if timeout is not None and (not _is_number(timeout) or timeout <= 0):
-        return "'timeout_s' must be a positive number"
+    if timeout is not None and (not _is_number(timeout) or not math.isfinite(timeout)
+                                or timeout <= 0):
+        return f"'timeout_s' must be a positive number of seconds, got {timeout!r}"
     if "network" in value and not isinstance(value["network"], bool):
         return "'network' must be true or false"
     return None

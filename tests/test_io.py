@@ -106,6 +106,10 @@ def test_a_carriage_return_is_json_whitespace_and_a_csv_cell_keeps_it(tmp_path):
      r"line 2, field 'tests': 'cases' is empty"),
     ('{"task_id": "t", "candidate": "x", "tests": {"cases": [], "timeout": 1}}',
      r"line 2, field 'tests': unknown key"),
+    ('{"task_id": "t", "candidate": "x", "tests": {"cases": ["1"], "timeout_s": NaN}}',
+     r"line 2, field 'tests': 'timeout_s' must be a positive number of seconds, got nan$"),
+    ('{"task_id": "t", "candidate": "x", "tests": {"cases": ["1"], "timeout_s": Infinity}}',
+     r"line 2, field 'tests': 'timeout_s' must be a positive number of seconds, got inf$"),
     ('{"task_id": "t", "candidate": null}', r"line 2, field 'candidate': value is missing"),
     # (an empty name would be a task or a system of its own, which a CSV's empty cell is not)
     ('{"task_id": "", "candidate": "x"}', r"line 2, field 'task_id': task_id is empty$"),

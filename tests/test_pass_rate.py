@@ -182,8 +182,24 @@ def test_row_timeout_overrides_setting(scorer: PassRate) -> None:
 def test_network_tests_need_explicit_permission(scorer: PassRate) -> None:
     frame = frame_of([{"task_id": "n", "candidate": "", "tests": {"cases": ["1"],
                                                                    "network": True}}])
-    with pytest.raises(ValueError, match=r"row 0 \(task_id 'n'\).*allow_network=true"):
+    with pytest.raises(ValueError, match=r"row 0 \(task_id 'n'\), field 'tests'.*"
+                                         r"allow_network=true"):
         scorer.score(frame)
+
+
+def test_a_timeout_past_a_day_names_its_row(scorer: PassRate) -> None:
+    """1e10 s overflowed the system's clock types deep in the sandbox (an OverflowError naming
+    no row): a timeout over a day is refused with the row and field, or the setting's name."""
+    frame = frame_of([{"task_id": "long", "candidate": "",
+                       "tests": {"cases": ["1"], "timeout_s": 1e10}}])
+    with pytest.raises(ValueError, match=r"row 0 \(task_id 'long'\), field 'tests': limit "
+                                         r"'timeout_s' must be at most 86400 seconds"):
+        scorer.check(frame)
+    scorer.check(frame_of([{"task_id": "day", "candidate": "",
+                            "tests": {"cases": ["1"], "timeout_s": 86400}}]))
+    with pytest.raises(ValueError, match=r"'pass_rate.timeout_s' must be a positive number of "
+                                         r"seconds, at most 86400 \(a day\), got 86401"):
+        PassRate(timeout_s=86401)
 
 
 def test_unknown_language_names_row_and_field(scorer: PassRate) -> None:
@@ -196,10 +212,11 @@ def test_unknown_language_names_row_and_field(scorer: PassRate) -> None:
 def test_a_row_and_tests_in_two_languages_are_refused(scorer: PassRate) -> None:
     frame = frame_of([{"task_id": "j", "candidate": "", "language": "javascript",
                        "tests": {"cases": ["1"], "language": "python"}}])
-    with pytest.raises(ValueError, match=r"row 0 \(task_id 'j'\): the row's language is "
-                                         r"'javascript' but its tests' is 'python'"):
+    with pytest.raises(ValueError, match=r"row 0 \(task_id 'j'\), field 'language': the row's "
+                                         r"language is 'javascript' but its tests' is 'python'"):
         scorer.check(frame)
-    # a row's python may be the default, unsaid: the tests' language wins
+    # a row's python, the default, gives way, said or not (a file score wrote says it in every
+    # row): the tests' language wins
     scorer.check(frame_of([{"task_id": "p", "candidate": "", "language": "python",
                             "tests": {"cases": ["1"], "language": "js"}}]))
 

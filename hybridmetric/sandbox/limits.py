@@ -18,6 +18,9 @@ OUTCOMES = (PASSED, FAILED, TIMEOUT, MEMORY, CRASH, SYNTAX_ERROR, SANDBOX_ERROR)
 
 #: Bytes of a program's stdout/stderr kept in a result.
 ERROR_CAP = 2000
+#: The longest a timeout may be, in seconds (a day): the system's clocks and waits take no
+#: more than some bound (1e10 s overflowed one), and no test needs longer.
+MAX_TIMEOUT_S = 86400.0
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,9 @@ class Limits:
                                                    and not isinstance(value, bool))
             if not (real and math.isfinite(value) and value > 0):
                 raise ValueError(f"limit '{name}' must be a positive number, got {value!r}")
+            if name.endswith("timeout_s") and value > MAX_TIMEOUT_S:
+                raise ValueError(f"limit '{name}' must be at most {MAX_TIMEOUT_S:g} seconds (a "
+                                 f"day), got {value!r}")
             kind = int if self.__annotations__[name] == "int" else float
             if kind is int and value != int(value):
                 raise ValueError(f"limit '{name}' must be a whole number, got {value!r}")

@@ -33,6 +33,7 @@ from hybridmetric.sandbox import SANDBOX_ERROR, Limits, Program, Sandbox, canoni
 from hybridmetric.sandbox.cache import SANDBOX_VERSION, ResultCache
 from hybridmetric.sandbox.isolation import Isolation
 from hybridmetric.sandbox.languages import CPP_STANDARD, DEFAULT_JAVA_CLASSPATH, cxx_flags
+from hybridmetric.sandbox.limits import MAX_TIMEOUT_S
 from hybridmetric.sandbox.pool import UID_SLOTS
 from hybridmetric.schema import DEFAULT_LANGUAGE, SCORE_PREFIX, row_label
 from hybridmetric.scorers.base import Scorer, Setting, languages_of
@@ -49,9 +50,9 @@ def _present(value: Any) -> bool:
 def check_sandbox_settings(settings: dict[str, Any], owner: str) -> None:
     """Refuse, naming them as ``owner``'s, sandbox settings no sandbox takes (at once, not at
     the first row that takes them)."""
-    if not settings["timeout_s"] > 0:
+    if not 0 < settings["timeout_s"] <= MAX_TIMEOUT_S:
         raise ValueError(f"setting '{owner}.timeout_s' must be a positive number of seconds, "
-                         f"got {settings['timeout_s']!r}")
+                         f"at most {MAX_TIMEOUT_S:g} (a day), got {settings['timeout_s']!r}")
     if settings["workers"] > UID_SLOTS:
         raise ValueError(f"setting '{owner}.workers' must be at most {UID_SLOTS} (0: one per "
                          f"core), got {settings['workers']!r}")
@@ -184,7 +185,7 @@ class PassRate(Scorer):
                 continue
             where = f"{row_label(frame, position)} (task_id {frame['task_id'].iloc[position]!r})"
             if tests.get("network") and not self.settings["allow_network"]:
-                raise ValueError(f"{where}: its tests need the network; allow it with "
+                raise ValueError(f"{where}, field 'tests': they need the network; allow it with "
                                  "--set pass_rate.allow_network=true if you trust them")
             language = tests.get("language") or row_language
             try:
@@ -196,10 +197,14 @@ class PassRate(Scorer):
             except ValueError:
                 own = row_language
             if own not in (language, DEFAULT_LANGUAGE):  # (python: the default, maybe unsaid)
-                raise ValueError(f"{where}: the row's language is {row_language!r} but its "
-                                 f"tests' is {tests['language']!r}; make them agree")
+                raise ValueError(f"{where}, field 'language': the row's language is "
+                                 f"{row_language!r} but its tests' is {tests['language']!r}; "
+                                 "make them agree")
             timeout = tests.get("timeout_s") or self.settings["timeout_s"]
-            limits = Limits(timeout_s=float(timeout), memory_mb=self.settings["memory_mb"])
+            try:
+                limits = Limits(timeout_s=float(timeout), memory_mb=self.settings["memory_mb"])
+            except ValueError as exc:
+                raise ValueError(f"{where}, field 'tests': {exc}") from None
             head = tests.get("prefix", "") + candidate + tests.get("suffix", "")
             rows.append([Program(language, head + case, limits, tail_at=len(head))
                          for case in tests["cases"]])

@@ -600,6 +600,7 @@ def test_limits_take_their_fields_types_or_are_refused(sandbox: Sandbox) -> None
     for bad, said in ((dict(memory_mb=64.7), "limit 'memory_mb' must be a whole number"),
                       (dict(processes=True), "limit 'processes' must be a positive number"),
                       (dict(timeout_s=math.inf), "limit 'timeout_s' must be a positive number"),
+                      (dict(timeout_s=86400.5), "limit 'timeout_s' must be at most 86400 s"),
                       (dict(file_mb=0), "limit 'file_mb' must be a positive number")):
         with pytest.raises(ValueError, match=said):
             Limits(**bad)
