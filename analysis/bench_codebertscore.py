@@ -17,11 +17,11 @@ tokenizer (see analysis/codebertscore_parity.py); they don't change its work.
 Default sizes finish in a few minutes on 2 cores; ``--full`` runs (a) 1,000 pairs and (b) 20
 samples per problem (3,220 pairs).
 
-Measured 2026-11-30 on the 2-core CPU machine (shared, load average 1-2), ``--pairs 1000``:
-(a) 28.6 s vs 8.1 s, 3.54x; (b) 161x3, 94.8 s vs 8.1 s, 11.75x, bf16 F1 drift from fp32 mean
-2.0e-4, max 1.1e-3; ours ran at 88% (a) and 98% (b) of the encoder-only ceiling. The "fp32
-parity" column of (b) shows the reference's batch dependence on texts over 512 tokens (see
-analysis/codebertscore_parity.py).
+Measured 2026-12-06 on the 2-core CPU machine (shared: load average 1.6 at the start, 3.3 at the
+end), default sizes: (a) 300 pairs, 10.9 s vs 4.8 s, 2.28x; (b) 161x3, 147.8 s vs 6.2 s,
+23.76x, bf16 F1 drift from fp32 mean 2.0e-4, max 9.8e-4; ours's forward passes took 96% (a)
+and 91% (b) of its time. The "fp32 parity" column of (b) shows the reference's batch
+dependence on texts over 512 tokens (see analysis/codebertscore_parity.py).
 
 Run: ``.venv/bin/python analysis/bench_codebertscore.py [--full]``
 """
