@@ -580,6 +580,18 @@ def _suggestion(exc: BaseException, tb: TracebackType | None) -> str:
     return text
 
 
+#: The module of numpy's global generator (``np.random.rand``, pandas' ``sample``), which draws
+#: its seed from the system's entropy as it is imported.
+_NUMPY_GLOBAL_GENERATOR = "numpy.random.mtrand"
+
+
+def _reseed_numpy() -> None:
+    """Seed numpy's global generator afresh in a forked child: imported by a preload in the
+    fork server, it would give every program the same numbers, where each run of ``python``
+    draws its own (Python's ``random`` reseeds itself so)."""
+    sys.modules[_NUMPY_GLOBAL_GENERATOR].seed()
+
+
 def _needs_traceback(exc: BaseException) -> bool:
     """Whether a syntax error or an exception group is among the exceptions chained to
     ``exc`` (any cause or context, shown or not: the ``traceback`` module writes the same text
@@ -1196,6 +1208,8 @@ class Forker:
                  child_filter: bytes | None = None, exec_levels: int | None = None):
         for module in (*STANDARD_MODULES, *preload):
             importlib.import_module(module)
+        if _NUMPY_GLOBAL_GENERATOR in sys.modules:  # (a preload imported it: pandas does)
+            os.register_at_fork(after_in_child=_reseed_numpy)
         os.environ.clear()
         os.environ.update(env)
         self.uid, self.env, self.work = uid, env, work

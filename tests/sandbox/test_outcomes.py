@@ -1365,12 +1365,18 @@ def test_fork_server_carries_no_threading_and_programs_may_use_it(run: Run) -> N
         assert run(box, "python", uses, LIMITS).outcome == PASSED
 
 
-@pytest.mark.parametrize("preload", [[], ["random"]])
-def test_every_program_draws_its_own_random_numbers(preload: list[str], run: Run) -> None:
-    """As in separate ``python`` runs, ``random`` is seeded afresh in each program, whether the
-    program imports it or the fork server had it preloaded (then its at-fork reseeding must
-    reach every child): no two of eight programs draw the same 64 bits."""
-    source = "import random\nraise AssertionError(f'drawn {random.getrandbits(64)}')\n"
+@pytest.mark.parametrize(("preload", "draw"), [
+    ([], "random"), (["random"], "random"), (["numpy.random"], "numpy"), ([], "numpy")])
+def test_every_program_draws_its_own_random_numbers(preload: list[str], draw: str,
+                                                    run: Run) -> None:
+    """As in separate ``python`` runs, ``random`` and numpy's global generator are seeded
+    afresh in each program, whether the program imports them or the fork server had them
+    preloaded (then their at-fork reseeding must reach every child; numpy has none of its own:
+    with pandas preloaded, every program drew the same ``np.random.rand()``): no two of eight
+    programs draw the same number."""
+    source = {"random": "import random\nraise AssertionError(f'drawn {random.getrandbits(64)}')\n",
+              "numpy": ("import numpy as np\n"
+                        "raise AssertionError(f'drawn {np.random.randint(2**62)}')\n")}[draw]
     with Sandbox(workers=2, preload=preload) as box:
         results = box.run([Program("python", source + f"# {i}\n", LIMITS) for i in range(8)])
     drawn = {re.search(r"drawn (\d+)", result.error).group(1) for result in results}
