@@ -27,6 +27,8 @@ resamples gave a defined value; ``None`` stands for an undefined statistic)::
       "target": str,                     # the human column, e.g. "rating"
       "n_rows": int, "n_tasks": int, "n_systems": int|None,
       "n_dropped_rows": int,             # rows left out for a missing value (missing="drop-rows")
+      "dropped": {"by_column": {column: int}, "n_tasks": int},  # (only where rows were left
+                                         # out: the rows each column lacked, the tasks gone whole)
       "where": [str, ...],               # the FIELD=VALUE conditions that chose the rows ([]: all)
       "n_table_rows": int,               # rows of the table, before those and missing values
       "metrics": [str, ...],             # audited columns, e.g. "score.chrf"
@@ -568,7 +570,7 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
                     for m in empty]
         if not metrics:
             raise ValueError(f"no metric has a value on any row ({', '.join(empty)})")
-    n_dropped = 0
+    n_dropped, dropped = 0, {}
     if missing == "drop-rows":
         needed = [target, *metrics]
         finite = finite_values(frame, needed)
@@ -579,6 +581,11 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
             raise ValueError(f"no row has a value in every column the audit needs; missing: "
                              f"{gaps}")
         n_dropped = int((~complete).sum())
+        if n_dropped:
+            tasks = frame["task_id"].nunique()
+            dropped = {"by_column": {c: int((~finite[:, k]).sum()) for k, c in enumerate(needed)
+                                     if not finite[:, k].all()},
+                       "n_tasks": int(tasks - frame["task_id"][complete].nunique())}
         frame = renumbered(frame[complete])
     else:
         gaps = missing_rows(frame, [target, *metrics])
@@ -743,6 +750,7 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
         "target": target,
         "n_rows": int(data.human.size),
         "n_dropped_rows": n_dropped,
+        **({"dropped": dropped} if dropped else {}),
         "where": where,
         "n_table_rows": n_table_rows,
         "n_tasks": int(data.task_labels.size),

@@ -323,6 +323,11 @@ def test_missing_values_refused_or_dropped_explicitly():
     complete = audit(frame.drop(index=[4, 7]).reset_index(drop=True), n_resamples=50,
                      n_permutations=50)
     assert dropped["n_dropped_rows"] == 2 and dropped["n_rows"] == n - 2
+    assert dropped["dropped"] == {"by_column": {"score.y": 2}, "n_tasks": 0}
+    frame.loc[[0, 1, 2], "rating"] = np.nan  # (task 0 whole)
+    again = audit(frame, n_resamples=50, n_permutations=50, missing="drop-rows")
+    assert again["dropped"] == {"by_column": {"rating": 3, "score.y": 2}, "n_tasks": 1}
+    assert "dropped" not in complete
     assert dropped["agreement"] == complete["agreement"]
 
 

@@ -20,7 +20,12 @@ from PIL import Image
 from hybridmetric.audit import audit
 from hybridmetric.combine import MetricCard, fit_card
 from hybridmetric.report import write_report
-from hybridmetric.report.document import IN_SAMPLE_SOURCE, ceiling_by_level, headline
+from hybridmetric.report.document import (
+    IN_SAMPLE_SOURCE,
+    ceiling_by_level,
+    dropped_text,
+    headline,
+)
 from hybridmetric.report.markdown import escape as md_escape
 from hybridmetric.report.plots import MAX_LEVELS, rating_groups, strip_plots, weights_plot
 from hybridmetric.report.tables import fmt, fmt_estimate, fmt_p, significance_matrix
@@ -398,7 +403,7 @@ def test_pass_vs_fail_and_by_system_sections(tmp_path: Path) -> None:
     fail4 = value["fail"]["distribution"][4]
     assert (f"| 4 | {grade['n']} | {md_escape(fmt_estimate(grade['share']))} | {fail4['n']} | "
             f"{md_escape(fmt_estimate(fail4['share']))} |") in text
-    assert "Rows without tests (n/a): 2, left out." in text
+    assert "Audited rows without tests (n/a): 2, left out." in text
     gamma = results["by_system"]["gamma"]
     assert (f"| gamma | 12 | 12 | {md_escape(fmt_estimate(gamma['mean']))} | "
             f"{fmt(gamma['metrics']['score.chrf'])} | {fmt(gamma['metrics']['score.hybrid'])} |"
@@ -479,3 +484,12 @@ def test_a_tiny_rating_scale_gives_the_same_audit_and_shows_its_digits(tmp_path)
     summary = MetricCard(card).summary()  # (what fit prints)
     assert all(f"{w['value']:+.10f} [{w['ci'][0]:+.10f}," in summary
                for w in card["weights"].values())
+
+
+def test_the_rows_left_out_are_told_by_the_column_they_lacked() -> None:
+    """"120 rows left out" alone sent a reader to the study's files for why (the tests of 24
+    tasks could not judge, and those tasks left every metric's audit)."""
+    results = {"n_dropped_rows": 120, "dropped": {"by_column": {"score.pass_rate": 120},
+                                                  "n_tasks": 24}}
+    assert dropped_text(results) == "120 (score.pass_rate missing: 120; 24 task(s) left out whole)"
+    assert dropped_text({"n_dropped_rows": 3}) == "3"  # (results of an audit before this)

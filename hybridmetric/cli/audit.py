@@ -130,8 +130,11 @@ def note_dropped(frame: pd.DataFrame, results: dict[str, Any]) -> None:
     if not results.get("n_dropped_rows"):
         return
     gaps = ~finite_values(frame, [results["target"], *results["metrics"]]).all(axis=1)
-    print(f"note: {results['n_dropped_rows']} row(s) left out for a missing value: "
-          f"{rows_label(frame, np.flatnonzero(gaps))}", file=sys.stderr)
+    columns = ", ".join(f"{column} ({n})" for column, n in
+                        (results.get("dropped") or {}).get("by_column", {}).items())
+    print(f"note: {results['n_dropped_rows']} row(s) left out for a missing value"
+          + (f" in {columns}" if columns else "")
+          + f": {rows_label(frame, np.flatnonzero(gaps))}", file=sys.stderr)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -82,6 +82,17 @@ def check_columns(frame: pd.DataFrame, results: Mapping[str, Any]) -> None:
                              f"(columns: {list(frame.columns)}); pass the table the audit ran on")
 
 
+def dropped_text(results: Mapping[str, Any]) -> str:
+    """``120 (score.pass_rate missing: 120; 24 tasks left out whole)``: the rows the audit left
+    out for a missing value, by the column each lacked."""
+    text = str(results["n_dropped_rows"])
+    dropped = results.get("dropped") or {}
+    parts = [f"{column} missing: {n}" for column, n in (dropped.get("by_column") or {}).items()]
+    if dropped.get("n_tasks"):
+        parts.append(f"{dropped['n_tasks']} task(s) left out whole")
+    return f"{text} ({'; '.join(parts)})" if parts else text
+
+
 def ceiling_by_level(results: Mapping[str, Any]) -> dict[str, Mapping[str, Any]]:
     """The leave-one-rater-out ceiling, ``{level: {statistic: estimate}}`` (empty without one)."""
     ceiling = results.get("ceiling")
@@ -100,7 +111,7 @@ def _overview(results: Mapping[str, Any]) -> Section:
         facts["rows audited (--where)"] = (f"those where {where_text(results['where'])}, of "
                                            f"the table's {results.get('n_table_rows')}")
     if results.get("n_dropped_rows"):
-        facts["rows left out (a metric or the target missing)"] = results["n_dropped_rows"]
+        facts["rows left out (a metric or the target missing)"] = dropped_text(results)
     if results.get("hybrid_source"):
         facts["score.hybrid"] = results["hybrid_source"]
     if "focus" in results:

@@ -394,7 +394,7 @@ def pass_value_tables(results: Mapping[str, Any]) -> list[Table]:
     summary = Table("Ratings of passing and failing code",
                     ["code", "rows", "tasks", f"mean {target} [CI]", f"{useful} [CI]"],
                     note=f"CI: {ci} over tasks. Difference: passing minus failing, paired over "
-                         f"the same task resamples. Rows without tests (n/a): "
+                         f"the same task resamples. Audited rows without tests (n/a): "
                          f"{fmt(value.get('n_missing'))}, left out.")
     for group in ("pass", "fail"):
         block = value[group]
