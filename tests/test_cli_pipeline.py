@@ -60,8 +60,8 @@ def test_fit_then_apply_card_then_audit(slice_file, tmp_path, capsys):
     assert main(["audit", str(tmp_path / "p.jsonl"), "-o", str(tmp_path / "pr"), "--missing",
                  "drop-rows", "--resamples", "20", "--permutations", "20"]) == 0
     said = capsys.readouterr().err
-    assert (f"note: 3 row(s) left out for a missing value: {tmp_path / 'p.jsonl'}, lines 1, "
-            "2, 3") in said
+    assert "note: 3 row(s) left out for a missing value in score." in said
+    assert f"score.hybrid (3): {tmp_path / 'p.jsonl'}, lines 1, 2, 3" in said
     # too few draws for a 95% interval's tails, or for a small p-value, are noted
     assert ("note: --resamples 20 gives the 95% CIs from 20 resamples; their tails need at "
             "least 40") in said
@@ -329,7 +329,7 @@ def test_audit_where_audits_part_of_a_scores_file(slice_file, tmp_path, capsys):
             results["n_dropped_rows"]) == (["system=baseline", "system=codex"], 200, 79, 1)
     assert set(results["by_system"]) == {"baseline", "codex"}
     line = int(table.index[table["system"] == "codex"][1]) + 1
-    assert f"left out for a missing value: {scores}, line {line}" in capsys.readouterr().err
+    assert f"(1): {scores}, line {line}" in capsys.readouterr().err
     report = (tmp_path / "r" / "report.md").read_text()
     assert "those where system is 'baseline' or 'codex', of the table's 200" in report
     assert main(["audit", str(scores), "-o", str(tmp_path / "r2"), "--where", "model=codex",

@@ -168,9 +168,11 @@ def test_ceiling_is_prominent_and_signatures_at_the_bottom(written) -> None:
     assert f"<td>{fmt(results['ceiling']['krippendorff_alpha']['ordinal'])}</td>" in page
     best = max(results["agreement"]["item"].items(), key=lambda kv: kv[1]["pearson"]["value"])
     lead = page[page.index('<p class="headline">'):page.index('<section')]
-    assert (f"Item level, pearson: best metric {best[0]}, {fmt_estimate(best[1]['pearson'])}; "
-            f"human ceiling {fmt_estimate(loo['item']['pearson'])}.") in lead
-    assert f"human ceiling {fmt_estimate(loo['within_task']['tau_darr'])}." in lead
+    estimate = fmt_estimate(best[1]["pearson"])
+    assert f"Item level, pearson: best metric {best[0]}, {estimate}, " in lead
+    ceiling = " (one rater against the others: a conservative ceiling)."
+    assert f"human ceiling {fmt_estimate(loo['item']['pearson'])}{ceiling}" in lead
+    assert f"human ceiling {fmt_estimate(loo['within_task']['tau_darr'])}{ceiling}" in lead
     footer = page[page.index("<footer>"):]
     assert escape(results["signature"]) in footer
     code = f'<code class="signature">{escape(card["signature"])}</code>'
@@ -493,3 +495,39 @@ def test_the_rows_left_out_are_told_by_the_column_they_lacked() -> None:
                                                   "n_tasks": 24}}
     assert dropped_text(results) == "120 (score.pass_rate missing: 120; 24 task(s) left out whole)"
     assert dropped_text({"n_dropped_rows": 3}) == "3"  # (results of an audit before this)
+
+
+def test_the_headline_says_whether_the_best_metric_s_lead_holds() -> None:
+    """"best metric" by its estimate alone read as a clear win where the next metric was not
+    significantly behind: the headline gives the lead, its CI and the test's p (Holm)."""
+    results, _, _ = make_case()
+    item = results["agreement"]["item"]
+    ranked = sorted(item, key=lambda m: -item[m]["pearson"]["value"])
+    best, runner = ranked[0], ranked[1]
+    for row in results["comparisons"]:
+        if (row["level"], row["statistic"]) == ("item", "pearson"):
+            row.update(a=best, b=runner, delta=0.021, ci=[-0.003, 0.045], p_holm=0.168)
+            break
+    said = headline(results)
+    assert (f"best metric {best}, {fmt_estimate(item[best]['pearson'])}, above {runner} "
+            f"({fmt(item[runner]['pearson']['value'])}) by 0.021 [-0.003, 0.045], p 0.168 "
+            "(permutation, Holm): not significant") in said
+    results["comparisons"] = []
+    assert f"then {runner} ({fmt(item[runner]['pearson']['value'])}; no test compares the two)" \
+        in headline(results)
+
+
+def test_the_terms_used_are_explained_and_a_chosen_focus_is_flagged(tmp_path: Path) -> None:
+    """tau darr, tie-calibrated accuracy, clip: words a reader had to find in the code. Each
+    term the report uses is explained (a card's only with a card), and a focus that the audit
+    chose as the best on the same rows is said to make its one-sided tests optimistic."""
+    results, frame, card = make_case()
+    with_card = write_report(results, frame, tmp_path / "a", card=card)["markdown"].read_text()
+    for term in ("tau darr: CodeBERTScore's statistic", "pairwise accuracy tc: the same with "
+                 "tie calibration", "weight per SD: ", "Calibration (clip), (isotonic): "):
+        assert md_escape(term) in with_card, term
+    chosen = {**results, "focus": "score.chrf", "focus_rule": "best item pearson"}
+    text = write_report(chosen, frame, tmp_path / "b")["markdown"].read_text()
+    assert md_escape("weight per SD: ") not in text
+    assert "its one-sided tests against the others are optimistic" in text
+    assert "are optimistic" not in with_card  # (the hybrid, named by the card's rule)

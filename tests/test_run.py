@@ -50,10 +50,13 @@ def test_run_writes_scores_card_and_report_deterministically(small_study, tmp_pa
     results = json.loads((first / "report" / "results.json").read_text())
     assert results["n_dropped_rows"] == no_tests
     lines = ", ".join(str(k + 1) for k in scores.index[scores["tests"].isna()][:5])
-    assert (f"note: {no_tests} row(s) left out for a missing value: "
+    gone = (f"score.pass_rate ({no_tests}), score.pass ({no_tests}), score.dibia_combined "
+            f"({no_tests}), score.hybrid ({no_tests})")  # (no tests: no PASS, nor what uses it)
+    assert (f"note: {no_tests} row(s) left out for a missing value in {gone}: "
             f"{small_study / 'generations.jsonl'}, lines {lines}") in captured.err, captured.err
     report = (first / "report" / "report.md").read_text()
-    assert f"| rows left out (a metric or the target missing) | {no_tests} |" in report
+    assert (f"| rows left out (a metric or the target missing) | {no_tests} (score.pass\\_rate "
+            f"missing: {no_tests}; ") in report
     assert results["focus"] == "score.hybrid"
     assert {"score.hybrid", "score.dibia_combined", "score.pass"} <= set(results["metrics"])
     assert results["pass_value"]["pass"]["n"] + results["pass_value"]["fail"]["n"] == (

@@ -8,7 +8,7 @@ pass/fail sections appear when the results hold them (the overview says when pas
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +24,9 @@ from hybridmetric.report.tables import (
     ci_name,
     comparison_table,
     cv_table,
+    fmt,
     fmt_estimate,
+    fmt_p,
     is_estimate,
     key_value_table,
     label,
@@ -291,6 +293,63 @@ def _hybrid(card: Mapping[str, Any] | None) -> Section:
     return section
 
 
+#: What the report's terms mean, each shown where the report uses it: (term, whether it is
+#: used, its meaning).
+Used = Callable[[Mapping[str, Any], Mapping[str, Any] | None], bool]  # (results, card)
+TERMS: tuple[tuple[str, Used, str], ...] = (
+    ("tau darr", lambda r, c: _statistic_used(r, "tau_darr"),
+     "CodeBERTScore's statistic (Zhou et al. 2023, Table 1), the da-RR Kendall tau of Stanchev "
+     "et al. 2020 (variant B): over the pairs of candidates of one task that the raters rated "
+     "apart, (concordant - discordant) / all of them, a pair the metric ties counting against "
+     "it; pooled over the tasks."),
+    ("kendall tau b, kendall tau c", lambda r, c: _statistic_used(r, "kendall_tau_b"),
+     "Kendall's rank correlation with ties corrected as in its b and c variants (c: Stuart's, "
+     "for a rating and a metric that take different numbers of values)."),
+    ("pairwise accuracy", lambda r, c: _statistic_used(r, "pairwise_accuracy"),
+     "acc23 (Deutsch, Foster & Freitag 2023): the share of all pairs of rows that the metric "
+     "orders as the rating does, where a tie agrees only with a tie: a metric that ties most "
+     "pairs the raters set apart (pass, exact match) scores low even where it correlates."),
+    ("pairwise accuracy tc", lambda r, c: _statistic_used(r, "pairwise_accuracy_tc"),
+     "the same with tie calibration (Deutsch et al. 2023, Algorithm 1): metric differences up "
+     "to the threshold that maximises the accuracy count as ties, the threshold chosen on these "
+     "rows (so it is optimistic)."),
+    ("score.pass, score.pass_rate", lambda r, c: any(
+        m in (r.get("metrics") or []) for m in ("score.pass", "score.pass_rate")),
+     "pass: 1 where every test case of the row passed, else 0; pass_rate: the share of its "
+     "cases that passed."),
+    ("weight per SD", lambda r, c: c is not None,
+     "the hybrid's change, in rating points, for one training standard deviation more of the "
+     "feature, the others held (the ordinal model: in log-odds); the nonneg model keeps every "
+     "weight at 0 or above, so a CI that reaches 0 says resamples often left the feature out, "
+     "and features that say the same (two CodeBERTScore F1s) share the weight between them."),
+    ("intercept, intercept per unit", lambda r, c: c is not None,
+     "the hybrid's prediction where every feature is at its training mean, and where every raw "
+     "score is 0, which may lie off the scale (the hybrid is clipped to it)."),
+    ("Calibration (clip), (isotonic)", lambda r, c: c is not None,
+     "clip: the hybrid's linear prediction clipped to the rating scale, and nothing more (the "
+     "card's calibration none); isotonic: then mapped through a monotone fit of the training "
+     "rows' predictions onto their ratings."),
+)
+
+
+def _statistic_used(results: Mapping[str, Any], statistic: str) -> bool:
+    return any(statistic in values for level in (results.get("agreement") or {}).values()
+               for values in level.values())
+
+
+def _terms(results: Mapping[str, Any], card: Mapping[str, Any] | None) -> Section:
+    section = Section("terms", "Terms")
+    section.blocks += [f"{term}: {meaning}" for term, used, meaning in TERMS
+                       if used(results, card)]
+    if results.get("focus_rule") and "best" in str(results["focus_rule"]):
+        section.blocks.append(
+            f"The metric compared against the others, {results['focus']}, was chosen as "
+            f"{results['focus_rule']} on these rows: its one-sided tests against the others are "
+            "optimistic, as the choice and the tests rest on the same data (name one with "
+            "--focus, or give a metric card, for tests that do not).")
+    return section
+
+
 def _settings(results: Mapping[str, Any]) -> Section:
     settings = results.get("settings") or {}
     section = Section("settings", "Settings and signatures")
@@ -323,19 +382,44 @@ def headline(results: Mapping[str, Any]) -> str:
                   if is_estimate(v.get(stat)) and v[stat]["value"] is not None]
         if not scored:
             continue
-        best, estimate = max(scored, key=lambda pair: pair[1]["value"])
+        scored.sort(key=lambda pair: -pair[1]["value"])
+        (best, estimate), runner = scored[0], scored[1] if len(scored) > 1 else None
+        named = best
         if best == HYBRID_COLUMN and IN_SAMPLE_SOURCE in str(results.get("hybrid_source")):
-            best += f" (a metric card's, {IN_SAMPLE_SOURCE})"
-        text = f"{LEVEL_NAMES.get(level, label(level))}, {label(stat)}: best metric {best}, "
+            named += f" (a metric card's, {IN_SAMPLE_SOURCE})"
+        text = f"{LEVEL_NAMES.get(level, label(level))}, {label(stat)}: best metric {named}, "
         text += fmt_estimate(estimate)
+        if runner is not None:
+            text += _against_runner(results, level, stat, best, runner)
         if stat in reference.get(level, {}):
-            text += f"; human ceiling {fmt_estimate(reference[level][stat])}"
+            text += (f"; human ceiling {fmt_estimate(reference[level][stat])} (one rater "
+                     "against the others: a conservative ceiling)")
         sentences.append(text + ".")
     if not reference:
         ceiling = results.get("ceiling")
         reason = ceiling.get("reason") if isinstance(ceiling, Mapping) else None
         sentences.append(f"Human ceiling: not computed ({reason or 'no per-rater ratings'}).")
     return " ".join(sentences)
+
+
+def _against_runner(results: Mapping[str, Any], level: str, stat: str, best: str,
+                    runner: tuple[str, Any]) -> str:
+    """``, above score.chrf (0.512) by 0.021 [-0.003, 0.045], p 0.168 (permutation, Holm): not
+    significant``: how the best metric's lead over the next holds up, from the comparison of
+    the two where the audit made one."""
+    name, estimate = runner
+    alpha = float((results.get("settings") or {}).get("alpha", ALPHA))
+    for row in results.get("comparisons") or []:
+        if (row["level"], row["statistic"], row["a"], row["b"]) == (level, stat, best, name):
+            for key, test in (("p_holm", "permutation, Holm"),
+                              ("p_williams_holm", "Williams, Holm")):
+                if row.get(key) is not None:
+                    verdict = "significant" if row[key] < alpha else "not significant"
+                    delta = {"value": row["delta"], "ci": row.get("ci")}
+                    return (f", above {name} ({fmt(estimate['value'])}) by "
+                            f"{fmt_estimate(delta)}, p {fmt_p(row[key], alpha)} ({test}): "
+                            f"{verdict}")
+    return f", then {name} ({fmt(estimate['value'])}; no test compares the two)"
 
 
 def build(results: Mapping[str, Any], frame: pd.DataFrame,
@@ -349,4 +433,5 @@ def build(results: Mapping[str, Any], frame: pd.DataFrame,
         sections.append(_pass_value(results))
     if "by_system" in results:
         sections.append(_by_system(results))
-    return sections + [_strips(results, frame), _hybrid(card), _settings(results)]
+    return sections + [_strips(results, frame), _hybrid(card), _terms(results, card),
+                       _settings(results)]

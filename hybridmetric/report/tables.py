@@ -21,8 +21,12 @@ LEVEL_TITLES = {
     "system": "System level (mean per system)",
 }
 LEVEL_NOTES = {
-    "system": "Statistics of the per-system means; with few systems the intervals are wide, and "
-              "a percentile interval need not hold its estimate.",
+    "system": "Statistics of the per-system means. The intervals resample tasks, the systems "
+              "kept: how much the systems' order depends on which problems were drawn (an "
+              "interval [1.000, 1.000]: every resample orders them alike), not how many systems "
+              "were compared; a percentile interval need not hold its estimate. The permutation "
+              "tests swap whole systems' means, so with S systems no p-value falls below 1/2^S: "
+              "the two answer different questions, and can disagree.",
     "within_task": "tau darr: pairs of candidates (rows) of the same task, two samples of one "
                    "system too, human ties dropped, pooled over "
                    "tasks (CodeBERTScore's statistic, with a tie only where two scores are equal: "

@@ -18,6 +18,9 @@ Nothing is dropped. Each row records, in ``exec_note``, why it cannot run as giv
 (the answer wrapped in ``print(...)``, which returns None), ``statement`` (a statement where ODEX
 needs an expression, or the reverse), ``syntax`` (any other syntax error); empty when it
 compiles. Such candidates are still executed and fail: a candidate that cannot run earns no PASS.
+As under ODEX's own harness, the program imports only what ODEX's tests import, so an output
+that uses another module (``os``, ``np``, ``re``, ...) fails with a NameError, its ``exec_note``
+empty: PASS is ODEX's, not what a programmer who has the import would see.
 Tests that cannot judge are excluded, with the row kept (grades, references) and ``tests`` null,
 so that PASS is "not applicable", never a made-up fail:
 
