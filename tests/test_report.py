@@ -531,3 +531,11 @@ def test_the_terms_used_are_explained_and_a_chosen_focus_is_flagged(tmp_path: Pa
     assert md_escape("weight per SD: ") not in text
     assert "its one-sided tests against the others are optimistic" in text
     assert "are optimistic" not in with_card  # (the hybrid, named by the card's rule)
+
+
+def test_raters_are_listed_in_their_numbers_order() -> None:
+    """grader1, grader10, grader11, ... grader2 read as a sorting bug."""
+    from hybridmetric.report.tables import ceiling_tables
+    ceiling = {"per_rater": {f"grader{k}": {"pearson": 0.5} for k in (1, 10, 2, 11, 3)}}
+    table = ceiling_tables(ceiling)[-1]
+    assert [row[0].text for row in table.rows] == [f"grader{k}" for k in (1, 2, 3, 10, 11)]

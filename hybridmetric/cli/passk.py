@@ -118,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
 
 def format_table(table: list[dict], ks: list[int], with_ci: bool, label: str) -> str:
     """A plain-text table: one line a group, pass@k in percent with its interval."""
-    header = [label, "tasks", "samples/task", *(f"pass@{k}" for k in ks)]
+    header = [label, "tasks", "samples/task", *(f"pass@{k} (%)" for k in ks)]
     lines = []
     for row in table:
         spread = (str(row["min_samples"]) if row["min_samples"] == row["max_samples"]

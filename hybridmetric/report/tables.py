@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -260,10 +261,15 @@ def ceiling_tables(ceiling: Mapping[str, Any]) -> list[Table]:
     if per_rater:
         stats = statistics_of(per_rater)
         table = Table("Each rater against the mean of the others", ["rater", *map(label, stats)])
-        for rater, values in per_rater.items():
+        for rater, values in sorted(per_rater.items(), key=lambda item: natural(item[0])):
             table.rows.append([Cell(str(rater))] + [Cell(fmt(values.get(s))) for s in stats])
         tables.append(table)
     return tables
+
+
+def natural(name: Any) -> list[Any]:
+    """A sort key that puts ``grader2`` before ``grader10``: digit runs compared as numbers."""
+    return [int(part) if k % 2 else part for k, part in enumerate(re.split(r"(\d+)", str(name)))]
 
 
 def flatten(node: Any, prefix: str = "") -> list[tuple[str, Any]]:
@@ -362,7 +368,8 @@ def by_system_table(results: Mapping[str, Any]) -> Table:
     by_system = results["by_system"]
     metrics = statistics_of({s: v.get("metrics", {}) for s, v in by_system.items()})
     target = str(results.get("target", "target"))
-    table = Table("By system", ["system", "rows", "tasks", f"mean {target} [CI]",
+    table = Table("Rows, tasks and means per system", ["system", "rows", "tasks",
+                                                      f"mean {target} [CI]",
                                 *(f"mean {m}" for m in metrics)],
                   note=f"CI: {ci_name(results)} over tasks; metric means without CIs.")
     rating = scale_decimals((results.get("settings") or {}).get("scale"),
