@@ -74,7 +74,8 @@ per-generation ``target`` (by default the mean rating).
                  hybrid_folds, best_feature_folds: where each alone is}
                  dibia_combined also names its {pass, edit_sim} columns; it is
                  {"skipped": reason} when a PASS or EDIT-SIM column is absent or incomplete
-    training     {sha256, n_rows, n_tasks, n_dropped_rows, n_rater_rows, where, n_table_rows};
+    training     {sha256, n_rows, n_tasks, n_dropped_rows, n_rater_rows, where, n_table_rows,
+                 collinear: [[a, b, r], ...] (features whose r on the rows is 0.95 or more)};
                  the hash is hybridmetric.io.frame_hash of the columns task_id, the target, the
                  features (and ratings for rater-trained models), on the rows used; where: the
                  FIELD=VALUE conditions that chose the rows ([]: all of the table's n_table_rows)
@@ -138,6 +139,9 @@ DIBIA_EDIT_COLUMN = SCORE_PREFIX + "edit_sim"
 CORRELATIONS = ("kendall", "spearman", "pearson")
 CALIBRATION_BINS = 10
 CI_LEVEL = 0.95
+#: Features that correlate at least this much on the training rows are named in the card
+#: (``training.collinear``) and by ``fit``: the hybrid cannot tell their weights apart.
+COLLINEAR = 0.95
 #: Significant digits the hybrid's output keeps (to the decimal of its scale's largest bound:
 #: 11 decimals on 0-4): the same value reached by other arithmetic (an intercept or a block
 #: mean in another fold's fit, another order of sums) differs in its last bits, which would
@@ -396,6 +400,17 @@ class HybridMetric(RegressorMixin, BaseEstimator):
             raise ValueError(f"class_probabilities needs model='ordinal', not {self.model!r}")
         X = validate_data(self, X, reset=False, dtype=np.float64)
         return self._ordinal_probabilities(((X - self.mean_) / self.scale_) @ self.coef_)
+
+
+def _collinear(X: np.ndarray, columns: Sequence[str]) -> list[list[Any]]:
+    """``[a, b, r]`` for each pair of features whose Pearson r on the rows is :data:`COLLINEAR`
+    or more in size (r to 3 decimals)."""
+    if len(columns) < 2:
+        return []
+    r = np.corrcoef(X, rowvar=False)
+    return [[columns[i], columns[j], round(float(r[i, j]), 3)]
+            for i in range(len(columns)) for j in range(i + 1, len(columns))
+            if abs(r[i, j]) >= COLLINEAR]
 
 
 # --------------------------------------------------------------------------- data preparation
@@ -730,7 +745,8 @@ def fit_card(
     training = {"sha256": frame_hash(used), "n_rows": int(len(frame)),
                 "n_tasks": int(len(np.unique(design.tasks))), "n_dropped_rows": n_dropped,
                 "n_rater_rows": int(len(design.y_train)) if model in RATER_MODELS else None,
-                "where": where, "n_table_rows": n_table_rows}
+                "where": where, "n_table_rows": n_table_rows,
+                "collinear": _collinear(design.X, columns)}
     versions = environment(VERSIONED_PACKAGES)
     scorers = {c: scorer_of(c, list(scorer_signatures)) for c in columns}
     calibration_block: dict[str, Any] = {"method": "isotonic" if calibration == "isotonic"
@@ -998,6 +1014,10 @@ class MetricCard:
                     f"  (the table averages each over the folds where it alone is defined: the "
                     f"hybrid's {own[0]}, {c['best_feature']}'s {own[1]}; a fold's Kendall tau is "
                     "undefined where its ratings or that metric's values are all equal)")
+        for a, b, r in t.get("collinear") or []:
+            lines.append(f"note: {a} and {b} correlate at {r:.3f} on the training rows: the "
+                         "hybrid cannot tell their weights apart (wide CIs, either may take the "
+                         "other's share); fit one of them (--features) to read its weight")
         lines.append(f"signature: {d['signature']}")
         return "\n".join(lines)
 

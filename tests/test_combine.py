@@ -743,3 +743,24 @@ def test_where_fits_the_card_of_the_rows_cut_by_hand():
                                                                            10))
     assert np.isnan(held_out[130])
     assert "the rows where half is 'b', of the table's 240" in chosen.summary()
+
+
+def test_features_that_say_the_same_are_named_as_such():
+    """Two CodeBERTScore F1s correlate at ~0.99: the hybrid splits their weight at random
+    between them (an ordinal fit gave one +4.8 [-59.7, +10.1]), which the card and fit's text
+    now say, with the pair and its r; features apart are named nowhere."""
+    rng = np.random.default_rng(8)
+    frame = pd.DataFrame({"task_id": np.repeat([f"t{k}" for k in range(20)], 4),
+                          "system": np.tile(list("abcd"), 20), "score.x": rng.random(80),
+                          "score.z": rng.random(80)})
+    frame["score.y"] = frame["score.x"] + rng.normal(0, 0.01, 80)
+    frame["rating"] = np.clip(np.round(4 * frame["score.x"] + rng.normal(0, 0.5, 80)), 0, 4)
+    card = fit_card(frame, features=["score.x", "score.y", "score.z"], folds=4, repeats=1,
+                    n_boot=20, scorer_signatures={"x": "x|1", "y": "y|1", "z": "z|1"})
+    r = round(float(np.corrcoef(frame["score.x"], frame["score.y"])[0, 1]), 3)
+    assert card.data["training"]["collinear"] == [["score.x", "score.y", r]] and r > 0.99
+    assert (f"note: score.x and score.y correlate at {r:.3f} on the training rows: the hybrid "
+            "cannot tell their weights apart") in card.summary()
+    apart = fit_card(frame, features=["score.x", "score.z"], folds=4, repeats=1, n_boot=20,
+                     scorer_signatures={"x": "x|1", "z": "z|1"})
+    assert apart.data["training"]["collinear"] == [] and "correlate at" not in apart.summary()

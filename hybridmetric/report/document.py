@@ -328,7 +328,8 @@ TERMS: tuple[tuple[str, Used, str], ...] = (
     ("Calibration (clip), (isotonic)", lambda r, c: c is not None,
      "clip: the hybrid's linear prediction clipped to the rating scale, and nothing more (the "
      "card's calibration none); isotonic: then mapped through a monotone fit of the training "
-     "rows' predictions onto their ratings."),
+     "rows' predictions onto their ratings. The table bins the held-out (out-of-fold) "
+     "predictions of the cross-validation's first repeat."),
 )
 
 
