@@ -429,7 +429,7 @@ def _grades(human: np.ndarray, scale: tuple[float, float] | None
     index = np.clip(np.floor(position).astype(int), 0, GRADE_BINS - 1)
     edges = stats.round_significant(
         scale[0] + (scale[1] - scale[0]) * np.arange(GRADE_BINS + 1) / GRADE_BINS,
-        max(abs(scale[0]), abs(scale[1])), 9).tolist()
+        stats.largest_abs(np.asarray(scale, float)), 9).tolist()
     names: list[int | str] = [f"[{edges[k]:.9g}, {edges[k + 1]:.9g}"
                               + ("]" if k == GRADE_BINS - 1 else ")") for k in range(GRADE_BINS)]
     return index, names, "binned"

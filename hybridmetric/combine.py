@@ -75,7 +75,7 @@ per-generation ``target`` (by default the mean rating).
                  dibia_combined also names its {pass, edit_sim} columns; it is
                  {"skipped": reason} when a PASS or EDIT-SIM column is absent or incomplete
     training     {sha256, n_rows, n_tasks, n_dropped_rows, n_rater_rows, where, n_table_rows,
-                 collinear: [[a, b, r], ...] (features whose r on the rows is 0.95 or more)};
+                 collinear: [[a, b, r], ...] (features whose |r| on the rows is 0.95 or more)};
                  the hash is hybridmetric.io.frame_hash of the columns task_id, the target, the
                  features (and ratings for rater-trained models), on the rows used; where: the
                  FIELD=VALUE conditions that chose the rows ([]: all of the table's n_table_rows)
@@ -127,7 +127,7 @@ from hybridmetric.schema import (
     where_text,
 )
 from hybridmetric.signature import changed, environment, signature
-from hybridmetric.stats import round_significant, shown_decimals
+from hybridmetric.stats import largest_abs, round_significant, shown_decimals
 
 CARD_FORMAT = "hybridmetric-card/1"
 MODELS = ("nonneg", "ridge", "ordinal", "mixed")
@@ -390,8 +390,8 @@ class HybridMetric(RegressorMixin, BaseEstimator):
         raw = self._raw((X - self.mean_) / self.scale_)
         if self.calibration == "isotonic":
             raw = np.interp(raw, self.iso_x_, self.iso_y_)
-        largest = max(abs(float(self.bounds_[0])), abs(float(self.bounds_[1])))
-        return np.clip(round_significant(raw, largest, OUTPUT_DIGITS), *self.bounds_)
+        return np.clip(round_significant(raw, largest_abs(np.asarray(self.bounds_, float)),
+                                         OUTPUT_DIGITS), *self.bounds_)
 
     def class_probabilities(self, X: Any) -> np.ndarray:
         """P(grade = ``levels_[k]``) per row (``ordinal`` only)."""
@@ -970,7 +970,7 @@ class MetricCard:
             + (f"; {cv['note']}" if cv.get("note") else ""),
         ]
         width = max(len(n) for n in [*cv["features"], "dibia_combined"]) + 2
-        places = shown_decimals(max(abs(float(b)) for b in d["scale"]))  # (the weights' scale)
+        places = shown_decimals(largest_abs(np.asarray(d["scale"], float)))  # (the weights')
         lines.append(f"{'':{width}}{'kendall':>16}{'spearman':>16}{'pearson':>16}"
                      "   weight [95% CI] per SD")
 

@@ -409,6 +409,14 @@ def _is_number(value: Any) -> bool:
             and not isinstance(value, bool | np.bool_))
 
 
+def _finite(value: Any) -> bool:
+    """Whether a number is finite as a float (JSON's 400-digit integer is not: it overflows)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def _check_tests(value: Any) -> str | None:
     if not isinstance(value, Mapping):
         return f"expected an object with 'cases', got {type(value).__name__}"
@@ -424,7 +432,7 @@ def _check_tests(value: Any) -> str | None:
         if key in value and not isinstance(value[key], str):
             return f"'{key}' must be a string"
     timeout = value.get("timeout_s")
-    if timeout is not None and (not _is_number(timeout) or not math.isfinite(timeout)
+    if timeout is not None and (not _is_number(timeout) or not _finite(timeout)
                                 or timeout <= 0):
         return f"'timeout_s' must be a positive number of seconds, got {timeout!r}"
     if "network" in value and not isinstance(value["network"], bool):
@@ -447,7 +455,7 @@ def _check_cell(field: str, value: Any) -> str | None:
     if field == "tests":
         return _check_tests(value)
     if field == "rating":
-        if not _is_number(value) or math.isinf(value):
+        if not _is_number(value) or not _finite(value):
             return f"expected a finite number, got {type(value).__name__} {value!r:.60}"
         return None
     if field == "ratings":
@@ -460,11 +468,11 @@ def _check_cell(field: str, value: Any) -> str | None:
                 continue
             if not _is_number(grade):
                 return f"rater {rater!r} has a non-numeric grade {grade!r:.60}"
-            if math.isinf(grade):
-                return f"rater {rater!r} has a grade that is not finite: {grade!r}"
+            if not _finite(grade):
+                return f"rater {rater!r} has a grade that is not finite: {grade!r:.60}"
         return None
     if field.startswith(SCORE_PREFIX):
-        if not _is_number(value):
+        if not _is_number(value) or (isinstance(value, int | np.integer) and not _finite(value)):
             return f"expected a number, got {type(value).__name__} {value!r:.60}"
         return None
     return None

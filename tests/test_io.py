@@ -110,6 +110,16 @@ def test_a_carriage_return_is_json_whitespace_and_a_csv_cell_keeps_it(tmp_path):
      r"line 2, field 'tests': 'timeout_s' must be a positive number of seconds, got nan$"),
     ('{"task_id": "t", "candidate": "x", "tests": {"cases": ["1"], "timeout_s": Infinity}}',
      r"line 2, field 'tests': 'timeout_s' must be a positive number of seconds, got inf$"),
+    # (an integer too large for a float, which json reads whole: math.isfinite overflowed)
+    ('{"task_id": "t", "candidate": "x", "tests": {"cases": ["1"], "timeout_s": 1%s}}'
+     % ("0" * 400),
+     r"line 2, field 'tests': 'timeout_s' must be a positive number of seconds, got 1000"),
+    ('{"task_id": "t", "candidate": "x", "rating": 1%s}' % ("0" * 400),
+     r"line 2, field 'rating': expected a finite number, got int 1000"),
+    ('{"task_id": "t", "candidate": "x", "ratings": {"r": 1%s}}' % ("0" * 400),
+     r"line 2, field 'ratings': rater 'r' has a grade that is not finite: 1000"),
+    ('{"task_id": "t", "candidate": "x", "score.x": 1%s}' % ("0" * 400),
+     r"line 2, field 'score.x': expected a number, got int 1000"),
     ('{"task_id": "t", "candidate": null}', r"line 2, field 'candidate': value is missing"),
     # (an empty name would be a task or a system of its own, which a CSV's empty cell is not)
     ('{"task_id": "", "candidate": "x"}', r"line 2, field 'task_id': task_id is empty$"),

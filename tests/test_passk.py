@@ -118,7 +118,12 @@ def test_command_line_scores_then_counts(tmp_path, capsys) -> None:
     capsys.readouterr()
     assert main(["passk", str(scores), "--k", "2,1", "--resamples", "100", "-o", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "pass@1" in printed and "signature: passk:1|k:1,2|column:score.pass" in printed
+    assert "signature: passk:1|k:1,2|column:score.pass" in printed
+    header, *lines = printed.splitlines()[:1 + len(HAND)]
+    assert header.split() == ["system", "tasks", "samples/task", "pass@1", "(%)", "pass@2", "(%)"]
+    for line in lines:  # (percent: 100 times the estimate, which the file holds as a share)
+        group, *_, one = line.split("[")[0].split()
+        assert float(one) == pytest.approx(100 * HAND[group][1], abs=0.005)
     saved = json.loads(out.read_text())
     assert saved["scorer_signature"].startswith("scorer:pass_rate|")
     for row in saved["rows"]:

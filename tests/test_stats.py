@@ -477,12 +477,12 @@ def test_system_means_of_the_same_values_in_another_order_tie():
 
 
 def test_rounding_keeps_significant_digits_of_the_values_whatever_their_size():
-    """12 significant digits of the largest value: 11 decimals for 4, 17 for 1e-6, 13 for 0.3;
+    """12 significant digits of the largest value: 11 decimals for 4, 17 for 1e-6, 12 for 0.3;
     values as they are where the largest is 0 or too small for its power of ten (1e-300)."""
-    third = np.array([4 / 3, 4e-6 / 3, 0.1])
+    third = np.array([4 / 3, 4e-6 / 3, 0.1234567890123456])
     assert stats.round_significant(third, 4.0, 12)[0] == round(4 / 3, 11)
     assert stats.round_significant(third, 1e-6, 12)[1] == round(4e-6 / 3, 17)
-    assert stats.round_significant(third, 0.3, 12)[2] == 0.1
+    assert stats.round_significant(third, 0.3, 12)[2] == 0.123456789012
     tiny = np.array([1e-300 / 3, 0.0])
     assert stats.round_significant(tiny, 1e-300, 12).tolist() == tiny.tolist()
     assert stats.round_significant(third, 0.0, 12) is third

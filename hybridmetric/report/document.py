@@ -293,15 +293,15 @@ def _hybrid(card: Mapping[str, Any] | None) -> Section:
     return section
 
 
+Used = Callable[[Mapping[str, Any], Mapping[str, Any] | None], bool]  # (results, card)
 #: What the report's terms mean, each shown where the report uses it: (term, whether it is
 #: used, its meaning).
-Used = Callable[[Mapping[str, Any], Mapping[str, Any] | None], bool]  # (results, card)
 TERMS: tuple[tuple[str, Used, str], ...] = (
     ("tau darr", lambda r, c: _statistic_used(r, "tau_darr"),
      "CodeBERTScore's statistic (Zhou et al. 2023, Table 1), the da-RR Kendall tau of Stanchev "
      "et al. 2020 (variant B): over the pairs of candidates of one task that the raters rated "
-     "apart, (concordant - discordant) / all of them, a pair the metric ties counting against "
-     "it; pooled over the tasks."),
+     "apart, (concordant - discordant) / all of them, a pair the metric ties counting in the "
+     "total only (so lowering the tau); pooled over the tasks."),
     ("kendall tau b, kendall tau c", lambda r, c: _statistic_used(r, "kendall_tau_b"),
      "Kendall's rank correlation with ties corrected as in its b and c variants (c: Stuart's, "
      "for a rating and a metric that take different numbers of values)."),
@@ -326,7 +326,7 @@ TERMS: tuple[tuple[str, Used, str], ...] = (
      "the hybrid's prediction where every feature is at its training mean, and where every raw "
      "score is 0, which may lie off the scale (the hybrid is clipped to it)."),
     ("Calibration (clip), (isotonic)", lambda r, c: c is not None,
-     "clip: the hybrid's linear prediction clipped to the rating scale, and nothing more (the "
+     "clip: the hybrid's prediction clipped to the rating scale, and nothing more (the "
      "card's calibration none); isotonic: then mapped through a monotone fit of the training "
      "rows' predictions onto their ratings. The table bins the held-out (out-of-fold) "
      "predictions of the cross-validation's first repeat."),
@@ -403,14 +403,22 @@ def headline(results: Mapping[str, Any]) -> str:
     return " ".join(sentences)
 
 
+def _alpha(results: Mapping[str, Any]) -> float:
+    """The significance level of the results' settings (else :data:`ALPHA`)."""
+    return float((results.get("settings") or {}).get("alpha", ALPHA))
+
+
 def _against_runner(results: Mapping[str, Any], level: str, stat: str, best: str,
                     runner: tuple[str, Any]) -> str:
     """``, above score.chrf (0.512) by 0.021 [-0.003, 0.045], p 0.168 (permutation, Holm): not
     significant``: how the best metric's lead over the next holds up, from the comparison of
     the two where the audit made one."""
     name, estimate = runner
-    alpha = float((results.get("settings") or {}).get("alpha", ALPHA))
+    alpha = _alpha(results)
     for row in results.get("comparisons") or []:
+        if (row["level"], row["statistic"], row["a"], row["b"]) == (level, stat, name, best):
+            return (f", then {name} ({fmt(estimate['value'])}; the audit tests {name} against "
+                    "the others, one-sided, not this lead)")
         if (row["level"], row["statistic"], row["a"], row["b"]) == (level, stat, best, name):
             for key, test in (("p_holm", "permutation, Holm"),
                               ("p_williams_holm", "Williams, Holm")):
@@ -427,7 +435,7 @@ def build(results: Mapping[str, Any], frame: pd.DataFrame,
           card: Mapping[str, Any] | None) -> list[Section]:
     """All sections of the report, in reading order."""
     check_columns(frame, results)
-    alpha = float((results.get("settings") or {}).get("alpha", ALPHA))
+    alpha = _alpha(results)
     sections = [_overview(results), _ceiling(results), _agreement(results),
                 _significance(results, alpha)]
     if "pass_value" in results:

@@ -28,8 +28,9 @@ class Limits:
     """What one program may use. Every limit enters the signature and the cache key."""
 
     timeout_s: float = 10.0  # wall clock, per program; CPU seconds get the same budget plus 1
-    # RLIMIT_DATA (heap, private mappings), and the memory cgroup's limit on the process tree;
-    # without a cgroup, Python and C++ also get RLIMIT_AS this + 1 GiB (shared memory)
+    # the memory cgroup's limit on the process tree, where there is one, and RLIMIT_DATA (heap,
+    # private mappings): this, or under a cgroup this + 1 GiB (Python) or none (C++); without
+    # a cgroup, Python and C++ also get RLIMIT_AS this + 1 GiB (shared memory)
     memory_mb: int = 1024
     file_mb: int = 64  # RLIMIT_FSIZE: largest file it may write, stdout and stderr included
     open_files: int = 256  # RLIMIT_NOFILE

@@ -113,22 +113,21 @@ STARTUP_ROOM = 32 * 2**20
 #: ``MAP_SHARED`` mapping, a mapped memory file, an attached System V segment), which Python and
 #: C++ programs can make: those also get an address-space limit (RLIMIT_AS) this far above their
 #: memory limit, room for what threads' stacks and malloc's arenas reserve. (node and the JVM
-#: reserve many GiB they never touch, and make no shared memory.)
+#: reserve many GiB they never touch, and make no shared memory.) Under a memory cgroup, a
+#: Python program's RLIMIT_DATA gets the same room (:data:`CGROUP_DATA`).
 ADDRESS_SPACE_ROOM_MB = 1024
 #: The languages whose programs get that limit.
 MAKE_SHARED_MEMORY = frozenset({"python", "cpp"})
-#: The languages whose programs, where there is a memory cgroup, get no RLIMIT_DATA: the
-#: cgroup's OOM killer alone ends one that uses too much (``memory``), as a C++ program's
+#: The RLIMIT_DATA a language's programs get where there is a memory cgroup, which caps what
+#: they use: ``"none"`` (C++: the cgroup's OOM killer alone ends one that uses too much, as a
 #: ``malloc`` that failed under the rlimit would give it a null pointer to crash on, and its
-#: allocations that it never touches cost it nothing, as outside the sandbox.
-CGROUP_ALONE = frozenset({"cpp"})
-#: The languages whose programs, where there is a memory cgroup, get RLIMIT_DATA
-#: :data:`ADDRESS_SPACE_ROOM_MB` above their memory limit, not at it: the cgroup caps what they
-#: use, and what they reserve but never touch fits, as outside the sandbox (a Python thread's
-#: stack reserves 8 MiB: under a 1 GiB RLIMIT_DATA no more than ~126 threads could run at
-#: once), while an allocation far past the limit still fails at once, a ``MemoryError`` whose
-#: traceback says where.
-CGROUP_ROOM = frozenset({"python"})
+#: allocations that it never touches cost it nothing, as outside the sandbox) or ``"room"``
+#: (Python: :data:`ADDRESS_SPACE_ROOM_MB` above the memory limit, so that what it reserves but
+#: never touches fits, as outside: a thread's stack reserves 8 MiB, and under a 1 GiB
+#: RLIMIT_DATA no more than ~126 threads could run at once; an allocation far past the limit
+#: still fails at once, a ``MemoryError`` whose traceback says where); other languages, and
+#: every program without a cgroup: the memory limit.
+CGROUP_DATA = {"cpp": "none", "python": "room"}
 
 
 def program_env(work: str, private_tmp: bool) -> dict[str, str]:
@@ -460,7 +459,7 @@ class Worker:
         if isinstance(code, str):  # it does not compile: no child needed
             return RunResult(SYNTAX_ERROR, code)
         process = self._spawn(None, source, limits, limits.memory_mb, limits.timeout_s, code,
-                              shared_memory=True, cgroup_room="python" in CGROUP_ROOM)
+                              shared_memory=True, under_cgroup=CGROUP_DATA["python"])
         return self._verdict("python", process, limits)
 
     def _built(self, language: str, source: str, limits: Limits, case: str, work: str,
@@ -527,7 +526,7 @@ class Worker:
                                          f"MiB, over its memory limit of {limits.memory_mb} MiB")
         process = self._spawn(recipe.run, None, limits, limits.memory_mb + overhead,
                               limits.timeout_s, shared_memory=language in MAKE_SHARED_MEMORY,
-                              cgroup_alone=language in CGROUP_ALONE)
+                              under_cgroup=CGROUP_DATA.get(language, "limit"))
         return self._verdict(language, process, limits, static)
 
     def _compile(self, recipe: languages.Build, limits: Limits,
@@ -686,19 +685,18 @@ class Worker:
     def _spawn(self, argv: list[str] | None, source: str | None, limits: Limits,
                memory_mb: int, timeout_s: float, code: bytes | None = None,
                file_mb: int | None = None, shared_memory: bool = False,
-               cgroup_alone: bool = False, cgroup_room: bool = False) -> Process:
+               under_cgroup: str = "limit") -> Process:
         """Run ``argv`` (or, when None, the Python ``source``, whose ``code`` is from
         :func:`precompile`) in an isolated child; files up to ``file_mb`` (the limits');
         ``shared_memory``: a program that can make shared memory (see
-        :data:`ADDRESS_SPACE_ROOM_MB`); ``cgroup_alone``: one whose memory only the cgroup, where
-        there is one, limits (see :data:`CGROUP_ALONE`); ``cgroup_room``: one that the cgroup's
-        limit leaves room to reserve more (:data:`CGROUP_ROOM`)."""
+        :data:`ADDRESS_SPACE_ROOM_MB`); ``under_cgroup``: its RLIMIT_DATA where there is a memory
+        cgroup, ``"limit"``, ``"room"`` or ``"none"`` (:data:`CGROUP_DATA`)."""
         oom_before = self.cgroup.prepare(memory_mb) if self.cgroup is not None else 0
         self._count_sockets()  # (the compile server's, where one runs)
         bound = shared_memory and self.cgroup is None
         data = memory_mb * 2**20
-        if self.cgroup is not None and (cgroup_alone or cgroup_room):
-            data = (memory_mb + ADDRESS_SPACE_ROOM_MB) * 2**20 if cgroup_room else 0
+        if self.cgroup is not None and under_cgroup != "limit":
+            data = (memory_mb + ADDRESS_SPACE_ROOM_MB) * 2**20 if under_cgroup == "room" else 0
         rlimits: Rlimits = (data, int(timeout_s) + 1,
                             (file_mb or limits.file_mb) * 2**20, limits.open_files,
                             limits.processes,

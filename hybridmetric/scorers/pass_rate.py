@@ -67,8 +67,9 @@ class PassRate(Scorer):
                    "JavaScript, C++, Java)")
     settings_spec: ClassVar[dict[str, Setting]] = {
         "timeout_s": Setting(10.0, "wall-clock seconds per case (a row's tests.timeout_s wins)"),
-        "memory_mb": Setting(1024, "memory (RLIMIT_DATA) per program, in MiB (at least 32: "
-                                   "below, an interpreter's own start-up may not fit)",
+        "memory_mb": Setting(1024, "memory per program, in MiB (a memory cgroup's limit where "
+                                   "there is one, else RLIMIT_DATA; at least 32: below, an "
+                                   "interpreter's own start-up may not fit)",
                              at_least=32),
         "workers": Setting(0, f"sandbox worker processes (up to {UID_SLOTS}); 0 = one per core",
                            at_least=0),
