@@ -416,10 +416,12 @@ def _against_runner(results: Mapping[str, Any], level: str, stat: str, best: str
     name, estimate = runner
     alpha = _alpha(results)
     for row in results.get("comparisons") or []:
-        if (row["level"], row["statistic"], row["a"], row["b"]) == (level, stat, name, best):
+        if (row["level"], row["statistic"]) != (level, stat):
+            continue
+        if (row["a"], row["b"]) == (name, best):
             return (f", then {name} ({fmt(estimate['value'])}; the audit tests {name} against "
                     "the others, one-sided, not this lead)")
-        if (row["level"], row["statistic"], row["a"], row["b"]) == (level, stat, best, name):
+        if (row["a"], row["b"]) == (best, name):
             for key, test in (("p_holm", "permutation, Holm"),
                               ("p_williams_holm", "Williams, Holm")):
                 if row.get(key) is not None:

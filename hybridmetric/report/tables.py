@@ -13,8 +13,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from hybridmetric.schema import HYBRID_COLUMN
-from hybridmetric.stats import shown_decimals
+from hybridmetric.stats import largest_abs, shown_decimals
 
 LEVEL_TITLES = {
     "item": "Item level (every row)",
@@ -107,9 +109,7 @@ def scale_decimals(scale: Sequence[float] | None, *observed: Any) -> int:
     numbers = list(scale) if scale else []
     for value in () if scale else observed:
         numbers += [value["value"], *(value.get("ci") or ())] if is_estimate(value) else [value]
-    sizes = [abs(v) for v in numbers if isinstance(v, int | float) and not isinstance(v, bool)
-             and math.isfinite(v)]
-    return shown_decimals(max(sizes, default=0.0), DECIMALS)
+    return shown_decimals(largest_abs(np.array(numbers, dtype=float)), DECIMALS)  # (None: NaN)
 
 
 def label(key: str) -> str:
