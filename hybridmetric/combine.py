@@ -67,11 +67,13 @@ per-generation ``target`` (by default the mean rating).
                  hybrid | features[name] | dibia_combined: {kendall|spearman|pearson:
                  {mean, sd (over folds), values (one per fold, in grouped_folds order),
                  undefined (folds where it is undefined)}},
-                 comparison: {metric: "kendall", best_feature, best_feature_kendall,
-                 hybrid_kendall, gain (mean of per-fold hybrid - best), gain_sd, wins (folds
-                 where the hybrid is higher), n_folds, beats_best_feature (mean gain > 0; no
-                 test)}, all over the folds where both taus are defined (null where none is);
-                 hybrid_folds, best_feature_folds: where each alone is}
+                 comparisons: {kendall|spearman|pearson: {metric, best_feature (the
+                 feature of the best mean), best_feature_value, hybrid_value, gain (mean of
+                 per-fold hybrid - best), gain_sd, wins (folds where the hybrid is higher),
+                 n_folds, beats_best_feature (mean gain > 0), t, p (one-sided, the corrected
+                 resampled t-test: stats.corrected_resampled_t)}, all over the folds where
+                 both are defined (null where none is); hybrid_folds, best_feature_folds:
+                 where each alone is} (a card of before had ``comparison``: Kendall's alone)
                  dibia_combined also names its {pass, edit_sim} columns; it is
                  {"skipped": reason} when a PASS or EDIT-SIM column is absent or incomplete
     training     {sha256, n_rows, n_tasks, n_dropped_rows, n_rater_rows, where, n_table_rows,
@@ -127,7 +129,12 @@ from hybridmetric.schema import (
     where_text,
 )
 from hybridmetric.signature import changed, environment, signature
-from hybridmetric.stats import largest_abs, round_significant, shown_decimals
+from hybridmetric.stats import (
+    corrected_resampled_t,
+    largest_abs,
+    round_significant,
+    shown_decimals,
+)
 
 CARD_FORMAT = "hybridmetric-card/1"
 MODELS = ("nonneg", "ridge", "ordinal", "mixed")
@@ -526,9 +533,20 @@ def _summary_stats(values: list[float]) -> dict[str, Any]:
 
 
 def _calibration_table(predicted: np.ndarray, observed: np.ndarray) -> list[dict[str, float]]:
+    """Up to :data:`CALIBRATION_BINS` bins of about equal count over the sorted predictions; a
+    cut that would split equal predictions moves to the nearer end of their run, so that equal
+    predictions share a bin (and the table does not depend on the rows' order)."""
     order = np.argsort(predicted, kind="stable")
+    p = predicted[order]
+    sizes = [len(c) for c in np.array_split(p, min(CALIBRATION_BINS, len(p)))]
+    cuts = set()
+    for cut in np.cumsum(sizes[:-1]):
+        start, end = (int(np.searchsorted(p, p[cut], side)) for side in ("left", "right"))
+        moved = start if cut - start <= end - cut else end
+        if 0 < moved < len(p):
+            cuts.add(moved)
     table = []
-    for chunk in np.array_split(order, min(CALIBRATION_BINS, len(order))):
+    for chunk in np.split(order, sorted(cuts)):
         p, o = predicted[chunk], observed[chunk]
         table.append({"lo": float(p.min()), "hi": float(p.max()), "n": int(len(chunk)),
                       "predicted": float(p.mean()), "observed": float(o.mean())})
@@ -730,7 +748,7 @@ def fit_card(
               {"skipped": dibia_skipped} if dibia_values is None else
               {"pass": dibia[0], "edit_sim": dibia[1],
                **{m: _summary_stats(v) for m, v in per_fold["dibia_combined"].items()}})}
-    cv["comparison"] = _comparison(per_fold, columns)
+    cv["comparisons"] = {m: _comparison(per_fold, columns, m, folds) for m in CORRELATIONS}
 
     per_unit = full.coef_ / full.scale_
     weights = {}
@@ -822,33 +840,83 @@ def _bootstrap_weights(design: _Design, estimator: Callable[[], HybridMetric], n
     return _percentile_ci(np.asarray(samples)), skipped
 
 
-def _comparison(per_fold: dict[str, dict[str, list[float]]],
-                columns: list[str]) -> dict[str, Any]:
-    """The hybrid against the single feature with the best mean held-out Kendall tau (among
-    those with a tau in a fold where the hybrid has one), both over the folds where both are
-    defined (a fold whose ratings or predictions are constant has no tau); the statistics are
-    None where no such fold exists."""
-    taus = {c: np.asarray(per_fold[c]["kendall"], dtype=float) for c in ["hybrid", *columns]}
-    hybrid_defined = ~np.isnan(taus["hybrid"])
-    defined = [c for c in columns if (hybrid_defined & ~np.isnan(taus[c])).any()]
-    best = max(defined, key=lambda c: (np.nanmean(taus[c]), c)) if defined else None
-    both = (~np.isnan(taus["hybrid"]) & ~np.isnan(taus[best]) if best is not None
-            else np.zeros(len(taus["hybrid"]), dtype=bool))
-    hybrid = taus["hybrid"][both]
-    feature = taus[best][both] if best is not None else hybrid
-    gain = hybrid - feature
+def _comparison(per_fold: dict[str, dict[str, list[float]]], columns: list[str], metric: str,
+                folds: int) -> dict[str, Any]:
+    """The hybrid against the single feature with the best mean held-out ``metric`` (among
+    those with a value in a fold where the hybrid has one), both over the folds where both are
+    defined (a fold whose ratings or predictions are constant has no correlation), with the
+    corrected resampled t-test of the gain (the folds' training rows overlap); the statistics
+    are None where no such fold exists."""
+    values = {c: np.asarray(per_fold[c][metric], dtype=float) for c in ["hybrid", *columns]}
+    hybrid_defined = ~np.isnan(values["hybrid"])
+    defined = [c for c in columns if (hybrid_defined & ~np.isnan(values[c])).any()]
+    best = max(defined, key=lambda c: (np.nanmean(values[c]), c)) if defined else None
+    both = (hybrid_defined & ~np.isnan(values[best]) if best is not None
+            else np.zeros(len(values["hybrid"]), dtype=bool))
+    hybrid = values["hybrid"][both]
+    feature = values[best][both] if best is not None else hybrid
+    # (to 9 decimals: the hybrid, rounded to OUTPUT_DIGITS, moves r in the 12th; a one-feature
+    # hybrid would "win" folds by that)
+    gain = np.round(hybrid - feature, 9)
+    t, p = corrected_resampled_t(gain, 1 / (folds - 1)) if len(gain) > 1 else (None, None)
 
-    def mean(values: np.ndarray) -> float | None:
-        return float(values.mean()) if len(values) else None
+    def number(value: float | None) -> float | None:
+        return None if value is None or math.isnan(value) else float(value)
 
-    return {"metric": "kendall", "best_feature": best,
-            "best_feature_kendall": mean(feature), "hybrid_kendall": mean(hybrid),
-            "gain": mean(gain),
+    return {"metric": metric, "best_feature": best,
+            "best_feature_value": number(feature.mean()) if len(gain) else None,
+            "hybrid_value": number(hybrid.mean()) if len(gain) else None,
+            "gain": number(gain.mean()) if len(gain) else None,
             "gain_sd": float(gain.std(ddof=1)) if len(gain) > 1 else None,
             "wins": int(np.sum(gain > 0)), "n_folds": int(len(gain)),
             "hybrid_folds": int(hybrid_defined.sum()),
-            "best_feature_folds": int((~np.isnan(taus[best])).sum()) if best is not None else 0,
-            "beats_best_feature": bool(len(gain) and gain.mean() > 0)}
+            "best_feature_folds": int((~np.isnan(values[best])).sum()) if best is not None else 0,
+            "beats_best_feature": bool(len(gain) and gain.mean() > 0),
+            "t": number(t), "p": number(p)}
+
+
+def _kendall_comparison(old: Mapping[str, Any]) -> dict[str, Any]:
+    """A card of before's ``cv.comparison`` (Kendall's alone, untested) in today's terms."""
+    renamed = {"best_feature_kendall": "best_feature_value", "hybrid_kendall": "hybrid_value"}
+    return {"t": None, "p": None, **{renamed.get(k, k): v for k, v in old.items()}}
+
+
+def _comparison_lines(comparisons: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The summary's lines on the hybrid against the best single feature, by each statistic."""
+    if not comparisons:
+        return []
+    if all(c["gain"] is None for c in comparisons.values()):
+        return ["the hybrid cannot be compared with any single feature: no held-out fold gives "
+                "both a correlation (constant ratings or predictions in every fold; more tasks, "
+                "or fewer folds, give some)"]
+    lines = ["hybrid against the best single feature, held out (means over the folds where "
+             "both are defined; p: one-sided, corrected resampled t):"]
+    width = max(map(len, comparisons))
+    for name, c in comparisons.items():
+        if c["gain"] is None:
+            lines.append(f"  {name:{width}}  no fold where both are defined")
+            continue
+        p = "n/a" if c["p"] is None else format(c["p"], ".3g")
+        sd = "n/a" if c["gain_sd"] is None else format(c["gain_sd"], ".3f")
+        lines.append(
+            f"  {name:{width}}  hybrid {c['hybrid_value']:.3f}, best feature "
+            f"{c['best_feature']} {c['best_feature_value']:.3f}: difference {c['gain']:+.3f} "
+            f"(sd {sd}; hybrid higher in {c['wins']} of {c['n_folds']} folds), p {p}")
+        if (c["hybrid_folds"], c["best_feature_folds"]) != (c["n_folds"], c["n_folds"]):
+            lines.append(
+                f"  {'':{width}}  (the table averages each over the folds where it alone is "
+                f"defined: the hybrid's {c['hybrid_folds']}, {c['best_feature']}'s "
+                f"{c['best_feature_folds']}; a fold's correlation is undefined where its "
+                "ratings or that metric's values are all equal)")
+    kendall, pearson = comparisons.get("kendall"), comparisons.get("pearson")
+    if (kendall and pearson and kendall["gain"] is not None and pearson["gain"] is not None
+            and kendall["beats_best_feature"] != pearson["beats_best_feature"]):
+        lines.append(
+            "  (Kendall's tau b leaves the pairs a metric ties out of its denominator, so a "
+            "feature that takes few values, as pass or pass_rate, is judged on the few pairs "
+            "it sets apart; Pearson's r weighs every row: Deutsch, Foster & Freitag 2023 on "
+            "ties)")
+    return lines
 
 
 class MetricCard:
@@ -861,6 +929,9 @@ class MetricCard:
         absent = [k for k in CARD_KEYS if k not in data]
         if absent:
             raise ValueError(f"metric card lacks {absent}; fit it again with hybridmetric fit")
+        cv = data.get("cv")
+        if isinstance(cv, dict) and "comparison" in cv and "comparisons" not in cv:
+            cv["comparisons"] = {"kendall": _kendall_comparison(cv.pop("comparison"))}
         self.data = data
         #: From :func:`fit_card` only: each input row's prediction by the model of the first CV
         #: repeat that did not see its task (NaN for rows left out of the fit); not saved.
@@ -993,27 +1064,7 @@ class MetricCard:
             lines.append(f"{'dibia_combined':{width}}skipped: {cv['dibia_combined']['skipped']}")
         else:
             lines.append(row("dibia_combined", cv["dibia_combined"], None))
-        c = cv["comparison"]
-        # (a mean gain: the sd and the folds won say how sure it is)
-        verdict = "is higher than" if c["beats_best_feature"] else "is not higher than"
-        if c["gain"] is None:
-            lines.append("the hybrid cannot be compared with any single feature: no held-out "
-                         "fold gives both a Kendall tau (constant ratings or predictions in "
-                         "every fold; more tasks, or fewer folds, give some)")
-        else:
-            lines.append(
-                f"the hybrid {verdict} the best single feature ({c['best_feature']}, Kendall "
-                f"tau {c['best_feature_kendall']:.3f}) on held-out tasks, on average: "
-                f"{c['hybrid_kendall']:.3f}, difference {c['gain']:+.3f} (sd "
-                f"{'n/a' if c['gain_sd'] is None else format(c['gain_sd'], '.3f')} over the "
-                f"{c['n_folds']} folds where both are defined; "
-                f"hybrid higher in {c['wins']})")
-            own = (c.get("hybrid_folds", c["n_folds"]), c.get("best_feature_folds", c["n_folds"]))
-            if own != (c["n_folds"], c["n_folds"]):  # the table's means are over other folds
-                lines.append(
-                    f"  (the table averages each over the folds where it alone is defined: the "
-                    f"hybrid's {own[0]}, {c['best_feature']}'s {own[1]}; a fold's Kendall tau is "
-                    "undefined where its ratings or that metric's values are all equal)")
+        lines += _comparison_lines(cv.get("comparisons") or {})
         for a, b, r in t.get("collinear") or []:
             lines.append(f"note: {a} and {b} correlate at {r:.3f} on the training rows: the "
                          "hybrid cannot tell their weights apart (wide CIs, either may take the "

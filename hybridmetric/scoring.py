@@ -334,6 +334,10 @@ def unscored(table: pd.DataFrame, scorers: Sequence[Scorer]) -> list[str]:
     return notes
 
 
+class ScoredAlready(ValueError):
+    """The input already holds a score column that a scorer of the run would write."""
+
+
 def score(
     source: str | os.PathLike | pd.DataFrame,
     scorers: Sequence[Scorer],
@@ -365,7 +369,7 @@ def score(
     columns = [c for s in scorers for c in s.columns + s.detail_columns]
     clash = [c for c in columns if c in frame.columns]
     if clash:
-        raise ValueError(
+        raise ScoredAlready(
             f"the input already has score column(s) {clash}; drop them or score into a new file"
         )
     for scorer in scorers:  # a row no scorer can take stops the run before any is scored

@@ -46,6 +46,12 @@ def test_fit_then_apply_card_then_audit(slice_file, tmp_path, capsys):
     assert table["score.hybrid"].between(0, 4).all()
     sidecar = json.loads(Path(f"{applied}.signature.json").read_text())
     assert sidecar["hybrid"] == json.loads(card.read_text())["signature"]
+    # a table scored already: the error says how to apply the card to it (audit --card)
+    capsys.readouterr()
+    assert main(["score", str(scores), "-o", str(tmp_path / "again.jsonl"), "--card", str(card),
+                 "--no-progress"]) == 2
+    assert ("(to add the card's score.hybrid to a table scored already: hybridmetric audit "
+            "INPUT --card CARD -o REPORT_DIR") in capsys.readouterr().err
     # rows the scorers cannot score (no reference) get NaN, and a note says why
     partial = read_generations(slice_file)
     partial.loc[[0, 1, 2], "references"] = None

@@ -347,19 +347,33 @@ def test_card_validation_numbers_are_recomputable():
     values = cv["hybrid"]["kendall"]["values"]
     assert cv["hybrid"]["kendall"]["mean"] == pytest.approx(np.mean(values))
     assert cv["hybrid"]["kendall"]["sd"] == pytest.approx(np.std(values, ddof=1))
-    comparison = cv["comparison"]
+    comparison = cv["comparisons"]["kendall"]
     assert comparison["best_feature"] == "score.chrf"
     assert comparison["beats_best_feature"] is True and comparison["gain"] > 0.05
-    assert "is higher than the best single feature (score.chrf" in card.summary()
+    # the corrected resampled t-test, by hand: 8 folds of 4, so n_test/n_train = 1/3
+    gain = (np.array(cv["hybrid"]["kendall"]["values"])
+            - np.array(cv["features"]["score.chrf"]["kendall"]["values"]))
+    t = gain.mean() / np.sqrt((1 / 8 + 1 / 3) * gain.var(ddof=1))
+    assert comparison["t"] == pytest.approx(t)
+    assert comparison["p"] == pytest.approx(stats.t.sf(t, 7))
+    assert set(cv["comparisons"]) == {"kendall", "spearman", "pearson"}
+    pearson = cv["comparisons"]["pearson"]
+    best = max(card.features, key=lambda c: np.mean(cv["features"][c]["pearson"]["values"]))
+    assert pearson["best_feature"] == best
+    assert pearson["hybrid_value"] == pytest.approx(cv["hybrid"]["pearson"]["mean"])
+    summary = card.summary()
+    assert f"kendall   hybrid {comparison['hybrid_value']:.3f}, best feature score.chrf" in summary
+    assert f"p {comparison['p']:.3g}" in summary
 
 
 def test_a_one_feature_hybrid_does_not_beat_that_feature():
     # A positive weight keeps the feature's order, so the held-out taus are equal: gain 0.
     card = quick_card(study_frame(), features=["chrf"], scale=(-10, 10), n_boot=0)
-    comparison = card.data["cv"]["comparison"]
-    assert comparison["gain"] == pytest.approx(0.0, abs=1e-12)
-    assert comparison["beats_best_feature"] is False and comparison["wins"] == 0
-    assert "the hybrid is not higher than the best single feature (score.chrf" in card.summary()
+    for held_out in card.data["cv"]["comparisons"].values():
+        assert held_out["gain"] == pytest.approx(0.0, abs=1e-12)
+        assert held_out["beats_best_feature"] is False and held_out["wins"] == 0
+        assert held_out["p"] is None  # (no difference varies: no test)
+    assert "best feature score.chrf" in card.summary() and "p n/a" in card.summary()
     assert card.data["weights"]["score.chrf"]["ci"] is None
 
 
@@ -380,6 +394,23 @@ def test_card_weights_cis_and_calibration():
     assert table[0]["observed"] < table[-1]["observed"]
     assert card.data["training"]["n_tasks"] == 60 and card.data["training"]["n_rows"] == 240
     assert card.data["features"][0]["signature"] == SIGNATURES["chrf"]
+
+
+def test_the_calibration_table_keeps_equal_predictions_in_one_bin():
+    """Equal-count bins split equal predictions by the rows' order: two bins both said
+    "predicted 2.0" with other observed means, and the table changed with the rows reversed."""
+    from hybridmetric.combine import _calibration_table
+
+    predicted = np.array([2.0, 2, 2, 2, 1, 1, 0, 2, 2, 1, 0, 2])
+    observed = np.arange(12.0)
+    table = _calibration_table(predicted, observed)
+    assert [(b["lo"], b["hi"], b["n"]) for b in table] == [(0, 0, 2), (1, 1, 3), (2, 2, 7)]
+    assert table[2]["observed"] == pytest.approx(np.mean([0, 1, 2, 3, 7, 8, 11]))
+    assert _calibration_table(predicted[::-1], observed[::-1]) == table
+    spread = np.random.default_rng(0).random(95)  # (distinct values: ten bins of 9 or 10)
+    assert [b["n"] for b in _calibration_table(spread, spread)] == [10] * 5 + [9] * 5
+    runs = np.repeat(np.arange(4.0), [30, 1, 1, 28])  # a cut moves to the nearer end of a run
+    assert [b["n"] for b in _calibration_table(runs, runs)] == [30, 2, 28]
 
 
 @pytest.mark.parametrize("model", ["nonneg", "ridge", "mixed"])
@@ -610,21 +641,21 @@ def test_the_comparison_pairs_folds_where_both_taus_are_defined():
     per_fold = {"hybrid": {"kendall": [nan, 0.5, 0.2, 0.3]},
                 "a": {"kendall": [0.1, nan, 0.4, 0.2]},  # mean 0.233: the best feature
                 "b": {"kendall": [nan, nan, nan, nan]}}
-    c = comparison(per_fold, ["a", "b"])
+    c = comparison(per_fold, ["a", "b"], "kendall", 4)
     assert c["best_feature"] == "a" and c["n_folds"] == 2  # folds 2 and 3
-    assert c["hybrid_kendall"] == pytest.approx(0.25)
-    assert c["best_feature_kendall"] == pytest.approx(0.3)
+    assert c["hybrid_value"] == pytest.approx(0.25)
+    assert c["best_feature_value"] == pytest.approx(0.3)
     assert c["gain"] == pytest.approx(-0.05) and c["wins"] == 1
     assert c["gain_sd"] == pytest.approx(np.std([-0.2, 0.1], ddof=1))
     undefined = comparison({"hybrid": {"kendall": [nan, nan]}, "a": {"kendall": [0.3, nan]}},
-                           ["a"])
+                           ["a"], "kendall", 2)
     assert undefined["gain"] is None and undefined["n_folds"] == 0
     assert not undefined["beats_best_feature"]
     json.dumps(undefined, allow_nan=False)
     # the best feature is chosen among those defined where the hybrid is
     disjoint = comparison({"hybrid": {"kendall": [nan, 0.3, 0.4]},
                            "a": {"kendall": [0.9, nan, nan]}, "b": {"kendall": [0.5, 0.5, 0.5]}},
-                          ["a", "b"])
+                          ["a", "b"], "kendall", 3)
     assert disjoint["best_feature"] == "b" and disjoint["n_folds"] == 2
     # where each alone is defined, which the summary's table averages over
     assert (c["hybrid_folds"], c["best_feature_folds"]) == (3, 3)
@@ -635,10 +666,10 @@ def test_a_card_saves_when_no_fold_has_a_tau(tmp_path):
     frame = study_frame(n_tasks=4, per_task=2)
     frame["rating"] = np.repeat([1.0, 2.0, 3.0, 4.0], 2)  # constant within each held-out task
     card = quick_card(frame, folds=4, repeats=1, n_boot=0)
-    assert card.data["cv"]["comparison"]["gain"] is None
+    assert all(c["gain"] is None for c in card.data["cv"]["comparisons"].values())
     assert "cannot be compared" in card.summary()
-    assert MetricCard.load(card.save(tmp_path / "card.json")).data["cv"]["comparison"] == \
-        card.data["cv"]["comparison"]
+    assert MetricCard.load(card.save(tmp_path / "card.json")).data["cv"]["comparisons"] == \
+        card.data["cv"]["comparisons"]
 
 
 def test_a_fold_for_each_task_is_run_once():

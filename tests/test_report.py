@@ -512,14 +512,37 @@ def test_the_headline_says_whether_the_best_metric_s_lead_holds() -> None:
     assert (f"best metric {best}, {fmt_estimate(item[best]['pearson'])}, above {runner} "
             f"({fmt(item[runner]['pearson']['value'])}) by 0.021 [-0.003, 0.045], p 0.168 "
             "(permutation, Holm): not significant") in said
-    for row in results["comparisons"]:  # the runner-up the focus: its test is not of the lead
-        if (row["level"], row["statistic"]) == ("item", "pearson"):
-            row.update(a=runner, b=best)
-    assert (f"then {runner} ({fmt(item[runner]['pearson']['value'])}; the audit tests {runner} "
-            "against the others, one-sided, not this lead)") in headline(results)
+    for row in results["comparisons"]:  # the runner-up the focus: its test is not of the lead,
+        if (row["level"], row["statistic"]) == ("item", "pearson"):  # whose CI it gives reversed
+            row.update(a=runner, b=best, delta=-0.021, ci=[-0.045, 0.0002])
+    assert (f"above {runner} ({fmt(item[runner]['pearson']['value'])}) by 0.021 [-0.0002, "
+            f"0.045] (the audit tests {runner} against the others, one-sided, not this lead)") \
+        in headline(results)
     results["comparisons"] = []
     assert f"then {runner} ({fmt(item[runner]['pearson']['value'])}; no test compares the two)" \
         in headline(results)
+
+
+def test_a_ci_bound_that_rounds_to_zero_shows_its_sign() -> None:
+    """"[-0.000, 0.034]": whether the interval holds 0 is what the reader wants to know."""
+    assert fmt_estimate({"value": 0.017, "ci": [-0.0002, 0.034]}) == "0.017 [-0.0002, 0.034]"
+    assert fmt_estimate({"value": 0.017, "ci": [0.00004, 0.034]}) == "0.017 [0.00004, 0.034]"
+    assert fmt_estimate({"value": 0.017, "ci": [0.0, 0.034]}) == "0.017 [0.000, 0.034]"
+    assert fmt_estimate({"value": 0.0001, "ci": [-0.0012, 0.0]}) == "0.000 [-0.001, 0.000]"
+
+
+def test_the_headline_says_when_the_best_metrics_tie() -> None:
+    """Two metrics of one value: "best metric" named one of them, then said the audit tested
+    the other "not this lead", where there was no lead."""
+    results, _, _ = make_case()
+    item = results["agreement"]["item"]
+    ranked = sorted(item, key=lambda m: -item[m]["pearson"]["value"])
+    item[ranked[1]]["pearson"]["value"] = item[ranked[0]]["pearson"]["value"]
+    said = headline(results)
+    tied = ", ".join(m for m in item if m in ranked[:2])  # (in the results' order)
+    assert (f"Item level, pearson: best metrics, tied, {tied}, "
+            f"{fmt(item[ranked[0]]['pearson']['value'])}; human ceiling") in said
+    assert "not this lead" not in said.split(". ")[0]
 
 
 def test_the_terms_used_are_explained_and_a_chosen_focus_is_flagged(tmp_path: Path) -> None:

@@ -534,3 +534,20 @@ def test_reproduce_tables_matches_published_numbers(shared_data, capsys):
     printed = capsys.readouterr().out
     assert "chrF                                 ours 0.473 0.641 0.624" in printed
     assert "DIFFERS" not in printed
+
+
+def test_corrected_resampled_t_by_hand():
+    """Nadeau & Bengio's correction by hand: d = 0.1, 0.2, 0.3, 0.4 over J = 4 splits, 5 folds
+    (n_test/n_train = 1/4): mean 0.25, var 0.05/3, t = 0.25 / sqrt((1/4 + 1/4) 0.05/3) =
+    sqrt(7.5), on 3 degrees of freedom; the plain t-test's would be sqrt(15), larger."""
+    t, p = stats.corrected_resampled_t(np.array([0.1, 0.2, 0.3, 0.4]), 1 / 4)
+    assert t == pytest.approx(math.sqrt(7.5))
+    assert p == pytest.approx(scipy.stats.t.sf(math.sqrt(7.5), 3))
+    plain = scipy.stats.ttest_1samp([0.1, 0.2, 0.3, 0.4], 0.0, alternative="greater")
+    assert plain.statistic == pytest.approx(math.sqrt(15)) and plain.pvalue < p
+    assert stats.corrected_resampled_t(np.array([-0.4, -0.3, -0.2, -0.1]), 1 / 4)[1] == \
+        pytest.approx(1 - p)
+    for flat in ([0.2], [0.1, 0.1, 0.1]):  # one split, or none that differs: no test
+        assert all(math.isnan(v) for v in stats.corrected_resampled_t(np.array(flat), 0.25))
+    with pytest.raises(ValueError, match="test_to_train"):
+        stats.corrected_resampled_t(np.array([0.1, 0.2]), 0.0)

@@ -21,6 +21,7 @@ from hybridmetric.io import read_study_meta
 from hybridmetric.scoring import (
     DEFAULT_CHUNK,
     FIRST_CHUNK,
+    ScoredAlready,
     journal_path,
     read_sidecar,
     score,
@@ -101,6 +102,12 @@ def run(args: argparse.Namespace) -> int:
                       chunk_size=args.chunk_size, progress=progress_of(args))
     except KeyboardInterrupt as stop:
         return interrupted(stop, journal_path(args.output))
+    except ScoredAlready as error:
+        if card is None:
+            raise
+        raise ScoredAlready(f"{error} (to add the card's score.hybrid to a table scored "
+                            "already: hybridmetric audit INPUT --card CARD -o REPORT_DIR, "
+                            "which applies it and audits it)") from None
     finally:
         for scorer in scorers:
             scorer.close()

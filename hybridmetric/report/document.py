@@ -23,6 +23,7 @@ from hybridmetric.report.tables import (
     ceiling_tables,
     ci_name,
     comparison_table,
+    cv_comparison_table,
     cv_table,
     fmt,
     fmt_estimate,
@@ -242,7 +243,7 @@ def _strips(results: Mapping[str, Any], frame: pd.DataFrame) -> Section:
     return section
 
 
-def _hybrid(card: Mapping[str, Any] | None) -> Section:
+def _hybrid(card: Mapping[str, Any] | None, alpha: float) -> Section:
     section = Section("hybrid", "The hybrid metric")
     if card is None:
         section.blocks.append("No metric card was given, so this report has no hybrid weights, "
@@ -281,9 +282,8 @@ def _hybrid(card: Mapping[str, Any] | None) -> Section:
     cv = card.get("cv")
     if cv:
         section.blocks.append(cv_table(cv))
-        if cv.get("comparison"):
-            section.blocks.append(key_value_table("Hybrid against the best single feature "
-                                                  "(held out)", cv["comparison"]))
+        if cv.get("comparisons"):
+            section.blocks.append(cv_comparison_table(cv, alpha))
     else:
         section.blocks.append("The card holds no cross-validation results.")
     if card.get("training"):
@@ -384,14 +384,16 @@ def headline(results: Mapping[str, Any]) -> str:
         if not scored:
             continue
         scored.sort(key=lambda pair: -pair[1]["value"])
+        top = [m for m, v in scored if v["value"] == scored[0][1]["value"]]
         (best, estimate), runner = scored[0], scored[1] if len(scored) > 1 else None
-        named = best
-        if best == HYBRID_COLUMN and IN_SAMPLE_SOURCE in str(results.get("hybrid_source")):
-            named += f" (a metric card's, {IN_SAMPLE_SOURCE})"
-        text = f"{LEVEL_NAMES.get(level, label(level))}, {label(stat)}: best metric {named}, "
-        text += fmt_estimate(estimate)
-        if runner is not None:
-            text += _against_runner(results, level, stat, best, runner)
+        named = ", ".join(_named(m, results) for m in top)
+        text = f"{LEVEL_NAMES.get(level, label(level))}, {label(stat)}: "
+        if len(top) > 1:
+            text += f"best metrics, tied, {named}, {fmt(estimate['value'])}"
+        else:
+            text += f"best metric {named}, {fmt_estimate(estimate)}"
+            if runner is not None:
+                text += _against_runner(results, level, stat, best, runner)
         if stat in reference.get(level, {}):
             text += (f"; human ceiling {fmt_estimate(reference[level][stat])} (one rater "
                      "against the others: a conservative ceiling)")
@@ -401,6 +403,13 @@ def headline(results: Mapping[str, Any]) -> str:
         reason = ceiling.get("reason") if isinstance(ceiling, Mapping) else None
         sentences.append(f"Human ceiling: not computed ({reason or 'no per-rater ratings'}).")
     return " ".join(sentences)
+
+
+def _named(metric: str, results: Mapping[str, Any]) -> str:
+    """A metric as the headline names it: the hybrid says where it was fitted on these rows."""
+    if metric == HYBRID_COLUMN and IN_SAMPLE_SOURCE in str(results.get("hybrid_source")):
+        return f"{metric} (a metric card's, {IN_SAMPLE_SOURCE})"
+    return metric
 
 
 def _alpha(results: Mapping[str, Any]) -> float:
@@ -418,9 +427,12 @@ def _against_runner(results: Mapping[str, Any], level: str, stat: str, best: str
     for row in results.get("comparisons") or []:
         if (row["level"], row["statistic"]) != (level, stat):
             continue
-        if (row["a"], row["b"]) == (name, best):
-            return (f", then {name} ({fmt(estimate['value'])}; the audit tests {name} against "
-                    "the others, one-sided, not this lead)")
+        if (row["a"], row["b"]) == (name, best):  # (the lead is -delta, its CI reversed)
+            ci = row.get("ci")
+            lead = {"value": None if row.get("delta") is None else -row["delta"],
+                    "ci": None if ci is None else [-ci[1], -ci[0]]}
+            return (f", above {name} ({fmt(estimate['value'])}) by {fmt_estimate(lead)} "
+                    f"(the audit tests {name} against the others, one-sided, not this lead)")
         if (row["a"], row["b"]) == (best, name):
             for key, test in (("p_holm", "permutation, Holm"),
                               ("p_williams_holm", "Williams, Holm")):
@@ -444,5 +456,5 @@ def build(results: Mapping[str, Any], frame: pd.DataFrame,
         sections.append(_pass_value(results))
     if "by_system" in results:
         sections.append(_by_system(results))
-    return sections + [_strips(results, frame), _hybrid(card), _terms(results, card),
+    return sections + [_strips(results, frame), _hybrid(card, alpha), _terms(results, card),
                        _settings(results)]

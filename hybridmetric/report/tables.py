@@ -98,7 +98,16 @@ def fmt_estimate(value: Any, decimals: int = DECIMALS) -> str:
     text = fmt(value["value"], decimals)
     ci = value.get("ci")
     if ci is not None:
-        text += f" [{fmt(ci[0], decimals)}, {fmt(ci[1], decimals)}]"
+        text += f" [{_bound(ci[0], decimals)}, {_bound(ci[1], decimals)}]"
+    return text
+
+
+def _bound(value: Any, decimals: int) -> str:
+    """A CI's bound: as :func:`fmt`, but one that rounds to 0 shows its first significant
+    digit (-0.0002, not -0.000: whether the interval holds 0 shows)."""
+    text = fmt(value, decimals)
+    if isinstance(value, float) and math.isfinite(value) and value != 0 and float(text) == 0:
+        return f"{value:.{shown_decimals(value, 0)}f}"
     return text
 
 
@@ -333,6 +342,31 @@ def calibration_table(calibration: Mapping[str, Any], decimals: int = DECIMALS) 
         table.rows.append([Cell(f"[{lo}, {hi}]"), Cell(fmt(row["n"])),
                            Cell(fmt(row["predicted"], decimals)),
                            Cell(fmt(row["observed"], decimals))])
+    return table
+
+
+def cv_comparison_table(cv: Mapping[str, Any], alpha: float) -> Table:
+    """The hybrid against the best single feature on held-out tasks, by each statistic (a card
+    of before: Kendall's alone, untested)."""
+    comparisons = cv.get("comparisons") or {}
+    table = Table("Hybrid against the best single feature (held out)",
+                  ["statistic", "best feature", "its mean", "hybrid's mean", "difference (sd)",
+                   "folds hybrid higher", "p"],
+                  note=f"Means over the folds where both are defined. p: one-sided, that the "
+                       "hybrid's mean is higher, by the corrected resampled t-test (Nadeau & "
+                       "Bengio 2003; Bouckaert & Frank 2004), as the folds share training rows; "
+                       f"highlighted where below {alpha}. Kendall's tau b leaves the pairs a "
+                       "metric ties out of its denominator, so a feature of few values (pass) "
+                       "is judged on the pairs it sets apart; Pearson's r weighs every row.")
+    for name, c in comparisons.items():
+        if c.get("gain") is None:
+            table.rows.append([Cell(label(name))] + [Cell(DASH, "muted")] * 6)
+            continue
+        table.rows.append([
+            Cell(label(name)), Cell(str(c["best_feature"])), Cell(fmt(c["best_feature_value"])),
+            Cell(fmt(c["hybrid_value"])),
+            Cell(f"{c['gain']:+.{DECIMALS}f} ({fmt(c.get('gain_sd'))})"),
+            Cell(f"{c['wins']} of {c['n_folds']}"), _p_cell(c.get("p"), alpha)])
     return table
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from hybridmetric.sandbox.limits import SANDBOX_ERROR, Limits, RunResult
 
 #: Bump when a change in the sandbox can change a verdict; old entries then stop matching.
-SANDBOX_VERSION = "96"
+SANDBOX_VERSION = "97"
 
 
 def cache_key(language: str, source: str, limits: Limits, allow_network: bool,

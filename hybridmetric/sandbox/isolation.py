@@ -428,10 +428,11 @@ def _set_mount_attributes(path: str, recursive: bool, set_: int, clear: int, wha
                          ctypes.c_size_t(ctypes.sizeof(attr))), f"mount_setattr({path}, {what})")
 
 
-def read_only_files(needed: list[str], home: str | None) -> None:
+def read_only_files(needed: list[str], homes: Sequence[str]) -> None:
     """Without root, in the worker's own user and mount namespaces: every mount read-only, fresh
     writable tmpfs mounts on the private directories, and the host's own folders hidden as
-    root hides them (:func:`_hide_host_dirs`), the user's ``home`` too wherever it is: each
+    root hides them (:func:`_hide_host_dirs`), each of the user's ``homes`` too wherever it is
+    (``$HOME`` and the account's, which a caller's ``HOME`` need not name: CI, cron): each
     covered by an empty read-only tmpfs into which only the needed paths themselves (a virtual
     environment, the import path) are bound back, read-only. Programs run as the user: this
     keeps them from changing any of the user's files, and from reading the rest of them (keys,
@@ -439,21 +440,23 @@ def read_only_files(needed: list[str], home: str | None) -> None:
     with ``--prefix=$HOME``) stays in view, read-only. The host's devices are out of reach
     (:func:`private_devices`)."""
     real = [os.path.realpath(n) for n in needed]
-    home = os.path.realpath(home) if home and os.path.isdir(home) else None
-    if home == "/" or home and any(is_within(home, p) for p in PRIVATE_DIRS):
-        home = None  # nothing to hide, or covered with the private directories
-    if home in real:  # the Python lives there (--prefix=$HOME): shown, read-only, as it must be
-        home = None
+    shown = {os.path.realpath(home) for home in homes if os.path.isdir(home)}
+    # not "/" (nothing to hide), nor one the private directories cover, nor one the Python lives
+    # in (--prefix=$HOME: shown, read-only, as it must be); an outer one before one inside it
+    hide = sorted(home for home in shown if home != "/" and home not in real
+                  and not any(is_within(home, p) for p in PRIVATE_DIRS))
     _check_private_dirs(needed)
     _read_only("/", recursive=True)  # the first change: until here, a failure changed nothing
     try:
         private_devices()
         _private_dirs(needed)
         hidden = _hide_host_dirs(needed)
-        # (a home under /opt, /usr, ...: under no hidden folder)
-        if home is not None and not any(is_within(home, top) for top in hidden):
-            _cover(home, b"mode=0755,size=1m", _paths_below(home, needed + real))
-            _read_only(home, recursive=False)
+        covered: list[str] = []
+        for home in hide:  # (a home under /opt, /usr, ...: under no hidden folder)
+            if not any(is_within(home, top) for top in [*hidden, *covered]):
+                _cover(home, b"mode=0755,size=1m", _paths_below(home, needed + real))
+                _read_only(home, recursive=False)
+                covered.append(home)
     except OSError as exc:
         raise RuntimeError(f"the sandbox's file system is half built ({exc}); "
                            "no program can run in it") from exc
@@ -482,6 +485,12 @@ KEYRING_CALLS = (b"add_key", b"request_key", b"keyctl")
 #: never sees them: it would take programs round the socket rule. They fail with ENOSYS, as on a
 #: kernel without it (node's libuv and other users then fall back to plain system calls).
 IO_URING_CALLS = (b"io_uring_setup", b"io_uring_enter", b"io_uring_register")
+#: Linux's native asynchronous I/O (``io_setup``: the calls that use its contexts need one),
+#: whose contexts count against one limit of the whole machine's (``fs.aio-max-nr``): a program
+#: that took them all made ``io_setup`` fail for every process on the machine, root's and the
+#: other workers' programs' among them, for as long as it ran (red team). It fails with ENOSYS, as
+#: on a kernel without it (POSIX ``aio_read`` and its kin, in the C library, use threads).
+AIO_CALLS = (b"io_setup",)
 #: Kernel facilities no generated program needs and kernel exploits lean on (loading BPF
 #: programs, performance counters, user-space page-fault handling, which holds a kernel thread
 #: still at a chosen moment): they fail with ENOSYS, as on a kernel built without them, whatever
@@ -515,16 +524,17 @@ F_SETLEASE = 1024
 
 
 def load_filter(deny_sockets: bool) -> None:
-    """Load a seccomp filter (libseccomp) that makes the keyring calls fail (EPERM), io_uring
-    and :data:`KERNEL_SURFACE_CALLS` (ENOSYS), leases (:data:`F_SETLEASE`), the making of user
-    namespaces (:data:`USER_NAMESPACE_CALLS`), the setting of
-    extended attributes and inode flags (:data:`XATTR_CALLS`, :data:`FLAG_IOCTLS`) and, with
-    ``deny_sockets``, ``socket()`` unless it is AF_UNIX (EACCES). Loaded by the worker once it
-    has made its own namespaces (without root, its user namespace comes first)."""
+    """Load a seccomp filter (libseccomp) that makes the keyring calls fail (EPERM), io_uring,
+    native AIO and :data:`KERNEL_SURFACE_CALLS` (ENOSYS), leases (:data:`F_SETLEASE`), the
+    making of user namespaces (:data:`USER_NAMESPACE_CALLS`), the setting of extended attributes
+    and inode flags (:data:`XATTR_CALLS`, :data:`FLAG_IOCTLS`) and, with ``deny_sockets``,
+    ``socket()`` unless it is AF_UNIX (EACCES). Loaded by the worker once it has made its own
+    namespaces (without root, its user namespace comes first)."""
     low_32_bits = 0xFFFF_FFFF  # (an ioctl's request is an int: the kernel reads no more)
     rules: list[tuple[bytes | int, int, _ArgCmp | None]] = [
         *((name, errno.EPERM, None) for name in KEYRING_CALLS),
-        *((name, errno.ENOSYS, None) for name in (*IO_URING_CALLS, *KERNEL_SURFACE_CALLS)),
+        *((name, errno.ENOSYS, None)
+          for name in (*IO_URING_CALLS, *AIO_CALLS, *KERNEL_SURFACE_CALLS)),
         *((name, errno.EPERM, _ArgCmp(0, SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER))
           for name in USER_NAMESPACE_CALLS),
         (b"clone3", errno.ENOSYS, None),
@@ -637,6 +647,8 @@ USER_COUNT_SHARE = 4
 #: The kernel's bookkeeping for each message a POSIX message queue may hold, counted with its
 #: bytes against ``RLIMIT_MSGQUEUE``.
 MESSAGE_OVERHEAD = 128
+#: The fewest queued signals a process may hold by POSIX (``_POSIX_SIGQUEUE_MAX``).
+MIN_PENDING_SIGNALS = 32
 #: The default queue's messages and their size (``msg_default``, ``msgsize_default``), where the
 #: kernel cannot say.
 DEFAULT_QUEUE = (10, 8192)
@@ -644,12 +656,13 @@ DEFAULT_QUEUE = (10, 8192)
 
 def limit_user_counts(workers: int) -> None:
     """Limit this process's user namespace to a share of each of the user's limits
-    (:data:`USER_COUNTS`), and this process (so its programs) to a share of the bytes of POSIX
-    message queues the user may hold (``RLIMIT_MSGQUEUE``: the kernel checks a process's against
-    what its user namespace holds, and the user's own against what the user holds in all, which
-    one program took, and the user's own ``mq_open`` failed, red team): 1/:data:`USER_COUNT_SHARE`
-    of each over the sandbox's ``workers``, and room for one queue of the default size at least
-    (with more than ~10 workers, the shares add up to more than the user's quarter)."""
+    (:data:`USER_COUNTS`), and this process (so its programs) to a share of the queued signals
+    (:func:`pending_signal_share`) and of the bytes of POSIX message queues the user may hold
+    (``RLIMIT_MSGQUEUE``: the kernel checks a process's against what its user namespace holds,
+    and the user's own against what the user holds in all, which one program took, and the
+    user's own ``mq_open`` failed, red team): 1/:data:`USER_COUNT_SHARE` of each over the
+    sandbox's ``workers``, and room for one queue of the default size at least (with more than
+    ~10 workers, the shares add up to more than the user's quarter)."""
     for name, limit in USER_COUNTS.items():
         try:  # (fanotify's came with Linux 5.13)
             with open(f"/proc/sys/{limit}") as file:
@@ -661,6 +674,22 @@ def limit_user_counts(workers: int) -> None:
     share = message_queue_share(workers)
     if share is not None:
         resource.setrlimit(resource.RLIMIT_MSGQUEUE, (share, share))
+    signals = pending_signal_share(workers)
+    if signals is not None:
+        resource.setrlimit(resource.RLIMIT_SIGPENDING, (signals, signals))
+
+
+def pending_signal_share(workers: int) -> int | None:
+    """The signals a worker's programs may hold queued (``RLIMIT_SIGPENDING``, which the kernel
+    checks as ``RLIMIT_MSGQUEUE``: see :func:`limit_user_counts`), of this process's: a program
+    that queued the user's whole budget to itself (``sigqueue``, a blocked real-time signal)
+    left the user's own processes and the other workers' programs none, and their
+    ``timer_create`` failed (red team); 1/:data:`USER_COUNT_SHARE` of it over the ``workers``,
+    and POSIX's least (:data:`MIN_PENDING_SIGNALS`); None where it is unlimited."""
+    users = resource.getrlimit(resource.RLIMIT_SIGPENDING)[0]
+    if users == resource.RLIM_INFINITY:
+        return None
+    return min(users, max(users // (USER_COUNT_SHARE * workers), MIN_PENDING_SIGNALS))
 
 
 def message_queue_share(workers: int) -> int | None:
@@ -801,12 +830,13 @@ def pid_namespace(own_mounts: bool, watch: int | None = None) -> None:
 
 
 def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
-                   home: str | None, replies: int | None = None,
+                   homes: Sequence[str], replies: int | None = None,
                    hidden: Sequence[str] = (), workers: int = 1) -> tuple[Isolation, list[str]]:
     """Apply the per-worker walls; return what worked and why the rest did not.
 
-    ``needed``: paths the programs must be able to read (see :func:`private_mounts`); ``home``:
-    the user's home directory, hidden from programs without root (see :func:`read_only_files`);
+    ``needed``: paths the programs must be able to read (see :func:`private_mounts`); ``homes``:
+    the user's home directories (``$HOME``, the account's), hidden from programs without root
+    (see :func:`read_only_files`);
     ``hidden``: files that programs must not load, where the worker has a mount namespace (see
     :func:`hide_files`);
     ``replies``: the pipe the worker answers on (see :func:`pid_namespace`); ``workers``: how
@@ -832,7 +862,7 @@ def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
     def read_only_mounts() -> None:
         if not pidns:  # else the PID namespace came with a mount namespace of its own
             new_mount_namespace()
-        read_only_files(needed, home)
+        read_only_files(needed, homes)
 
     root = os.getuid() == 0
     blocked = not allow_network
@@ -842,7 +872,7 @@ def isolate_worker(uid: int | None, allow_network: bool, needed: list[str],
     netns = blocked and (userns or root and wall("network namespace",
                                                  lambda: unshare(CLONE_NEWNET)))
     if userns:  # (as root, programs run as a uid of their own)
-        wall("the programs' share of the user's inotify limits and message queues",
+        wall("the programs' share of the user's inotify limits, message queues and signals",
              lambda: limit_user_counts(workers))
     filtered = wall("seccomp", lambda: load_filter(deny_sockets=blocked))
     seccomp = blocked and filtered

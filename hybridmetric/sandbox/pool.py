@@ -191,6 +191,16 @@ def _claim_uid() -> tuple[int, int]:
                        "workers, or wait for the other sandboxes to end")
 
 
+def homes() -> list[str]:
+    """The user's home folders, which programs run without root must not read: ``$HOME``, and
+    the account's own (a caller's ``HOME`` may name another: CI, cron, a service), where they
+    differ."""
+    found = [os.path.expanduser("~")]
+    with contextlib.suppress(KeyError):  # (a uid with no account)
+        found.append(pwd.getpwuid(os.getuid()).pw_dir)
+    return list(dict.fromkeys(found))
+
+
 class _Worker:
     """One worker process and the pipe protocol to it: the config as JSON on its command line
     (and the descriptor of the sandbox's compiled modules: see ``_boot.py``), then one message
@@ -218,7 +228,7 @@ class _Worker:
     def start(self) -> None:
         config = {"uid": self.uid, "allow_network": self.allow_network, "preload": self.preload,
                   "cpp_standard": self.cpp_standard, "java_classpath": self.java_classpath,
-                  "home": os.path.expanduser("~"),  # hidden from programs run without root
+                  "homes": homes(),  # hidden from programs run without root
                   "workers": self.peers}
         env = {"PATH": SEARCH_PATH, "LANG": "C.UTF-8",
                "PYTHONDONTWRITEBYTECODE": "1",

@@ -143,15 +143,16 @@ def program_env(work: str, private_tmp: bool) -> dict[str, str]:
 
 
 def needed_paths(preload: Sequence[str] = (), classpath: Sequence[str] = (),
-                 home: str | None = None) -> list[str]:
+                 homes: Sequence[str] = ()) -> list[str]:
     """What a program must be able to read: this Python (prefixes, import path), where the
     ``preload`` modules are, the tools (each with the folder above its ``bin``: a JDK's, a
     node's), and the Java ``classpath``; and what the fork server starts from (this folder's
-    ``_boot.py``). An import path entry that is ``home``, or a folder above it (a ``.pth`` file
-    naming it), is left out: it would show the whole home; imports from it then fail."""
-    real_home = os.path.realpath(home) if home else None
+    ``_boot.py``). An import path entry that is one of the user's ``homes``, or a folder above
+    it (a ``.pth`` file naming it), is left out: it would show the whole home; imports from it
+    then fail."""
+    real_homes = [os.path.realpath(home) for home in homes]
     imports = [p for p in sys.path if os.path.isabs(p)
-               and not (real_home and isolation.is_within(real_home, os.path.realpath(p)))]
+               and not any(isolation.is_within(home, os.path.realpath(p)) for home in real_homes)]
     paths = {sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.realpath(sys.executable),
              *imports, *classpath,
              os.path.dirname(os.path.realpath(__file__))}
@@ -238,12 +239,12 @@ def _identity(path: str) -> tuple[int, int, int]:
 
 class Worker:
     def __init__(self, uid: int | None, allow_network: bool, preload: list[str],
-                 home: str | None, code: int, replies: int | None,
+                 homes: Sequence[str], code: int, replies: int | None,
                  cpp_standard: str, classpath: Sequence[str] = (), workers: int = 1):
         host_pid = os.getpid()  # before the PID namespace, where the worker is pid 1
         self.cpp_standard = cpp_standard
         self.isolation, self.problems = isolation.isolate_worker(
-            uid, allow_network, needed_paths(preload, classpath, home), home, replies,
+            uid, allow_network, needed_paths(preload, classpath, homes), homes, replies,
             hidden=languages.java_agent_libraries(), workers=workers)
         # the count of sockets in the worker's own network namespace (see sweep), and what it
         # was as the last program started
@@ -798,7 +799,7 @@ def main() -> None:
     os.dup2(null, 1)
     try:
         worker = Worker(config["uid"], config["allow_network"], config["preload"],
-                        config["home"], code, replies, config["cpp_standard"],
+                        config["homes"], code, replies, config["cpp_standard"],
                         config["java_classpath"], config["workers"])
     except BaseException as exc:
         write_message(replies, {"error": f"{type(exc).__name__}: {exc}"})

@@ -11,6 +11,7 @@ sandbox exactly as any user would and prints what it saw.
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import shutil
@@ -37,6 +38,8 @@ project = sys.argv[5]  # this project's tests, where a program could read what t
 terminal = sys.argv[6]  # the user's terminal, where someone types
 device = sys.argv[7]  # a device of the host's that the user may open (a console, a sound card)
 queue_bytes = int(sys.argv[8])  # the programs' share of the user's message queue bytes
+signals = int(sys.argv[9])  # ... and of the signals the user may hold queued
+account = sys.argv[10]  # the account's home, under /opt, where HOME names another folder
 home = os.environ["HOME"]
 limits = Limits(timeout_s=3.0, memory_mb=512)
 escape = '''
@@ -230,6 +233,7 @@ programs = {
     # the host's own folders (/home, /work, ...) are empty, read-only folders but for the paths
     # programs run on, which are read-only too
     "reads_home": ("python", f"import os\nassert not os.path.exists({home!r}), 'home seen'\n"),
+    "reads_account_home": ("python", f"import os\nassert os.listdir({account!r}) == []\n"),
     "writes_home": ("python", f"open({os.path.dirname(home)!r} + '/planted', 'w').write('x')\n"),
     "reads_files": ("python", f"open({data!r} + '/public.txt').read()\n"),
     "reads_project": ("python", f"import os\nassert not os.path.exists({project!r}), 'seen'\n"),
@@ -242,7 +246,9 @@ programs = {
     # and the names of the user's kernel keys
     "opens_device": ("python", f"import os\nos.open({device!r}, os.O_RDWR)\n"),
     "queue_share": ("python", "import resource\nassert resource.getrlimit(resource."
-                              f"RLIMIT_MSGQUEUE) == ({queue_bytes}, {queue_bytes})\n"),
+                              f"RLIMIT_MSGQUEUE) == ({queue_bytes}, {queue_bytes})\n"
+                              "assert resource.getrlimit(resource.RLIMIT_SIGPENDING) == "
+                              f"({signals}, {signals})\n"),
     "devices": ("python", "import os\nassert sorted(os.listdir('/dev')) == ['fd', 'full', "
                           "'null', 'ptmx', 'pts', 'random', 'shm', 'stderr', 'stdin', 'stdout', "
                           "'tty', 'urandom', 'zero'], os.listdir('/dev')\n"
@@ -328,35 +334,47 @@ print(json.dumps({"uid": os.getuid(), "isolation": isolation, "left": left, "tem
 """
 
 
-def _as_user() -> None:
+def _as_user(passwd: str | None = None) -> None:
     """In the child: make the interpreter and this project reachable for ``USER`` (own mounts,
-    which hide the host's other folders; ``/home`` holds the test user's), then become it. Its
-    ``/dev`` stays the host's, as a user has it: the sandbox's own must hide what is there."""
+    which hide the host's other folders; ``/home`` holds the test user's), give it the account
+    that ``passwd`` names, where given (its home under /opt, which no folder of the host's
+    hides), then become it. Its ``/dev`` stays the host's, as a user has it: the sandbox's own
+    must hide what is there."""
     project = str(Path(isolation.__file__).parents[2])
     isolation.private_devices = lambda: None  # (in this child alone, which execs next)
     isolation.private_mounts([*needed_paths(), project, "/home"])
+    if passwd is not None and ctypes.CDLL(None, use_errno=True).mount(
+            passwd.encode(), b"/etc/passwd", None, isolation.MS_BIND, None) != 0:
+        raise OSError(ctypes.get_errno(), f"bind-mount {passwd} on /etc/passwd")
     isolation.drop_privileges(USER)
 
 
 @pytest.mark.skipif(os.getuid() != 0, reason="starting a process as another user needs root")
-@pytest.mark.skipif(not os.path.isdir("/home"), reason="the test's user home goes in /home")
+@pytest.mark.skipif(not os.path.isdir("/home") or not os.path.isdir("/opt"),
+                    reason="the test's user home goes in /home, its account's in /opt")
 def test_sandbox_run_by_an_unprivileged_user() -> None:
     home = f"/home/hybridmetric-test-{os.getpid()}"  # outside the private directories
     data = f"{home}-data"  # the user's files elsewhere
-    for path, name, text in ((home, "secret.txt", "hunter2"), (data, "public.txt", "public")):
+    # the account's home, where HOME names another folder (CI, cron), under a system folder
+    account = f"/opt/hybridmetric-test-{os.getpid()}"
+    for path, name, text in ((home, "secret.txt", "hunter2"), (data, "public.txt", "public"),
+                             (account, "secret.txt", "hunter2")):
         os.mkdir(path, 0o755)
         with open(os.path.join(path, name), "w") as handle:
             handle.write(text)
         for entry in (path, os.path.join(path, name)):
             os.chown(entry, USER, USER)
+    passwd = f"{data}/passwd"
+    with open("/etc/passwd") as host, open(passwd, "w") as copy:
+        copy.write(host.read() + f"hybridmetric-test:x:{USER}:{USER}::{account}:/bin/sh\n")
     try:
-        _run_as_user(home, data)
+        _run_as_user(home, data, account, passwd)
     finally:
-        for path in (home, data):
+        for path in (home, data, account):
             shutil.rmtree(path)
 
 
-def _run_as_user(home: str, data: str) -> None:
+def _run_as_user(home: str, data: str, account: str, passwd: str) -> None:
     listener = socket.create_server(("127.0.0.1", 0))
     abstract = f"hybridmetric-test-{os.getpid()}"
     unix = socket.socket(socket.AF_UNIX)
@@ -389,9 +407,11 @@ def _run_as_user(home: str, data: str) -> None:
         done = subprocess.run(
             [sys.executable, "-c", SCRIPT, str(listener.getsockname()[1]), abstract,
              str(victim.pid), data, str(Path(__file__).parent), os.ttyname(terminal), device,
-             str(isolation.message_queue_share(1))],  # (this process's limit: the user's)
+             str(isolation.message_queue_share(1)),  # (this process's limits: the user's)
+             str(isolation.pending_signal_share(1)), account],
             env={"PATH": os.environ["PATH"], "HM_SECRET": "hunter2", "HOME": home}, cwd="/",
-            preexec_fn=_as_user, capture_output=True, text=True, timeout=300, check=False)
+            preexec_fn=lambda: _as_user(passwd), capture_output=True, text=True, timeout=300,
+            check=False)
         victim_survived = victim.poll() is None
     finally:
         victim.kill()
@@ -423,7 +443,8 @@ def _run_as_user(home: str, data: str) -> None:
         "user_namespace": "passed", "capabilities": "passed", "java_first": "passed",
         "kills_by_pid": "failed", "kills_all": "failed", "interrupts_worker": "passed",
         "sees": "passed", "javascript": "passed", "cpp": "passed",
-        "java": "passed", "reads_home": "passed", "writes_home": "failed",
+        "java": "passed", "reads_home": "passed", "reads_account_home": "passed",
+        "writes_home": "failed",
         "reads_files": "failed", "reads_project": "passed", "writes_files": "failed",
         "writes_tmp": "passed", "opens_terminal": "failed", "makes_terminal": "passed",
         "opens_device": "failed", "devices": "passed", "queue_share": "passed",

@@ -1413,7 +1413,7 @@ def test_needed_paths_leave_out_an_import_path_entry_that_shows_the_home(
     home.mkdir(parents=True)
     other.mkdir()
     monkeypatch.setattr(sys, "path", [*sys.path, str(home), str(home.parent), str(other)])
-    kept = needed_paths(home=str(home))
+    kept = needed_paths(homes=[str(other.parent / "elsewhere"), str(home)])
     assert str(home) not in kept and str(home.parent) not in kept and str(other) in kept
     assert {str(home), str(home.parent)} <= set(needed_paths())  # (no home: all kept)
 

@@ -2318,6 +2318,37 @@ def test_io_uring_cannot_go_round_the_socket_filter(sandbox: Sandbox, run: Run,
     untouched(sandbox)
 
 
+IO_SETUP = """
+import ctypes
+libc = ctypes.CDLL(None, use_errno=True)
+libc.syscall.restype = ctypes.c_long
+context = ctypes.c_ulong(0)
+made = libc.syscall(206, 1, ctypes.byref(context))  # io_setup
+print(made, ctypes.get_errno())
+"""
+
+
+def test_native_aio_contexts_are_not_the_program_s_to_take(sandbox: Sandbox, run: Run,
+                                                           untouched: Check) -> None:
+    """Native AIO contexts count against one limit of the whole machine's (``fs.aio-max-nr``):
+    a program that took them all made ``io_setup`` fail for every process on it, root's too, as
+    long as it ran. A program gets ENOSYS, as on a kernel without AIO, where this host gives
+    this process one."""
+    import subprocess
+    import sys
+
+    if os.uname().machine != "x86_64":
+        pytest.skip("the io_setup system call number in the program is x86-64's")
+    here = subprocess.run([sys.executable, "-c", IO_SETUP], capture_output=True, text=True,
+                          check=True).stdout.split()
+    if int(here[0]) < 0:
+        pytest.skip(f"this kernel gives no AIO context here either (errno {here[1]})")
+    result = run(sandbox, "python", IO_SETUP + "assert made == -1 and "
+                 f"ctypes.get_errno() == {errno.ENOSYS}, (made, ctypes.get_errno())\n")
+    assert result.outcome == PASSED, result
+    untouched(sandbox)
+
+
 def test_the_host_s_devices_are_out_of_reach(sandbox: Sandbox, run: Run,
                                              untouched: Check) -> None:
     """Programs get a ``/dev`` of their worker's own, read-only: the devices any process may
