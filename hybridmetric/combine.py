@@ -21,9 +21,10 @@ Validation (:func:`fit_card`) is cross-validation grouped by ``task_id`` (no tas
 training and a test fold), repeated with different seeds. On every test fold the held-out Kendall
 tau-b, Spearman and Pearson correlation with the target are computed for the hybrid, for every
 single feature, and for Dibia's COMBINED, on the same rows (all of the fold's generations
-pooled, not the within-task variant of CodeBERTScore's Table 1). The hybrid is compared with the
-single feature of best mean held-out Kendall tau, chosen on the same folds (which favours the
-feature, not the hybrid), fold by fold. Weight CIs are percentile bootstrap
+pooled, not the within-task variant of CodeBERTScore's Table 1). By each of those statistics,
+the hybrid is compared with the single feature of best mean held-out value, chosen on the same
+folds (which favours the feature, not the hybrid), fold by fold, by the corrected resampled
+t-test (the folds share training rows). Weight CIs are percentile bootstrap
 intervals over tasks (resampling whole tasks with replacement and refitting).
 
 **Missing values.** A feature value or target that is missing (NaN: e.g. no tests for a task) is
@@ -44,7 +45,8 @@ per-generation ``target`` (by default the mean rating).
     model        "nonneg" | "ridge" | "ordinal" | "mixed";  alpha (ridge penalty; null for others)
     target       the rating column the card was fitted and validated against
     scale        [min, max] of the output; scale_source "given" | "observed"
-    features     [{name: "score.chrf", scorer: "chrf", signature, mean, std}]  (training mean/SD)
+    features     [{name: "score.chrf", scorer: "chrf", signature, mean, std, distinct}]
+                 (training mean/SD, and how many distinct values it takes on those rows)
     weights      {feature: {value, ci: [lo, hi], per_unit, per_unit_ci}}
     weights_units  value/ci: output units (rating points; log-odds for ordinal) per training SD of
                  the feature; per_unit: the same per 1.0 of the raw score. CIs: 95% percentile
@@ -69,7 +71,8 @@ per-generation ``target`` (by default the mean rating).
                  undefined (folds where it is undefined)}},
                  comparisons: {kendall|spearman|pearson: {metric, best_feature (the
                  feature of the best mean), best_feature_value, hybrid_value, gain (mean of
-                 per-fold hybrid - best), gain_sd, wins (folds where the hybrid is higher),
+                 per-fold hybrid - best, each to 9 decimals), gain_sd, wins (folds where the
+                 hybrid is higher),
                  n_folds, beats_best_feature (mean gain > 0), t, p (one-sided, the corrected
                  resampled t-test: stats.corrected_resampled_t)}, all over the folds where
                  both are defined (null where none is); hybrid_folds, best_feature_folds:
@@ -145,6 +148,9 @@ DIBIA_PASS_COLUMNS = (PASS_COLUMN, SCORE_PREFIX + "pass_rate")
 DIBIA_EDIT_COLUMN = SCORE_PREFIX + "edit_sim"
 CORRELATIONS = ("kendall", "spearman", "pearson")
 CALIBRATION_BINS = 10
+#: A feature of at most this many distinct values (pass, pass_rate over a few cases, exact
+#: match) ties most pairs, which Kendall's tau b leaves out of its denominator.
+FEW_VALUES = 10
 CI_LEVEL = 0.95
 #: Features that correlate at least this much on the training rows are named in the card
 #: (``training.collinear``) and by ``fit``: the hybrid cannot tell their weights apart.
@@ -535,8 +541,8 @@ def _summary_stats(values: list[float]) -> dict[str, Any]:
 def _calibration_table(predicted: np.ndarray, observed: np.ndarray) -> list[dict[str, float]]:
     """Up to :data:`CALIBRATION_BINS` bins of about equal count over the sorted predictions; a
     cut that would split equal predictions moves to the nearer end of their run, so that equal
-    predictions share a bin (and the table does not depend on the rows' order)."""
-    order = np.argsort(predicted, kind="stable")
+    predictions share a bin, and the table does not depend on the rows' order."""
+    order = np.lexsort((observed, predicted))  # (ties by observed: sums in the same order)
     p = predicted[order]
     sizes = [len(c) for c in np.array_split(p, min(CALIBRATION_BINS, len(p)))]
     cuts = set()
@@ -777,7 +783,8 @@ def fit_card(
         "alpha": float(alpha) if model == "ridge" else None, "target": target,
         "scale": list(scale), "scale_source": scale_source,
         "features": [{"name": c, "scorer": scorers[c], "signature": scorer_signatures[scorers[c]],
-                      "mean": float(full.mean_[j]), "std": float(full.scale_[j])}
+                      "mean": float(full.mean_[j]), "std": float(full.scale_[j]),
+                      "distinct": int(frame[c].nunique())}
                      for j, c in enumerate(columns)],
         "weights": weights,
         "weights_units": (
@@ -875,14 +882,22 @@ def _comparison(per_fold: dict[str, dict[str, list[float]]], columns: list[str],
             "t": number(t), "p": number(p)}
 
 
-def _kendall_comparison(old: Mapping[str, Any]) -> dict[str, Any]:
-    """A card of before's ``cv.comparison`` (Kendall's alone, untested) in today's terms."""
+def cv_comparisons(cv: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
+    """A card's ``cv.comparisons``; a card of before's ``cv.comparison`` (Kendall's alone, with
+    no test, and before that without the folds where each alone is defined) in those terms."""
+    if "comparisons" in cv or "comparison" not in cv:
+        return dict(cv.get("comparisons") or {})
+    old = cv["comparison"]
     renamed = {"best_feature_kendall": "best_feature_value", "hybrid_kendall": "hybrid_value"}
-    return {"t": None, "p": None, **{renamed.get(k, k): v for k, v in old.items()}}
+    return {"kendall": {"t": None, "p": None, "hybrid_folds": old.get("n_folds"),
+                        "best_feature_folds": old.get("n_folds"),
+                        **{renamed.get(k, k): v for k, v in old.items()}}}
 
 
-def _comparison_lines(comparisons: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """The summary's lines on the hybrid against the best single feature, by each statistic."""
+def _comparison_lines(comparisons: Mapping[str, Mapping[str, Any]],
+                      distinct: Mapping[str, int | None]) -> list[str]:
+    """The summary's lines on the hybrid against the best single feature, by each statistic
+    (``distinct``: each feature's number of distinct values on the training rows)."""
     if not comparisons:
         return []
     if all(c["gain"] is None for c in comparisons.values()):
@@ -910,12 +925,13 @@ def _comparison_lines(comparisons: Mapping[str, Mapping[str, Any]]) -> list[str]
                 "ratings or that metric's values are all equal)")
     kendall, pearson = comparisons.get("kendall"), comparisons.get("pearson")
     if (kendall and pearson and kendall["gain"] is not None and pearson["gain"] is not None
-            and kendall["beats_best_feature"] != pearson["beats_best_feature"]):
+            and kendall["beats_best_feature"] != pearson["beats_best_feature"]
+            and (distinct.get(kendall["best_feature"]) or FEW_VALUES + 1) <= FEW_VALUES):
         lines.append(
-            "  (Kendall's tau b leaves the pairs a metric ties out of its denominator, so a "
-            "feature that takes few values, as pass or pass_rate, is judged on the few pairs "
-            "it sets apart; Pearson's r weighs every row: Deutsch, Foster & Freitag 2023 on "
-            "ties)")
+            f"  (Kendall's best feature, {kendall['best_feature']}, takes "
+            f"{distinct[kendall['best_feature']]} values: tau b leaves the pairs a metric ties "
+            "out of its denominator, so it is judged on the few pairs it sets apart, where "
+            "Pearson's r weighs every row; Deutsch, Foster & Freitag 2023 on ties)")
     return lines
 
 
@@ -929,9 +945,6 @@ class MetricCard:
         absent = [k for k in CARD_KEYS if k not in data]
         if absent:
             raise ValueError(f"metric card lacks {absent}; fit it again with hybridmetric fit")
-        cv = data.get("cv")
-        if isinstance(cv, dict) and "comparison" in cv and "comparisons" not in cv:
-            cv["comparisons"] = {"kendall": _kendall_comparison(cv.pop("comparison"))}
         self.data = data
         #: From :func:`fit_card` only: each input row's prediction by the model of the first CV
         #: repeat that did not see its task (NaN for rows left out of the fit); not saved.
@@ -1064,7 +1077,8 @@ class MetricCard:
             lines.append(f"{'dibia_combined':{width}}skipped: {cv['dibia_combined']['skipped']}")
         else:
             lines.append(row("dibia_combined", cv["dibia_combined"], None))
-        lines += _comparison_lines(cv.get("comparisons") or {})
+        lines += _comparison_lines(cv_comparisons(cv), {f["name"]: f.get("distinct")
+                                                        for f in d["features"]})
         for a, b, r in t.get("collinear") or []:
             lines.append(f"note: {a} and {b} correlate at {r:.3f} on the training rows: the "
                          "hybrid cannot tell their weights apart (wide CIs, either may take the "
@@ -1084,6 +1098,7 @@ __all__ = [
     "HYBRID_COLUMN",
     "HybridMetric",
     "MetricCard",
+    "cv_comparisons",
     "dibia_combined",
     "dibia_columns",
     "feature_columns",

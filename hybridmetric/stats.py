@@ -665,7 +665,7 @@ def williams_test(r12: float, r13: float, r23: float, n: int) -> float:
 def corrected_resampled_t(differences: np.ndarray, test_to_train: float) -> tuple[float, float]:
     """(t, one-sided p) that the mean of ``differences`` (one per train/test split of a
     repeated cross-validation, e.g. a fold's correlation of one model minus another's) is above
-    0: the corrected resampled t-test of Nadeau & Bengio (2003, Machine Learning 52, eq. 19),
+    0: the corrected resampled t-test of Nadeau & Bengio (2003, Machine Learning 52),
     as Bouckaert & Frank (2004, PAKDD) apply it to r-times-repeated k-fold cross-validation:
     ``t = mean(d) / sqrt((1/J + n_test/n_train) var(d))`` over J = len(d) splits, on J - 1
     degrees of freedom. The folds share training rows, so the plain t-test's ``1/J`` alone

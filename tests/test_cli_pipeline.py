@@ -50,8 +50,17 @@ def test_fit_then_apply_card_then_audit(slice_file, tmp_path, capsys):
     capsys.readouterr()
     assert main(["score", str(scores), "-o", str(tmp_path / "again.jsonl"), "--card", str(card),
                  "--no-progress"]) == 2
-    assert ("(to add the card's score.hybrid to a table scored already: hybridmetric audit "
-            "INPUT --card CARD -o REPORT_DIR") in capsys.readouterr().err
+    assert ("it holds the card's features, scored with the card's settings: hybridmetric audit "
+            "INPUT --card CARD -o REPORT_DIR applies") in capsys.readouterr().err
+    # ... where it does not (a feature missing), the error alone
+    only = tmp_path / "only.jsonl"
+    assert main(["score", str(slice_file), "-o", str(only), "--scorers", "chrf",
+                 "--no-progress"]) == 0
+    capsys.readouterr()
+    assert main(["score", str(only), "-o", str(tmp_path / "again2.jsonl"), "--card", str(card),
+                 "--no-progress"]) == 2
+    said = capsys.readouterr().err
+    assert "already has score column(s)" in said and "audit" not in said
     # rows the scorers cannot score (no reference) get NaN, and a note says why
     partial = read_generations(slice_file)
     partial.loc[[0, 1, 2], "references"] = None

@@ -23,6 +23,7 @@ from hybridmetric.combine import (
     DegenerateFitError,
     HybridMetric,
     MetricCard,
+    cv_comparisons,
     dibia_columns,
     dibia_combined,
     feature_columns,
@@ -555,7 +556,7 @@ def test_missing_values_are_refused_or_dropped_explicitly(tmp_path):
     assert "2 rows with missing values dropped" in card.summary()
     assert card.data["features"][1] | {"mean": 0, "std": 0} == {
         "name": "score.pass", "scorer": "pass_rate", "signature": SIGNATURES["pass_rate"],
-        "mean": 0, "std": 0}
+        "mean": 0, "std": 0, "distinct": 2}
     with pytest.raises(ValueError, match=r"score\.pass: 2 missing"):
         card.apply(frame, SIGNATURES)
     scored = card.apply(frame, SIGNATURES, missing="nan")
@@ -660,6 +661,46 @@ def test_the_comparison_pairs_folds_where_both_taus_are_defined():
     # where each alone is defined, which the summary's table averages over
     assert (c["hybrid_folds"], c["best_feature_folds"]) == (3, 3)
     assert (disjoint["hybrid_folds"], disjoint["best_feature_folds"]) == (2, 3)
+
+
+def test_kendall_s_verdict_is_explained_where_a_feature_of_few_values_wins_it():
+    """Ratings made from the hybrid's own model: tau b still ranks a pass rate over 3 cases (4
+    values) above the hybrid, as it leaves the pairs the feature ties out, where Pearson's r
+    ranks the hybrid first; the summary says so (and not where the feature takes many values)."""
+    rng = np.random.default_rng(7)
+    n = 240
+    a, b = rng.uniform(0, 1, n), rng.integers(0, 4, n) / 3
+    rating = np.clip(np.floor(1 + 0.6 * a + 3.0 * b + rng.normal(0, 0.6, n) + 0.5), 0, 6)
+    frame = pd.DataFrame({"task_id": np.repeat([f"t{i}" for i in range(60)], 4),
+                          "candidate": "x", "rating": rating, "score.chrf": a,
+                          "score.pass_rate": b})
+    card = fit_card(frame, scorer_signatures=SIGNATURES, scale=(0, 6), n_boot=0)
+    comparisons = card.data["cv"]["comparisons"]
+    assert comparisons["kendall"]["best_feature"] == "score.pass_rate"
+    assert not comparisons["kendall"]["beats_best_feature"]
+    assert comparisons["pearson"]["beats_best_feature"]
+    assert {f["name"]: f["distinct"] for f in card.data["features"]} == \
+        {"score.chrf": 240, "score.pass_rate": 4}
+    assert "(Kendall's best feature, score.pass_rate, takes 4 values: tau b" in card.summary()
+    card.data["features"][1]["distinct"] = 11  # (many values: the note would not explain it)
+    assert "Kendall's best feature" not in card.summary()
+
+
+def test_a_card_of_before_with_kendall_s_comparison_alone_still_reads(tmp_path):
+    """Cards fitted before the comparison was made by each statistic hold ``cv.comparison``
+    (Kendall's, with no test; the oldest without the folds where each alone is defined)."""
+    card = quick_card(study_frame(), n_boot=0)
+    data = json.loads(json.dumps(card.data))
+    new = data["cv"].pop("comparisons")["kendall"]
+    data["cv"]["comparison"] = {
+        "metric": "kendall", "best_feature": new["best_feature"],
+        "best_feature_kendall": new["best_feature_value"], "hybrid_kendall": new["hybrid_value"],
+        **{k: new[k] for k in ("gain", "gain_sd", "wins", "n_folds", "beats_best_feature")}}
+    old = MetricCard(data)
+    assert cv_comparisons(data["cv"]) == {"kendall": {**new, "t": None, "p": None}}
+    assert "comparisons" not in data["cv"]  # (read, not rewritten)
+    assert f"kendall  hybrid {new['hybrid_value']:.3f}" in old.summary()
+    assert "p n/a" in old.summary()
 
 
 def test_a_card_saves_when_no_fold_has_a_tau(tmp_path):

@@ -523,6 +523,28 @@ def test_the_headline_says_whether_the_best_metric_s_lead_holds() -> None:
         in headline(results)
 
 
+def test_the_hybrid_s_held_out_comparison_is_a_row_a_statistic(tmp_path: Path) -> None:
+    """By each statistic, with its test; a card of before (Kendall's alone, untested, as its
+    parsed JSON) keeps its row."""
+    results, frame, card = make_case()
+    text = write_report(results, frame, tmp_path / "new", card=card)["markdown"].read_text()
+    table = text.split("Hybrid against the best single feature (held out)")[1]
+    for name, c in card["cv"]["comparisons"].items():
+        assert (f"| {name} | {c['best_feature']} | {fmt(c['best_feature_value'])} | "
+                f"{fmt(c['hybrid_value'])} | {c['gain']:+.3f} ({fmt(c['gain_sd'])}) | "
+                f"{c['wins']} of {c['n_folds']} | {fmt_p(c['p'], 0.05)}") in table
+    new = card["cv"].pop("comparisons")["kendall"]
+    card["cv"]["comparison"] = {"metric": "kendall", "best_feature": new["best_feature"],
+                                "best_feature_kendall": new["best_feature_value"],
+                                "hybrid_kendall": new["hybrid_value"], "gain": new["gain"],
+                                "gain_sd": new["gain_sd"], "wins": new["wins"],
+                                "n_folds": new["n_folds"], "beats_best_feature": True}
+    text = write_report(results, frame, tmp_path / "old", card=card)["markdown"].read_text()
+    table = text.split("Hybrid against the best single feature (held out)")[1]
+    assert f"| kendall | {new['best_feature']} | {fmt(new['best_feature_value'])} |" in table
+    assert "| pearson |" not in table.split("\n\n")[1]
+
+
 def test_a_ci_bound_that_rounds_to_zero_shows_its_sign() -> None:
     """"[-0.000, 0.034]": whether the interval holds 0 is what the reader wants to know."""
     assert fmt_estimate({"value": 0.017, "ci": [-0.0002, 0.034]}) == "0.017 [-0.0002, 0.034]"

@@ -23,6 +23,7 @@ from hybridmetric.scoring import (
     FIRST_CHUNK,
     ScoredAlready,
     journal_path,
+    read_scores,
     read_sidecar,
     score,
     signature_path,
@@ -82,6 +83,16 @@ def note_card_scale(card: MetricCard, scale: tuple[float, float] | None, whose: 
               file=sys.stderr)
 
 
+def _holds_features(path: str, card: MetricCard) -> bool:
+    """Whether the scores file ``path`` has the card's features, by the card's scorers."""
+    try:
+        frame, signatures, _ = read_scores(path)
+        card.check(list(frame.columns), signatures)
+    except (ValueError, OSError):  # (no sidecar, other columns or settings: a mismatch)
+        return False
+    return True
+
+
 def run(args: argparse.Namespace) -> int:
     check_output(args.output, folder=False, example="scores.jsonl")
     card = MetricCard.load(args.card) if args.card else None
@@ -103,11 +114,11 @@ def run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt as stop:
         return interrupted(stop, journal_path(args.output))
     except ScoredAlready as error:
-        if card is None:
+        if card is None or not _holds_features(args.input, card):
             raise
-        raise ScoredAlready(f"{error} (to add the card's score.hybrid to a table scored "
-                            "already: hybridmetric audit INPUT --card CARD -o REPORT_DIR, "
-                            "which applies it and audits it)") from None
+        raise ScoredAlready(f"{error}; it holds the card's features, scored with the card's "
+                            "settings: hybridmetric audit INPUT --card CARD -o REPORT_DIR "
+                            "applies the card to it and audits it") from None
     finally:
         for scorer in scorers:
             scorer.close()

@@ -14,6 +14,7 @@ from typing import Any
 
 import pandas as pd
 
+from hybridmetric.combine import cv_comparisons
 from hybridmetric.report import plots
 from hybridmetric.report.tables import (
     Table,
@@ -282,7 +283,7 @@ def _hybrid(card: Mapping[str, Any] | None, alpha: float) -> Section:
     cv = card.get("cv")
     if cv:
         section.blocks.append(cv_table(cv))
-        if cv.get("comparisons"):
+        if cv_comparisons(cv):
             section.blocks.append(cv_comparison_table(cv, alpha))
     else:
         section.blocks.append("The card holds no cross-validation results.")

@@ -15,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from hybridmetric.combine import cv_comparisons
 from hybridmetric.schema import HYBRID_COLUMN
 from hybridmetric.stats import largest_abs, shown_decimals
 
@@ -103,8 +104,8 @@ def fmt_estimate(value: Any, decimals: int = DECIMALS) -> str:
 
 
 def _bound(value: Any, decimals: int) -> str:
-    """A CI's bound: as :func:`fmt`, but one that rounds to 0 shows its first significant
-    digit (-0.0002, not -0.000: whether the interval holds 0 shows)."""
+    """A CI's bound: as :func:`fmt`, but one that rounds to 0 shows one significant digit
+    (-0.0002, not -0.000: whether the interval holds 0 shows)."""
     text = fmt(value, decimals)
     if isinstance(value, float) and math.isfinite(value) and value != 0 and float(text) == 0:
         return f"{value:.{shown_decimals(value, 0)}f}"
@@ -348,16 +349,17 @@ def calibration_table(calibration: Mapping[str, Any], decimals: int = DECIMALS) 
 def cv_comparison_table(cv: Mapping[str, Any], alpha: float) -> Table:
     """The hybrid against the best single feature on held-out tasks, by each statistic (a card
     of before: Kendall's alone, untested)."""
-    comparisons = cv.get("comparisons") or {}
+    comparisons = cv_comparisons(cv)
     table = Table("Hybrid against the best single feature (held out)",
                   ["statistic", "best feature", "its mean", "hybrid's mean", "difference (sd)",
                    "folds hybrid higher", "p"],
                   note=f"Means over the folds where both are defined. p: one-sided, that the "
                        "hybrid's mean is higher, by the corrected resampled t-test (Nadeau & "
-                       "Bengio 2003; Bouckaert & Frank 2004), as the folds share training rows; "
-                       f"highlighted where below {alpha}. Kendall's tau b leaves the pairs a "
-                       "metric ties out of its denominator, so a feature of few values (pass) "
-                       "is judged on the pairs it sets apart; Pearson's r weighs every row.")
+                       "Bengio 2003; Bouckaert & Frank 2004), as the folds share training rows "
+                       f"(a card fitted before it has none); highlighted where below {alpha}. "
+                       "Kendall's tau b leaves the pairs a metric ties out of its denominator, "
+                       "so a feature of few values (pass) is judged on the pairs it sets apart; "
+                       "Pearson's r weighs every row.")
     for name, c in comparisons.items():
         if c.get("gain") is None:
             table.rows.append([Cell(label(name))] + [Cell(DASH, "muted")] * 6)

@@ -428,6 +428,21 @@ def _set_mount_attributes(path: str, recursive: bool, set_: int, clear: int, wha
                          ctypes.c_size_t(ctypes.sizeof(attr))), f"mount_setattr({path}, {what})")
 
 
+#: The kernel's and the sandbox's own folders, which no home of the user's is hidden in.
+KERNEL_DIRS = ("/dev", "/proc", "/sys", "/run")
+
+
+def homes_to_hide(homes: Sequence[str], needed: Sequence[str]) -> list[str]:
+    """Those of the user's ``homes`` that exist, as real paths, outer before inner, but for "/"
+    (nothing to hide) and one that lies in a private directory (covered with it), in the
+    kernel's folders (a system account's: ``/dev``) or in a ``needed`` path (real: the Python
+    lives there, ``--prefix=$HOME``, or the tools do, ``/usr/sbin``), which stays shown,
+    read-only, as it must be."""
+    real = {os.path.realpath(home) for home in homes if os.path.isdir(home)}
+    return sorted(home for home in real if home != "/" and not any(
+        is_within(home, p) for p in (*PRIVATE_DIRS, *KERNEL_DIRS, *needed) if p != "/"))
+
+
 def read_only_files(needed: list[str], homes: Sequence[str]) -> None:
     """Without root, in the worker's own user and mount namespaces: every mount read-only, fresh
     writable tmpfs mounts on the private directories, and the host's own folders hidden as
@@ -440,11 +455,7 @@ def read_only_files(needed: list[str], homes: Sequence[str]) -> None:
     with ``--prefix=$HOME``) stays in view, read-only. The host's devices are out of reach
     (:func:`private_devices`)."""
     real = [os.path.realpath(n) for n in needed]
-    shown = {os.path.realpath(home) for home in homes if os.path.isdir(home)}
-    # not "/" (nothing to hide), nor one the private directories cover, nor one the Python lives
-    # in (--prefix=$HOME: shown, read-only, as it must be); an outer one before one inside it
-    hide = sorted(home for home in shown if home != "/" and home not in real
-                  and not any(is_within(home, p) for p in PRIVATE_DIRS))
+    hide = homes_to_hide(homes, real)
     _check_private_dirs(needed)
     _read_only("/", recursive=True)  # the first change: until here, a failure changed nothing
     try:
@@ -491,6 +502,14 @@ IO_URING_CALLS = (b"io_uring_setup", b"io_uring_enter", b"io_uring_register")
 #: other workers' programs' among them, for as long as it ran (red team). It fails with ENOSYS, as
 #: on a kernel without it (POSIX ``aio_read`` and its kin, in the C library, use threads).
 AIO_CALLS = (b"io_setup",)
+#: Huge pages come from one pool of the whole machine's (``vm.nr_hugepages``), which no limit of
+#: a program's counts (nor a memory cgroup of version 1): a program that mapped the pool's pages
+#: (``mmap`` with MAP_HUGETLB) made root's and every other process's fail, where a host keeps a
+#: pool (a database's, red team). The calls that take them, ``mmap`` (MAP_HUGETLB), ``shmget``
+#: (SHM_HUGETLB) and ``memfd_create`` (MFD_HUGETLB), fail with ENOSYS, as on a kernel without
+#: huge pages (CONFIG_HUGETLBFS); the private ``/dev`` holds no hugetlbfs mount.
+HUGE_PAGE_CALLS = ((b"mmap", 3, 0x40000), (b"shmget", 2, 0o4000),  # (x86-64's, arm64's)
+                   (b"memfd_create", 1, 4))
 #: Kernel facilities no generated program needs and kernel exploits lean on (loading BPF
 #: programs, performance counters, user-space page-fault handling, which holds a kernel thread
 #: still at a chosen moment): they fail with ENOSYS, as on a kernel built without them, whatever
@@ -525,11 +544,12 @@ F_SETLEASE = 1024
 
 def load_filter(deny_sockets: bool) -> None:
     """Load a seccomp filter (libseccomp) that makes the keyring calls fail (EPERM), io_uring,
-    native AIO and :data:`KERNEL_SURFACE_CALLS` (ENOSYS), leases (:data:`F_SETLEASE`), the
-    making of user namespaces (:data:`USER_NAMESPACE_CALLS`), the setting of extended attributes
-    and inode flags (:data:`XATTR_CALLS`, :data:`FLAG_IOCTLS`) and, with ``deny_sockets``,
-    ``socket()`` unless it is AF_UNIX (EACCES). Loaded by the worker once it has made its own
-    namespaces (without root, its user namespace comes first)."""
+    native AIO, huge pages (:data:`HUGE_PAGE_CALLS`) and :data:`KERNEL_SURFACE_CALLS` (ENOSYS),
+    leases (:data:`F_SETLEASE`), the making of user namespaces (:data:`USER_NAMESPACE_CALLS`),
+    the setting of extended attributes and inode flags (:data:`XATTR_CALLS`,
+    :data:`FLAG_IOCTLS`) and, with ``deny_sockets``, ``socket()`` unless it is AF_UNIX
+    (EACCES). Loaded by the worker once it has made its own namespaces (without root, its user
+    namespace comes first)."""
     low_32_bits = 0xFFFF_FFFF  # (an ioctl's request is an int: the kernel reads no more)
     rules: list[tuple[bytes | int, int, _ArgCmp | None]] = [
         *((name, errno.EPERM, None) for name in KEYRING_CALLS),
@@ -538,6 +558,8 @@ def load_filter(deny_sockets: bool) -> None:
         *((name, errno.EPERM, _ArgCmp(0, SCMP_CMP_MASKED_EQ, CLONE_NEWUSER, CLONE_NEWUSER))
           for name in USER_NAMESPACE_CALLS),
         (b"clone3", errno.ENOSYS, None),
+        *((name, errno.ENOSYS, _ArgCmp(arg, SCMP_CMP_MASKED_EQ, flag, flag))
+          for name, arg, flag in HUGE_PAGE_CALLS),
         *((name, errno.ENOTSUP, None) for name in XATTR_CALLS),
         *((b"ioctl", errno.ENOTTY, _ArgCmp(1, SCMP_CMP_MASKED_EQ, low_32_bits, request))
           for request in FLAG_IOCTLS),
@@ -559,12 +581,15 @@ def _load_rules(rules: list[tuple[bytes | int, int, _ArgCmp | None]]) -> None:
 
 def memory_file_filter() -> bytes:
     """A seccomp filter, as the kernel takes it (classic BPF, ``struct sock_filter``), that
-    makes ``memfd_create`` fail with ENOSYS, as on a kernel without it: for the programs of a
-    worker without a memory cgroup, where a memory file's pages, written and not mapped, count
-    to no limit of theirs (RLIMIT_DATA and RLIMIT_AS count what a process maps). Each child
+    makes ``memfd_create`` and ``memfd_secret`` fail with ENOSYS, as on a kernel without them:
+    for the programs of a worker without a memory cgroup, where a memory file's pages, written
+    and not mapped, count to no limit of theirs (RLIMIT_DATA and RLIMIT_AS count what a process
+    maps; a secret one's are locked in memory too: a program held 1.5 GiB of them with a limit
+    of 256 MiB, red team). Each child
     loads it (``prepare_child`` in ``_forkloop.c``): the forking process makes the programs'
     output files with it."""
-    with _filter([(b"memfd_create", errno.ENOSYS, None)]) as (lib, ctx):
+    with _filter([(name, errno.ENOSYS, None) for name in (b"memfd_create", b"memfd_secret")]
+                 ) as (lib, ctx):
         lib.seccomp_export_bpf.argtypes = [ctypes.c_void_p, ctypes.c_int]
         read, write = os.pipe()
         try:

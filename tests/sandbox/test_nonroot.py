@@ -175,6 +175,10 @@ programs = {
     "memory_files": ("python", "import mmap, os\nkeep = []\nfor _ in range(60):\n"
                                "    fd = os.memfd_create('x')\n    os.ftruncate(fd, 50 << 20)\n"
                                "    keep.append(mmap.mmap(fd, 50 << 20))\n    os.close(fd)\n"),
+    # ... nor secret ones (memfd_secret), whose pages are locked in memory too
+    "secret_memory": ("python", "import ctypes, errno\nlibc = ctypes.CDLL(None, use_errno=True)\n"
+                                "assert libc.syscall(447, 0) == -1\n"
+                                "assert ctypes.get_errno() == errno.ENOSYS, ctypes.get_errno()\n"),
     "cpp_shared_memory": ("cpp", "#include <sys/mman.h>\nint main() {\n"
                                  "  unsigned long n = 3ul << 30;\n  char *p = (char *)mmap(0, n, "
                                  "PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);\n"
@@ -435,6 +439,7 @@ def _run_as_user(home: str, data: str, account: str, passwd: str) -> None:
     assert seen["outcomes"] == {
         "passes": "passed", "fails": "failed", "exit_early": "failed", "loops": "timeout",
         "memory": "memory", "shared_memory": "failed", "memory_files": "failed",
+        "secret_memory": "passed",
         "cpp_shared_memory": "failed", "shared_segments": "failed", "threads": "passed",
         "lowers_forker_limits": "passed", "after_limits": "passed", "renices_forker": "passed",
         "after_renice": "passed", "forked_by_init": "passed",

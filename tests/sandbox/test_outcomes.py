@@ -1418,6 +1418,25 @@ def test_needed_paths_leave_out_an_import_path_entry_that_shows_the_home(
     assert {str(home), str(home.parent)} <= set(needed_paths())  # (no home: all kept)
 
 
+def test_the_homes_hidden_are_those_no_program_runs_on(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without root, ``$HOME`` and the account's home are covered; not "/", a missing one, one in
+    a private directory or the kernel's folders, nor one a needed path holds (a system account's
+    home, as ``bin``'s ``/usr/bin``, covered, took g++ and node away)."""
+    from hybridmetric.sandbox import isolation
+
+    assert isolation.homes_to_hide([str(tmp_path)], []) == []  # (in /tmp: a private directory)
+    monkeypatch.setattr(isolation, "PRIVATE_DIRS", ("/nowhere",))  # (tmp_path lies in /tmp)
+    outer, inner, venv = tmp_path / "home", tmp_path / "home" / "me", tmp_path / "venv"
+    for folder in (inner, venv / "bin"):
+        folder.mkdir(parents=True)
+    (tmp_path / "link").symlink_to(inner)
+    hidden = isolation.homes_to_hide([str(inner), str(tmp_path / "link"), str(outer), "/", "/dev",
+                                      str(tmp_path / "missing"), str(venv / "bin")],
+                                     [str(venv), "/"])
+    assert hidden == [str(outer), str(inner)]  # (outer first; the link is the inner one)
+
+
 def test_needed_paths_inside_private_dirs_are_bind_mounted_back():
     """A virtual environment under /tmp (a CI clone there, say) must stay reachable inside the
     private /tmp, and the cleanup after each program must leave it alone."""

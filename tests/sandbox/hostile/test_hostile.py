@@ -2349,6 +2349,37 @@ def test_native_aio_contexts_are_not_the_program_s_to_take(sandbox: Sandbox, run
     untouched(sandbox)
 
 
+HUGE_PAGES = """
+import ctypes, errno, mmap, os
+libc = ctypes.CDLL(None, use_errno=True)
+try:
+    mmap.mmap(-1, 2 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | 0x40000)  # MAP_HUGETLB
+    raise AssertionError("a huge page mapping")
+except OSError as exc:
+    assert exc.errno == errno.ENOSYS, exc
+assert libc.shmget(0, 2 << 20, 0o4000 | 0o1000 | 0o600) == -1  # SHM_HUGETLB | IPC_CREAT
+assert ctypes.get_errno() == errno.ENOSYS, ctypes.get_errno()
+try:
+    os.memfd_create("huge", 4)  # MFD_HUGETLB
+    raise AssertionError("a huge page memory file")
+except OSError as exc:
+    assert exc.errno == errno.ENOSYS, exc
+"""
+
+
+def test_huge_pages_are_not_the_program_s_to_take(sandbox: Sandbox, run: Run,
+                                                  untouched: Check) -> None:
+    """Huge pages come from one pool of the machine's, which no limit of a program's counts: a
+    program that mapped its pages made every other process's fail, root's too, where a host
+    keeps one. The calls that take them fail as on a kernel without huge pages (ENOSYS),
+    whatever the host's pool (none here: they would fail with ENOMEM)."""
+    if os.uname().machine not in ("x86_64", "aarch64"):
+        pytest.skip("MAP_HUGETLB in the program is x86-64's and arm64's")
+    result = run(sandbox, "python", HUGE_PAGES)
+    assert result.outcome == PASSED, result
+    untouched(sandbox)
+
+
 def test_the_host_s_devices_are_out_of_reach(sandbox: Sandbox, run: Run,
                                              untouched: Check) -> None:
     """Programs get a ``/dev`` of their worker's own, read-only: the devices any process may
