@@ -236,7 +236,12 @@ def test_command_line_mistakes_are_named(slice_file, tmp_path, capsys):
                                      "pass_rate first"),
             (["score", str(slice_file), "-o", str(tmp_path / "x.jsonl"), "--scorers",
               "edit_sim", "--set", "edit_sim.level=token", "--set", "edit_sim.level=char"],
-             "--set edit_sim.level is given twice")):
+             "edit_sim.level is given twice (--set edit_sim.level=token; --set "
+             "edit_sim.level=char); give it once"),
+            (["score", str(slice_file), "-o", str(tmp_path / "x.jsonl"), "--scorers",
+              "codebertscore", "--device", "cpu", "--set", "codebertscore.device=cuda"],
+             "codebertscore.device is given twice (--device cpu; --set "
+             "codebertscore.device=cuda)")):
         assert main(command) == 2, command
         assert said in capsys.readouterr().err, command
     with pytest.raises(SystemExit):

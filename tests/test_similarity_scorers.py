@@ -5,10 +5,12 @@ from __future__ import annotations
 import importlib.util
 import json
 import math
+import os
 import re
 import sys
 import types
 import unicodedata
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -19,7 +21,8 @@ from codebleu.utils import AVAILABLE_LANGS
 from hybridmetric.scorers import build
 from hybridmetric.scorers.bleu import Bleu
 from hybridmetric.scorers.chrf import Chrf
-from hybridmetric.scorers.codebleu import CodeBleu, best_scores
+from hybridmetric.scorers.codebertscore import CodeBertScore
+from hybridmetric.scorers.codebleu import CodeBleu, JobFailed, best_scores
 from hybridmetric.scorers.edit_sim import EditSim
 from hybridmetric.scorers.exact_match import ExactMatch
 from hybridmetric.scorers.rouge_l import RougeL
@@ -296,3 +299,67 @@ def test_codebleu_does_not_depend_on_the_hash_seed(tmp_path):
         for seed in ("1", "2", "3", "4")
     }
     assert len(outputs) == 1, outputs
+
+
+@pytest.mark.parametrize("scorer", [CodeBleu(max_chars=10), CodeBertScore(max_chars=10)],
+                         ids=["codebleu", "codebertscore"])
+def test_a_text_too_long_for_the_memory_it_takes_is_an_error_naming_its_row(scorer):
+    """CodeBERTScore held ~8 KB a token (a 20 MB candidate would take ~100 GB) and codebleu ran
+    out of 8 GB on one: the kernel's OOM killer then ends the run, naming nothing."""
+    rows = frame([("x = 1", ["x = 1"]), ("x = 1", ["x = 1"])])
+    with pytest.raises(ValueError, match="^row 1, field 'references': a text of 11 "
+                                         "characters") as error:
+        scorer.check(rows.assign(references=[["x = 1"], ["short", "x = 1000000"]]))
+    assert f"more than {scorer.name}.max_chars (10)" in str(error.value)
+    assert f"--set {scorer.name}.max_chars=N" in str(error.value)
+    scorer.check(rows.assign(references=[["x = 1"], ["x = 10"]]))  # (10 characters: taken)
+    scorer.close()
+
+
+def test_a_row_codebleu_cannot_score_is_an_error_naming_it():
+    """Any error of codebleu's on a row (a MemoryError on a huge one) ended its worker, and the
+    run said only "the codebleu worker died"; it names the row, and the worker goes on."""
+    with pytest.raises(JobFailed) as failed:
+        best_scores([None, ["python", "x = 1", ["x = 1"]], ["python", None, ["x = 1"]]],
+                    [0.25] * 4, None)
+    assert failed.value.index == 2
+    scorer = CodeBleu()
+    with scorer:
+        bad = frame([("x = 1", ["x = 1"]), ("x = 1", ["x = 1"])])
+        bad.loc[1, "candidate"] = None
+        with pytest.raises(ValueError, match=r"^row 1: codebleu failed on it: \w+Error"):
+            scorer.score(bad)
+        again = scorer.score(frame([("x = 1", ["x = 1"])]))["score.codebleu"].tolist()
+    assert again == [pytest.approx(calc_codebleu(["x = 1"], ["x = 1"], lang="python")["codebleu"])]
+
+
+def test_the_codebleu_worker_ends_with_the_process_that_started_it(tmp_path):
+    """Killed outright (SIGKILL), the caller closed nothing, and the worker ran its long job on
+    to its end (an idle one ends with its input); it checks for its parent every second."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    script = tmp_path / "caller.py"
+    script.write_text(  # (20,000 rows: ~30 s of the worker's)
+        "import pandas as pd\nfrom hybridmetric.scorers.codebleu import CodeBleu\n"
+        "code = 'def f(x):\\n    y = [i * x for i in range(10)]\\n    return sum(y) + x\\n'\n"
+        "rows = pd.DataFrame({'candidate': [code] * 20000, 'references': [[code]] * 20000})\n"
+        "scorer = CodeBleu()\nprint(scorer._worker().pid, flush=True)\nscorer.score(rows)\n")
+    caller = subprocess.Popen([sys.executable, str(script)], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    worker = int(caller.stdout.readline())
+    time.sleep(2)  # (the request sent: the worker is busy with it)
+    os.kill(caller.pid, signal.SIGKILL)
+    caller.wait()
+    for _ in range(100):
+        try:  # (gone, or a zombie that its new parent has not reaped yet)
+            if Path(f"/proc/{worker}/stat").read_text().split(") ")[1].startswith("Z"):
+                break
+        except FileNotFoundError:
+            break
+        time.sleep(0.1)
+    else:
+        os.kill(worker, signal.SIGKILL)
+        raise AssertionError("the worker outlived its caller by 10 s")

@@ -96,7 +96,7 @@ def build_scorers(args: argparse.Namespace, defaults: Sequence[str] = ()) -> lis
     if not entries:
         raise ValueError("--scorers is empty; name at least one scorer")
     named = [registry.split_name(entry) for entry in entries]
-    shortcuts = []
+    shortcuts: list[tuple[str, str]] = []  # (an assignment, the flag that made it)
     for flag, value, setting, takers in (
             ("--allow-network", "true" if args.allow_network else None, "allow_network",
              TAKE_ALLOW_NETWORK),
@@ -107,13 +107,14 @@ def build_scorers(args: argparse.Namespace, defaults: Sequence[str] = ()) -> lis
         if not taken:
             raise ValueError(f"{flag}: no selected scorer takes it ({', '.join(takers)}); "
                              "it would do nothing")
-        shortcuts += taken
+        said = flag if flag == "--allow-network" else f"{flag} {value}"
+        shortcuts += [(text, said) for text in taken]
     given: dict[str, str] = {}
-    for text in args.settings:  # (a card's defaults come first, and the command line wins)
-        target = text.partition("=")[0].strip()
+    for text, said in [*shortcuts, *((text, f"--set {text}") for text in args.settings)]:
+        target = text.partition("=")[0].strip()  # (a card's defaults come first; these win)
         if target in given:
-            raise ValueError(f"--set {target} is given twice ({given[target]!r}, {text!r}); "
-                             "give it once")
-        given[target] = text
-    settings = registry.parse_settings([*defaults, *shortcuts, *args.settings], entries)
+            raise ValueError(f"{target} is given twice ({given[target]}; {said}); give it once")
+        given[target] = said
+    settings = registry.parse_settings([*defaults, *(text for text, _ in shortcuts),
+                                        *args.settings], entries)
     return registry.build(entries, settings)

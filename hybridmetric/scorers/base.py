@@ -16,7 +16,7 @@ from typing import Any, ClassVar
 import numpy as np
 import pandas as pd
 
-from hybridmetric.schema import DEFAULT_LANGUAGE, SCORE_PREFIX
+from hybridmetric.schema import DEFAULT_LANGUAGE, SCORE_PREFIX, row_label
 from hybridmetric.signature import environment, signature
 
 _TRUE = {"true", "yes", "1", "on"}
@@ -176,6 +176,24 @@ def references_of(frame: pd.DataFrame) -> list[list[str]]:
         return [[] for _ in range(len(frame))]
     return [list(refs) if isinstance(refs, list | tuple | np.ndarray) else []
             for refs in frame["references"]]
+
+
+def check_text_lengths(frame: pd.DataFrame, setting: str, limit: int, cost: str) -> None:
+    """Raise ValueError, naming the row and field, for the first candidate, reference or
+    context longer than ``limit`` characters (the scorer's ``setting``, whose ``cost`` per
+    text says why): a scorer whose memory grows with a text's length would otherwise be
+    killed outright by the kernel, naming nothing."""
+    contexts = frame["context"].tolist() if "context" in frame.columns else [None] * len(frame)
+    for position, (candidate, refs, context) in enumerate(zip(
+            frame["candidate"], references_of(frame), contexts, strict=True)):
+        for field, texts in (("candidate", [candidate]), ("references", refs),
+                             ("context", [context])):
+            longest = max((len(t) for t in texts if isinstance(t, str)), default=0)
+            if longest > limit:
+                raise ValueError(
+                    f"{row_label(frame, position)}, field '{field}': a text of {longest:,} "
+                    f"characters, more than {setting} ({limit:,}): {cost}; --set "
+                    f"{setting}=N takes longer texts where the memory is there")
 
 
 def languages_of(frame: pd.DataFrame) -> list[str]:

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hybridmetric.scorers.base import Scorer, Setting, references_of
+from hybridmetric.scorers.base import Scorer, Setting, check_text_lengths, references_of
 
 #: Layer of each known encoder whose output is matched. Embedded: chosen on the CoNaLa dev folds
 #: (analysis/codebertscore_agreement.py --layers); the others are the reference package's defaults.
@@ -59,6 +59,8 @@ DEFAULT_LAYERS: dict[str, int] = {
     "neulab/codebert-cpp": 10,
     "neulab/codebert-java": 7,
 }
+#: The longest text scored by default, in characters (up to ~140,000 tokens of dense code: ~1 GB).
+MAX_CHARS = 200_000
 #: Overlap of consecutive windows for texts longer than the encoder's window (reference: 0.5).
 CHUNK_OVERLAP = 0.5
 #: Decimals the scores are rounded to (float32 noise is ~1e-7; see CodeBertScore.score).
@@ -279,6 +281,9 @@ class CodeBertScore(Scorer):
                          "float16 only on CUDA", choices=_DTYPES),
         "device": Setting("auto", "auto picks cuda, then mps, then cpu", choices=_DEVICES),
         "batch_size": Setting(32, "texts per encoder forward pass"),
+        "max_chars": Setting(MAX_CHARS, "longest candidate, reference or context taken, in "
+                             "characters (a longer one is an error naming its row)",
+                             signed=False, at_least=1),
         "baseline": Setting(None, "CSV (LAYER,P,R,F,F3) of rescale baselines; none = no "
                             "rescaling", kind=str),
     }
@@ -539,6 +544,12 @@ class CodeBertScore(Scorer):
         if table is None:
             return np.array([self._idf_off.get(token, 1.0) for token in item.ids])
         return np.array([table.get(token, self._idf_unseen) for token in item.ids])
+
+    def check(self, frame: pd.DataFrame) -> None:
+        check_text_lengths(frame, "codebertscore.max_chars", self.settings["max_chars"],
+                           "each token's embedding is held several times over as it is encoded "
+                           "and matched, ~8 KB a token (1 MB of code took 5.4 GB of memory and "
+                           "3.5 minutes on 2 cores)")
 
     def score(self, frame: pd.DataFrame) -> pd.DataFrame:
         self._load()

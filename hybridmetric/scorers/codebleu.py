@@ -20,6 +20,8 @@ import math
 import os
 import subprocess
 import sys
+import threading
+import time
 from collections.abc import Callable, Sequence
 
 import pandas as pd
@@ -30,6 +32,7 @@ from hybridmetric.schema import language_name, row_label
 from hybridmetric.scorers.base import (
     Scorer,
     Setting,
+    check_text_lengths,
     languages_of,
     references_of,
     settled,
@@ -43,6 +46,10 @@ from hybridmetric.scorers.tokenize import TOKENIZERS
 HASH_SEED = "0"
 #: Seconds :meth:`CodeBLEU.close` gives the worker to end once its input ends.
 CLOSE_WAIT_S = 5.0
+#: Seconds between the worker's checks that the process that started it is still there.
+PARENT_CHECK_S = 1.0
+#: The longest text scored by default, in characters.
+MAX_CHARS = 200_000
 #: Record ``language`` names (as the sandbox reads them: ``py``, ``js``, ``c++``) that differ from
 #: codebleu's.
 LANGUAGE_ALIASES = {"csharp": "c_sharp", "c#": "c_sharp"}
@@ -69,6 +76,9 @@ class CodeBleu(Scorer):
         "weights": Setting("0.25,0.25,0.25,0.25", "weights of the four components, 'a,b,c,d'"),
         "tokenizer": Setting("whitespace", "tokens for the two n-gram components",
                              choices=("whitespace", *TOKENIZERS)),
+        "max_chars": Setting(MAX_CHARS, "longest candidate or reference taken, in characters "
+                             "(a longer one is an error naming its row)", signed=False,
+                             at_least=1),
     }
     packages = ("codebleu", "tree-sitter", "tree-sitter-python", "tree-sitter-javascript",
                 "tree-sitter-cpp", "tree-sitter-java")
@@ -91,7 +101,11 @@ class CodeBleu(Scorer):
         return lang
 
     def check(self, frame: pd.DataFrame) -> None:
-        """Every row with references names a language codebleu parses, whose grammar loads."""
+        """Every row with references names a language codebleu parses, whose grammar loads, and
+        no text is longer than ``max_chars``."""
+        check_text_lengths(frame, "codebleu.max_chars", self.settings["max_chars"],
+                           "codebleu's syntax trees and data flow grow with a text (20 MB of "
+                           "code ran out of 8 GB)")
         languages: dict[str, int] = {}
         for position, (refs, language) in enumerate(zip(references_of(frame),
                                                         languages_of(frame), strict=True)):
@@ -114,7 +128,8 @@ class CodeBleu(Scorer):
         (:meth:`close`), and the worker prints no traceback of its own."""
         if self._process is None or self._process.poll() is not None:
             self._process = subprocess.Popen(
-                [sys.executable, "-m", __name__], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                [sys.executable, "-m", __name__, str(os.getpid())], stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
                 text=True, env={**os.environ, "PYTHONHASHSEED": HASH_SEED}, process_group=0)
         return self._process
 
@@ -131,6 +146,9 @@ class CodeBleu(Scorer):
         if not answer:
             raise RuntimeError(f"the codebleu worker died (exit status {worker.wait()})")
         reply = json.loads(answer)
+        if "job" in reply:  # (one row's: the worker goes on)
+            raise ValueError(f"{row_label(frame, reply['job'])}: codebleu failed on it: "
+                             f"{reply['error']}")
         if "error" in reply:
             raise RuntimeError(reply["error"])
         return single_column(self, frame, settled(reply["values"]))
@@ -170,26 +188,49 @@ def best_scores(jobs: list[list | None], weights: Sequence[float],
     for lang in {job[0] for job in jobs if job is not None}:
         load_grammar(lang)
     values = []
-    for job in jobs:
+    for index, job in enumerate(jobs):
         if job is None:
             values.append(float("nan"))
             continue
         lang, candidate, refs = job
-        values.append(max(
-            float(calc_codebleu([ref], [candidate], lang=lang, weights=tuple(weights),
-                                tokenizer=tokenizer)["codebleu"]) for ref in refs))
+        try:
+            values.append(max(
+                float(calc_codebleu([ref], [candidate], lang=lang, weights=tuple(weights),
+                                    tokenizer=tokenizer)["codebleu"]) for ref in refs))
+        except Exception as error:  # noqa: BLE001 - codebleu's own, as MemoryError: the row's
+            raise JobFailed(index, f"{type(error).__name__}: {error}") from error
     return values
 
 
-def serve() -> None:
-    """The worker: one JSON request a line on stdin, one JSON reply a line on stdout."""
+class JobFailed(Exception):
+    """A job of :func:`best_scores` that codebleu could not score: its index and why."""
+
+    def __init__(self, index: int, why: str):
+        super().__init__(why)
+        self.index = index
+
+
+def _end_with(parent: int) -> None:
+    """End this worker once ``parent`` is gone (killed outright: SIGKILL leaves it no chance to
+    close the worker's input, and a long job would run on to its end)."""
+    while os.getppid() == parent:
+        time.sleep(PARENT_CHECK_S)
+    os._exit(1)
+
+
+def serve(parent: int) -> None:
+    """The worker: one JSON request a line on stdin, one JSON reply a line on stdout; it ends
+    with ``parent``, the process that started it."""
     logging.disable(logging.WARNING)  # codebleu warns for every snippet without data flow
+    threading.Thread(target=_end_with, args=(parent,), daemon=True).start()
     for line in sys.stdin:
         request = json.loads(line)
         name = request["tokenizer"]
         try:
             reply = {"values": best_scores(request["jobs"], request["weights"],
                                            None if name == "whitespace" else TOKENIZERS[name])}
+        except JobFailed as failed:
+            reply = {"error": str(failed), "job": failed.index}
         except RuntimeError as error:
             reply = {"error": str(error)}
         sys.stdout.write(json.dumps(reply) + "\n")
@@ -197,4 +238,4 @@ def serve() -> None:
 
 
 if __name__ == "__main__":
-    serve()
+    serve(int(sys.argv[1]))
