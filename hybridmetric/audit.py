@@ -761,9 +761,9 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
         "agreement": agreement,
         "comparisons": rows,
         "ceiling": (_ceiling(data, frame, counts, confidence, tie_threshold)
-                    if target == "rating" else
-                    {"reason": f"the raters' grades ('ratings') grade 'rating', not the target "
-                               f"'{target}'"}),
+                    if target == "rating" or "ratings" not in frame.columns else
+                    {"reason": "the raters' grades ('ratings') grade 'rating', not "
+                               f"the target '{target}'"}),
         "counts": {"within_task_pairs": int(i.size),
                    "human_tied_pairs": int(i.size - cdt_counts[:, 0].sum()),
                    "tasks_with_pairs": int(np.count_nonzero(np.bincount(data.task_codes) >= 2))},

@@ -267,6 +267,13 @@ def test_numbers_in_a_csv_file_s_own_columns_are_numbers(frame, tmp_path):
     assert isinstance(table["usefulness"].iloc[0], str)  # (as read: text)
     result = audit(table, target="usefulness", n_resamples=10, n_permutations=10)
     assert result["n_rows"] == len(frame)
+    # (a table with per-rater grades: they grade 'rating'; one without: it has none)
+    assert result["ceiling"]["reason"] == ("the raters' grades ('ratings') grade 'rating', not "
+                                           "the target 'usefulness'")
+    alone = audit(table.drop(columns="ratings"), target="usefulness", n_resamples=10,
+                  n_permutations=10)
+    assert alone["ceiling"]["reason"] == ("the table has no per-rater 'ratings' column (rater "
+                                          "-> rating)")
     table.loc[4, "usefulness"] = "n/a"
     with pytest.raises(ValueError, match=rf"'usefulness' is not numeric: {path}, row 6 holds "
                                          "'n/a'"):

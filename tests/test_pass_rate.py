@@ -133,6 +133,28 @@ def test_where_the_cache_lives_is_not_in_the_signature(tmp_path) -> None:
         assert "cache" not in default.signature()
 
 
+def test_the_signature_names_the_toolchains_that_run_the_programs(scorer: PassRate) -> None:
+    """A JavaScript program that passes under node 20 (``toSorted``) fails under node 18, and
+    the verdict cache knew the versions apart where the signature did not: two machines gave
+    one signature and other numbers. Each version is the tool's own word for it ("none" where
+    the tool is missing)."""
+    import re
+    import shutil
+    import subprocess
+
+    fields = dict(part.split(":", 1) for part in scorer.signature().split("|"))
+    for name, command, pattern in (("node", ["node", "--version"], r"v(\S+)"),
+                                   ("gxx", ["g++", "-dumpfullversion"], r"(\S+)"),
+                                   ("java", ["java", "-version"], r'version "([^"]+)"')):
+        if shutil.which(command[0]) is None:
+            assert fields[name] == "none"
+            continue
+        said = subprocess.run(command, capture_output=True, text=True, check=True)
+        assert fields[name] == re.search(pattern, said.stdout + said.stderr).group(1), name
+    assert re.fullmatch(r"[0-9a-f]{12}", fields["java_jars"]) if scorer.sandbox.java_classpath \
+        else "java_jars" not in fields
+
+
 def test_rates_by_hand(scorer: PassRate) -> None:
     tests_py = {"prefix": "def inc(x):\n", "suffix": "\n",
                 "cases": ["assert inc(1) == 2\n", "assert inc(-1) == 0\n", "assert inc(1) == 3\n"]}

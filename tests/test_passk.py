@@ -170,3 +170,18 @@ def test_command_line_scores_then_counts(tmp_path, capsys) -> None:
     assert f"{scores}, line 1 (task" in error and "--missing drop-rows" in error
     assert main(["passk", str(scores), "--k", "1", "--missing", "drop-rows"]) == 0
     assert "note: 1 row(s) without a verdict in score.pass left out" in capsys.readouterr().err
+
+
+def test_the_table_lines_up_wide_characters() -> None:
+    """A system named 模型A took two terminal columns a character, and its row's numbers
+    stood two places right of the others'."""
+    from hybridmetric.cli.passk import format_table
+
+    rows = [{"group": name, "tasks": 3, "min_samples": 2, "max_samples": 2, "pass@1": 0.5}
+            for name in ("模型A", "système-β", "gpt")]
+    lines = format_table(rows, [1], with_ci=False, label="system").splitlines()
+    ends = {sum(2 if "\u4e00" <= ch <= "\u9fff" else 1 for ch in line) for line in lines}
+    assert len(ends) == 1, lines  # every line as wide on the screen
+    shown = [sum(2 if "\u4e00" <= ch <= "\u9fff" else 1 for ch in line.split(" 3 ")[0])
+             for line in lines[1:]]
+    assert len(set(shown)) == 1, lines  # (the tasks column starts at one place)

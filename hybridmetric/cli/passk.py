@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import unicodedata
 
 import pandas as pd
 
@@ -131,7 +132,14 @@ def format_table(table: list[dict], ks: list[int], with_ci: bool, label: str) ->
                 cell += f" [{100 * low:.2f}, {100 * high:.2f}]"
             cells.append(cell)
         lines.append(cells)
-    widths = [max(len(r[i]) for r in [header, *lines]) for i in range(len(header))]
-    return "\n".join("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+    widths = [max(_shown(r[i]) for r in [header, *lines]) for i in range(len(header))]
+    return "\n".join("  ".join(c + " " * (w - _shown(c)) if i == 0 else " " * (w - _shown(c)) + c
                                for i, (c, w) in enumerate(zip(r, widths, strict=True)))
                      for r in [header, *lines])
+
+
+def _shown(text: str) -> int:
+    """The columns ``text`` takes on a terminal: two for a wide character (模型), none for a
+    combining one."""
+    return sum(0 if unicodedata.combining(ch) else
+               2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in text)

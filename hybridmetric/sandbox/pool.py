@@ -17,6 +17,7 @@ import json
 import os
 import pwd
 import queue
+import re
 import sqlite3
 import subprocess
 import sys
@@ -48,6 +49,9 @@ from hybridmetric.sandbox.launcher import (
 )
 from hybridmetric.sandbox.limits import SANDBOX_ERROR, Limits, RunResult
 
+#: A tool's version in the first line of what it says of itself (``v20.11.1``, ``g++ (Ubuntu
+#: 13.2.0-23ubuntu4) 13.2.0``, ``openjdk version "21.0.5" 2024-10-15``).
+_VERSION = re.compile(r"\d+(\.\d+)+")
 UID_BASE = 61000
 UID_SLOTS = 1000
 #: Where sandboxes claim their uids, each by a lock on a file of its own, in a folder of root's
@@ -472,6 +476,20 @@ class Sandbox:
                     found += f" -std={self.cpp_standard}"
             self._runtimes[language] = found
         return self._runtimes[language]
+
+    def toolchains(self) -> dict[str, str]:
+        """The version of node, g++ and the JDK here ("none" where one is missing), and a hash of
+        the Java jars (their paths, sizes and times): for a signature, as a program that passes
+        under one version can fail under another (``Array.prototype.toSorted``, node 20)."""
+        found = {}
+        for name, language in (("node", "javascript"), ("gxx", "cpp"), ("java", "java")):
+            first = self.runtime(language).partition("\n")[0]
+            version = None if " unavailable: " in first else _VERSION.search(first)
+            found[name] = version.group(0) if version else "none"
+        if self.java_classpath:
+            stamps = " ".join(f"{jar}:{_stamp(jar)}" for jar in self.java_classpath)
+            found["java_jars"] = hashlib.sha256(stamps.encode()).hexdigest()[:12]
+        return found
 
     @property
     def uids(self) -> list[int]:

@@ -171,6 +171,7 @@ class PassRate(Scorer):
     def signature_fields(self) -> dict[str, Any]:
         fixed = Limits()
         return {"sandbox": SANDBOX_VERSION, "isolation": self.sandbox.isolation.walls,
+                **self.sandbox.toolchains(),
                 "file_mb": fixed.file_mb, "open_files": fixed.open_files,
                 "processes": fixed.processes, "compile_timeout_s": fixed.compile_timeout_s}
 
