@@ -2290,12 +2290,28 @@ def test_a_native_addon_does_not_load(sandbox: Sandbox, run: Run, untouched: Che
     untouched(sandbox)
 
 
-IO_URING_SETUP = """
+def _gone_as_on_a_kernel_without_it(sandbox: Sandbox, run: Run, call: str,
+                                     what: str) -> None:
+    """``call`` (Python that sets ``made`` and prints it and the errno) gives ``what`` here,
+    outside the sandbox, and ENOSYS inside it, as on a kernel built without it."""
+    import subprocess
+    import sys
+
+    if os.uname().machine != "x86_64":
+        pytest.skip("the system call number in the program is x86-64's")
+    here = subprocess.run([sys.executable, "-c", call], capture_output=True, text=True,
+                          check=True).stdout.split()
+    if int(here[0]) < 0:
+        pytest.skip(f"this kernel gives no {what} here either (errno {here[1]})")
+    result = run(sandbox, "python", call + "assert made == -1 and "
+                 f"ctypes.get_errno() == {errno.ENOSYS}, (made, ctypes.get_errno())\n")
+    assert result.outcome == PASSED, result
+
+
+SYSCALL = """
 import ctypes
 libc = ctypes.CDLL(None, use_errno=True)
 libc.syscall.restype = ctypes.c_long
-ring = libc.syscall(425, 4, ctypes.create_string_buffer(120))  # io_uring_setup
-print(ring, ctypes.get_errno())
 """
 
 
@@ -2303,29 +2319,10 @@ def test_io_uring_cannot_go_round_the_socket_filter(sandbox: Sandbox, run: Run,
                                                     untouched: Check) -> None:
     """io_uring makes sockets (``IORING_OP_SOCKET``) where seccomp never looks: a program gets
     ENOSYS from it, as on a kernel without it, where this kernel gives it a ring."""
-    import subprocess
-    import sys
-
-    if os.uname().machine != "x86_64":
-        pytest.skip("the io_uring_setup system call number in the program is x86-64's")
-    here = subprocess.run([sys.executable, "-c", IO_URING_SETUP], capture_output=True, text=True,
-                          check=True).stdout.split()
-    if int(here[0]) < 0:
-        pytest.skip(f"this kernel gives no io_uring here either (errno {here[1]})")
-    result = run(sandbox, "python", IO_URING_SETUP + "assert ring == -1 and "
-                 f"ctypes.get_errno() == {errno.ENOSYS}, (ring, ctypes.get_errno())\n")
-    assert result.outcome == PASSED, result
+    _gone_as_on_a_kernel_without_it(sandbox, run, SYSCALL + (
+        "made = libc.syscall(425, 4, ctypes.create_string_buffer(120))  # io_uring_setup\n"
+        "print(made, ctypes.get_errno())\n"), "io_uring")
     untouched(sandbox)
-
-
-IO_SETUP = """
-import ctypes
-libc = ctypes.CDLL(None, use_errno=True)
-libc.syscall.restype = ctypes.c_long
-context = ctypes.c_ulong(0)
-made = libc.syscall(206, 1, ctypes.byref(context))  # io_setup
-print(made, ctypes.get_errno())
-"""
 
 
 def test_native_aio_contexts_are_not_the_program_s_to_take(sandbox: Sandbox, run: Run,
@@ -2334,18 +2331,9 @@ def test_native_aio_contexts_are_not_the_program_s_to_take(sandbox: Sandbox, run
     a program that took them all made ``io_setup`` fail for every process on it, root's too, as
     long as it ran. A program gets ENOSYS, as on a kernel without AIO, where this host gives
     this process one."""
-    import subprocess
-    import sys
-
-    if os.uname().machine != "x86_64":
-        pytest.skip("the io_setup system call number in the program is x86-64's")
-    here = subprocess.run([sys.executable, "-c", IO_SETUP], capture_output=True, text=True,
-                          check=True).stdout.split()
-    if int(here[0]) < 0:
-        pytest.skip(f"this kernel gives no AIO context here either (errno {here[1]})")
-    result = run(sandbox, "python", IO_SETUP + "assert made == -1 and "
-                 f"ctypes.get_errno() == {errno.ENOSYS}, (made, ctypes.get_errno())\n")
-    assert result.outcome == PASSED, result
+    _gone_as_on_a_kernel_without_it(sandbox, run, SYSCALL + (
+        "made = libc.syscall(206, 1, ctypes.byref(ctypes.c_ulong(0)))  # io_setup\n"
+        "print(made, ctypes.get_errno())\n"), "AIO context")
     untouched(sandbox)
 
 
