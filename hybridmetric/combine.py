@@ -111,9 +111,9 @@ from sklearn.isotonic import IsotonicRegression
 from sklearn.linear_model import Ridge
 from sklearn.metrics import make_scorer
 from sklearn.utils.validation import check_is_fitted, validate_data
-from tqdm.auto import tqdm
 
 from hybridmetric.io import atomic_path, frame_hash
+from hybridmetric.progress import progress_bar
 from hybridmetric.schema import (
     HYBRID_COLUMN,
     PASS_COLUMN,
@@ -683,10 +683,11 @@ def fit_card(
     ``missing`` is ``refuse`` or ``drop-rows`` (see the module docstring). ``seed`` fixes the fold
     shuffles (``default_rng(seed)``) and the bootstrap resamples (``default_rng([seed, 1])``).
     ``progress``: a bar over the fits (``folds * repeats``, the full one, ``n_boot``) on
-    stderr; None shows it on a terminal only (the ordinal model on a scale of many levels takes
-    seconds a fit). ``where``: fit on the rows that meet these ``FIELD=VALUE`` conditions
-    alone (:func:`~hybridmetric.schema.rows_meeting`), which the card's training data records
-    (the out-of-fold predictions of the others are NaN).
+    stderr; None shows it on a terminal, and a line a minute elsewhere (a log: the ordinal model
+    on a scale of many levels takes seconds a fit; :mod:`hybridmetric.progress`). ``where``:
+    fit on the rows that meet these ``FIELD=VALUE`` conditions alone
+    (:func:`~hybridmetric.schema.rows_meeting`), which the card's training data records (the
+    out-of-fold predictions of the others are NaN).
     """
     HybridMetric(model=model, alpha=alpha, calibration=calibration, bounds=scale)._check_params()
     if missing not in ("refuse", "drop-rows"):
@@ -734,8 +735,7 @@ def fit_card(
     baselines = {c: design.X[:, j] for j, c in enumerate(columns)}
     if dibia_values is not None:
         baselines["dibia_combined"] = dibia_values
-    with tqdm(total=folds * repeats + 1 + n_boot, unit="fit", desc="fitting",
-              disable=None if progress is None else not progress) as bar:
+    with progress_bar(folds * repeats + 1 + n_boot, "fitting", "fit", progress) as bar:
         per_fold, out_of_fold = _cross_validate(design, estimator, baselines, folds, repeats,
                                                 seed, bar.update)
         raters_kw = {"raters": design.raters} if design.raters is not None else {}

@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pandas as pd
-from tqdm.auto import tqdm
 
 from hybridmetric.io import (
     STUDY_FILE,
@@ -30,6 +29,7 @@ from hybridmetric.io import (
     read_generations,
     write_generations,
 )
+from hybridmetric.progress import progress_bar
 from hybridmetric.schema import (
     HYBRID_COLUMN,
     PASS_COLUMN,
@@ -351,7 +351,7 @@ def score(
 
     With ``output``, the scores table and its signature file (``<output>.signature.json``) are
     written there; the run is journaled so that ``resume=True`` continues an interrupted one.
-    ``progress=None`` shows a bar only on a terminal.
+    ``progress=None`` shows a bar on a terminal, and a line a minute elsewhere (a log).
     """
     if chunk_size < 1:
         raise ValueError(f"the chunk size (--chunk-size) must be at least 1 row, got {chunk_size}")
@@ -411,8 +411,7 @@ def score(
             raise OSError(f"cannot write the output {output}: its journal {journal} cannot "
                           f"be written ({exc.strerror or exc})") from None
     results = {i: row for i, row in done.items()}
-    bar = tqdm(total=len(frame), initial=len(done), unit="row", disable=progress is False
-               if progress is not None else None, desc="scoring")
+    bar = progress_bar(len(frame), "scoring", "row", progress, initial=len(done))
     try:
         for rows in _chunks(todo, chunk_size):
             part = frame.iloc[rows]

@@ -74,9 +74,9 @@ def add_scorer_options(parser: argparse.ArgumentParser, default: str) -> None:
 
 
 def progress_of(args: argparse.Namespace) -> bool | None:
-    """``scoring.score``'s ``progress`` from ``--no-progress`` (None: a bar on a terminal only).
-    Where no bar is shown, neither are those of the libraries that load a model (transformers'
-    "Loading weights"), whether or not they were imported yet."""
+    """``scoring.score``'s ``progress`` from ``--no-progress`` (None: a bar on a terminal, a
+    line a minute in a log). Where no bar is shown, neither are those of the libraries that
+    load a model (transformers' "Loading weights"), whether or not they were imported yet."""
     if not args.no_progress and sys.stderr.isatty():
         return None
     os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"  # (read as huggingface_hub is imported)
