@@ -865,15 +865,17 @@ def _comparison(per_fold: dict[str, dict[str, list[float]]], columns: list[str],
     # (to 9 decimals: the hybrid, rounded to OUTPUT_DIGITS, moves r in the 12th; a one-feature
     # hybrid would "win" folds by that)
     gain = np.round(hybrid - feature, 9)
-    t, p = corrected_resampled_t(gain, 1 / (folds - 1)) if len(gain) > 1 else (None, None)
+    t, p = corrected_resampled_t(gain, 1 / (folds - 1))  # (NaN with fewer than 2 folds)
 
-    def number(value: float | None) -> float | None:
-        return None if value is None or math.isnan(value) else float(value)
+    def mean(values: np.ndarray) -> float | None:
+        return float(values.mean()) if len(values) else None
+
+    def number(value: float) -> float | None:
+        return None if math.isnan(value) else value
 
     return {"metric": metric, "best_feature": best,
-            "best_feature_value": number(feature.mean()) if len(gain) else None,
-            "hybrid_value": number(hybrid.mean()) if len(gain) else None,
-            "gain": number(gain.mean()) if len(gain) else None,
+            "best_feature_value": mean(feature), "hybrid_value": mean(hybrid),
+            "gain": mean(gain),
             "gain_sd": float(gain.std(ddof=1)) if len(gain) > 1 else None,
             "wins": int(np.sum(gain > 0)), "n_folds": int(len(gain)),
             "hybrid_folds": int(hybrid_defined.sum()),

@@ -97,17 +97,16 @@ def build_scorers(args: argparse.Namespace, defaults: Sequence[str] = ()) -> lis
         raise ValueError("--scorers is empty; name at least one scorer")
     named = [registry.split_name(entry) for entry in entries]
     shortcuts: list[tuple[str, str]] = []  # (an assignment, the flag that made it)
-    for flag, value, setting, takers in (
-            ("--allow-network", "true" if args.allow_network else None, "allow_network",
-             TAKE_ALLOW_NETWORK),
-            ("--device", args.device, "device", TAKE_DEVICE)):
+    for flag, value, said, setting, takers in (  # (said: as an error names the flag)
+            ("--allow-network", "true" if args.allow_network else None, "--allow-network",
+             "allow_network", TAKE_ALLOW_NETWORK),
+            ("--device", args.device, f"--device {args.device}", "device", TAKE_DEVICE)):
         if value is None:
             continue
         taken = [f"{alias}.{setting}={value}" for alias, name in named if name in takers]
         if not taken:
             raise ValueError(f"{flag}: no selected scorer takes it ({', '.join(takers)}); "
                              "it would do nothing")
-        said = flag if flag == "--allow-network" else f"{flag} {value}"
         shortcuts += [(text, said) for text in taken]
     given: dict[str, str] = {}
     for text, said in [*shortcuts, *((text, f"--set {text}") for text in args.settings)]:

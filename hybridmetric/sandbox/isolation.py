@@ -711,20 +711,24 @@ def pending_signal_share(workers: int) -> int | None:
     left the user's own processes and the other workers' programs none, and their
     ``timer_create`` failed (red team); 1/:data:`USER_COUNT_SHARE` of it over the ``workers``,
     and POSIX's least (:data:`MIN_PENDING_SIGNALS`); None where it is unlimited."""
-    users = resource.getrlimit(resource.RLIMIT_SIGPENDING)[0]
-    if users == resource.RLIM_INFINITY:
-        return None
-    return min(users, max(users // (USER_COUNT_SHARE * workers), MIN_PENDING_SIGNALS))
+    return _share(resource.RLIMIT_SIGPENDING, workers, MIN_PENDING_SIGNALS)
 
 
 def message_queue_share(workers: int) -> int | None:
     """The bytes of POSIX message queues a worker's programs may hold (see
     :func:`limit_user_counts`), of this process's ``RLIMIT_MSGQUEUE``; None where that is
     unlimited (no budget of the user's to leave room in)."""
-    users = resource.getrlimit(resource.RLIMIT_MSGQUEUE)[0]
+    return _share(resource.RLIMIT_MSGQUEUE, workers, _default_queue_bytes())
+
+
+def _share(limit: int, workers: int, least: int) -> int | None:
+    """A worker's part of this process's (the user's) ``limit``: 1/:data:`USER_COUNT_SHARE` of
+    it over the ``workers``, ``least`` at least (and never more than the whole); None where the
+    limit is unlimited."""
+    users = resource.getrlimit(limit)[0]
     if users == resource.RLIM_INFINITY:
         return None
-    return min(users, max(users // (USER_COUNT_SHARE * workers), _default_queue_bytes()))
+    return min(users, max(users // (USER_COUNT_SHARE * workers), least))
 
 
 def _default_queue_bytes() -> int:
