@@ -63,7 +63,12 @@ resamples gave a defined value; ``None`` stands for an undefined statistic)::
           "leave_one_rater_out": {       # each rating against the mean of the other raters'
               "item": {"pearson": Estimate, "spearman": Estimate,
                        "kendall_tau_b": Estimate},                  # this one without CI
-              "within_task": {"tau_darr": Estimate}},
+              "within_task": {"tau_darr": Estimate},
+              "system": {statistic: Estimate}},  # those of the system level, each also with
+                                                  # "n_raters": a rater's system means against
+                                                  # the others', averaged over raters; absent
+                                                  # without the level, or where no rater rated
+                                                  # 3 systems (then in "skipped")
           "per_rater": {rater: {"n": int, "pearson": float|None, "spearman": float|None}}},
       "by_system": {                     # absent without a 'system' column
           system: {"n": int, "n_tasks": int,
@@ -134,8 +139,8 @@ from hybridmetric.signature import environment, signature
 #: Williams test of two metrics one up to a linear map is NaN; 4: wide scales' grades binned;
 #: 5: a level whose ratings never differ, within any task or between the systems' means, is
 #: left out; 6: means rounded to digits of the values averaged, not to 11 decimals at least,
-#: so a scale as small as 0 to 1e-6 keeps its digits).
-AUDIT_VERSION = "6"
+#: so a scale as small as 0 to 1e-6 keeps its digits; 7: the human ceiling has a system level).
+AUDIT_VERSION = "7"
 ITEM_STATISTICS = ("pearson", "spearman", "kendall_tau_b", "kendall_tau_c", "pairwise_accuracy",
                    "pairwise_accuracy_tc")
 WITHIN_STATISTICS = ("tau_darr", "pairwise_accuracy", "pairwise_accuracy_tc", "pearson",
@@ -317,7 +322,9 @@ def _williams(level: str, statistic: str, data: _Data, a: str, b: str) -> float 
 
 
 def _ceiling(data: _Data, frame: pd.DataFrame, counts: np.ndarray, confidence: float,
-             threshold: float) -> dict[str, Any]:
+             threshold: float, system_level: bool, skipped: list[str]) -> dict[str, Any]:
+    """The human ceiling; ``system_level``: whether the audit has that level, which then gets a
+    ceiling too, or a reason in ``skipped``."""
     found = _reliability(frame)
     if found is None:
         return {"reason": "the table has no per-rater 'ratings' column (rater -> rating)"}
@@ -340,6 +347,15 @@ def _ceiling(data: _Data, frame: pd.DataFrame, counts: np.ndarray, confidence: f
     np.add.at(task_cdt, owner_task, cdt)
     total = task_cdt.sum(axis=0)
     tau = (total[0] - total[1]) / total.sum() if total.sum() else math.nan
+    levels = {"item": item,
+              "within_task": {"tau_darr": _estimate(tau, stats.bootstrap_darr(task_cdt, counts),
+                                                    confidence)}}
+    if system_level:
+        system = _system_ceiling(data, rater, unit, own, rest, counts, confidence)
+        if isinstance(system, str):
+            skipped.append(f"system-level human ceiling: {system}")
+        else:
+            levels["system"] = system
     per_rater = {}
     pearsons = stats.leave_one_rater_out(matrix, "pearson")
     spearmans = stats.leave_one_rater_out(matrix, "spearman")
@@ -352,13 +368,52 @@ def _ceiling(data: _Data, frame: pd.DataFrame, counts: np.ndarray, confidence: f
         "n_rows_multi_rated": int(np.count_nonzero(np.isfinite(matrix).sum(axis=0) >= 2)),
         "krippendorff_alpha": {level: _number(stats.krippendorff_alpha(matrix, level))
                                for level in ("interval", "ordinal")},
-        "leave_one_rater_out": {
-            "item": item,
-            "within_task": {"tau_darr": _estimate(tau, stats.bootstrap_darr(task_cdt, counts),
-                                                  confidence)},
-        },
+        "leave_one_rater_out": levels,
         "per_rater": per_rater,
     }
+
+
+def _system_ceiling(data: _Data, rater: np.ndarray, unit: np.ndarray, own: np.ndarray,
+                    rest: np.ndarray, counts: np.ndarray, confidence: float
+                    ) -> dict[str, Any] | str:
+    """The system-level ceiling, or why there is none: for each rater, the system means of
+    their ratings (those that share a row with another rater's) against the system means of the
+    others' means on the same rows, by the statistics the metrics get at that level; averaged
+    over the raters who rated 3 or more systems (``n_raters``). (Pooled over raters, the two
+    sets of means would be one: on a row, the raters' own ratings and their rests have the same
+    mean.) Each task resample averages the raters whose statistic it defines."""
+    assert data.systems is not None
+    values: dict[str, list[float]] = {name: [] for name in SYSTEM_STATISTICS}
+    resampled: dict[str, list[np.ndarray]] = {name: [] for name in SYSTEM_STATISTICS}
+    for k in np.unique(rater):
+        rows = rater == k
+        systems = data.systems[unit[rows]]
+        labels, system_codes = stats.group_codes(systems)
+        if labels.size < 3:
+            continue
+        means = [stats.system_means(v[rows], systems)[None, :] for v in (own, rest)]
+        boot = [stats.bootstrap_system_means(v[rows], data.task_codes[unit[rows]], system_codes,
+                                             counts) for v in (own, rest)]
+        for name in SYSTEM_STATISTICS:
+            values[name].append(_rowwise_defined(name, *means)[0])
+            resampled[name].append(_rowwise_defined(name, *boot))
+    if not values["pearson"]:
+        return "no rater rated rows of 3 or more systems that another rater rated too"
+    out = {}
+    for name in SYSTEM_STATISTICS:
+        point, _ = _defined_mean(np.array(values[name])[:, None])
+        boot, _ = _defined_mean(np.stack(resampled[name]))
+        out[name] = _estimate(point[0], boot, confidence,
+                              n_raters=int(np.isfinite(values[name]).sum()))
+    return out
+
+
+def _defined_mean(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The mean of each column's finite values (nan where none) and how many there are."""
+    defined = np.isfinite(values)
+    n = defined.sum(axis=0)
+    total = np.where(defined, values, 0.0).sum(axis=0)
+    return np.where(n > 0, total / np.maximum(n, 1), np.nan), n
 
 
 def _by_system(data: _Data, counts: np.ndarray, confidence: float) -> dict[str, Any]:
@@ -760,7 +815,8 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
         "focus_rule": rule,
         "agreement": agreement,
         "comparisons": rows,
-        "ceiling": (_ceiling(data, frame, counts, confidence, tie_threshold)
+        "ceiling": (_ceiling(data, frame, counts, confidence, tie_threshold,
+                             "system" in agreement, skipped)
                     if target == "rating" or "ratings" not in frame.columns else
                     {"reason": "the raters' grades ('ratings') grade 'rating', not "
                                f"the target '{target}'"}),

@@ -7,21 +7,24 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.stats
 
 from hybridmetric import read_generations, stats, write_generations
 from hybridmetric.audit import audit
+from hybridmetric.report.document import ceiling_by_level, headline
 
 SYSTEMS = ["alpha", "beta", "gamma", "delta"]
 
 
-def _frame(seed: int = 0, n_tasks: int = 30) -> pd.DataFrame:
-    """Tasks x systems with three raters per row, a good, a weak and a hybrid metric."""
+def _frame(seed: int = 0, n_tasks: int = 30, spread: float = 1.0) -> pd.DataFrame:
+    """Tasks x systems with three raters per row, a good, a weak and a hybrid metric; the
+    systems' true values ``spread`` apart."""
     rng = np.random.default_rng(seed)
     rows = []
     for t in range(n_tasks):
         difficulty = rng.normal()
         for s, system in enumerate(SYSTEMS):
-            value = np.clip(s + difficulty + rng.normal(0, 1), 0, 4)
+            value = np.clip(spread * s + difficulty + rng.normal(0, 1), 0, 4)
             grades = {f"r{k}": float(np.clip(np.round(value + rng.normal(0, 0.7)), 0, 4))
                       for k in rng.choice(5, 3, replace=False)}
             rows.append({
@@ -139,6 +142,59 @@ def test_ceiling_from_per_rater_ratings(frame, results):
     assert lo_ro["item"]["pearson"]["value"] == pytest.approx(stats.pearson(own, rest))
     assert lo_ro["item"]["pearson"]["ci"][0] < lo_ro["item"]["pearson"]["value"]
     assert set(ceiling["per_rater"]) == set(raters)
+
+
+def test_system_level_ceiling_is_each_rater_against_the_rest_in_system_means():
+    """Computed apart: for each rater, each of their ratings that shares its row with another
+    rater's, its system, and the mean of the others' ratings on that row; per system, the mean
+    of each; scipy over the systems; then the mean over raters. The interval resamples tasks."""
+    frame = _frame(seed=5, n_tasks=12, spread=0.1)
+    results = audit(frame, seed=3, n_resamples=400, n_permutations=50)
+    pairs = []
+    for _, row in frame.iterrows():
+        grades = row["ratings"]
+        for rater, grade in grades.items():
+            others = [g for r, g in grades.items() if r != rater]
+            pairs.append({"rater": rater, "system": row["system"], "own": grade,
+                          "rest": float(np.mean(others))})
+    by_rater = {statistic: [] for statistic in ("pearson", "spearman", "kendall_tau_b")}
+    for _, rows in pd.DataFrame(pairs).groupby("rater"):
+        means = rows.groupby("system")[["own", "rest"]].mean()
+        for statistic, function in (("pearson", scipy.stats.pearsonr),
+                                    ("spearman", scipy.stats.spearmanr),
+                                    ("kendall_tau_b", scipy.stats.kendalltau)):
+            by_rater[statistic].append(function(means["own"], means["rest"])[0])
+    system = results["ceiling"]["leave_one_rater_out"]["system"]
+    assert set(system) == {"pearson", "spearman", "kendall_tau_b", "kendall_tau_c",
+                           "pairwise_accuracy"}
+    for statistic, values in by_rater.items():
+        assert system[statistic]["value"] == pytest.approx(np.mean(values))
+        assert system[statistic]["n_raters"] == 5
+    # one rater's four system means do not order the systems as the others' do
+    assert system["pearson"]["value"] < 0.9 and system["pairwise_accuracy"]["value"] < 1
+    low, high = system["pearson"]["ci"]
+    assert -1 <= low < system["pearson"]["value"] < high <= 1
+    assert system["pearson"]["n_valid"] == 400
+    assert "system" in ceiling_by_level(results)
+    assert "system level, pearson" in headline(results).lower()
+
+
+def test_system_level_ceiling_needs_three_systems_rated_twice(frame):
+    """Two of the four systems keep one rater a row: no rater has three systems' rows to set
+    beside the others', so no system ceiling, and the audit says why; the other levels keep
+    theirs."""
+    fewer = frame.copy()
+    fewer["ratings"] = [dict(list(g.items())[:1]) if s in ("alpha", "beta") else g
+                        for g, s in zip(fewer["ratings"], fewer["system"], strict=True)]
+    result = audit(fewer, seed=3, n_resamples=50, n_permutations=50)
+    assert "system" in result["agreement"]
+    loo = result["ceiling"]["leave_one_rater_out"]
+    assert set(loo) == {"item", "within_task"}
+    assert ("system-level human ceiling: no rater rated rows of 3 or more systems that another "
+            "rater rated too") in result["skipped"]
+    no_systems = audit(frame.drop(columns="system"), seed=3, n_resamples=50, n_permutations=50)
+    assert set(no_systems["ceiling"]["leave_one_rater_out"]) == {"item", "within_task"}
+    assert not any("system-level human ceiling" in r for r in no_systems["skipped"])
 
 
 def test_same_seed_same_numbers_other_seed_other_intervals(frame, results):

@@ -261,7 +261,10 @@ def ceiling_tables(ceiling: Mapping[str, Any]) -> list[Table]:
     if loo:
         table = Table("Ceiling: a rater against the mean of the other raters",
                       ["level", "statistic", "estimate [95% CI]"],
-                      note="Pooled over raters; CIs resample tasks (none where not computed).")
+                      note="Item and within-task: pooled over raters; system: each rater's "
+                           "system means against the others', averaged over the raters who "
+                           "rated 3 or more systems. CIs resample tasks (none where not "
+                           "computed).")
         for level, by_stat in loo.items():
             for stat, estimate in by_stat.items():
                 table.rows.append([Cell(label(level)), Cell(label(stat)),
