@@ -66,7 +66,8 @@ resamples gave a defined value; ``None`` stands for an undefined statistic)::
               "within_task": {"tau_darr": Estimate},
               "system": {statistic: Estimate}},  # those of the system level, each also with
                                                   # "n_raters": a rater's system means against
-                                                  # the others', averaged over raters; absent
+                                                  # the others', averaged over raters (weighted
+                                                  # by the rows each rated); absent
                                                   # without the level, or where no rater rated
                                                   # 3 systems (then in "skipped")
           "per_rater": {rater: {"n": int, "pearson": float|None, "spearman": float|None}}},
@@ -379,41 +380,48 @@ def _system_ceiling(data: _Data, rater: np.ndarray, unit: np.ndarray, own: np.nd
     """The system-level ceiling, or why there is none: for each rater, the system means of
     their ratings (those that share a row with another rater's) against the system means of the
     others' means on the same rows, by the statistics the metrics get at that level; averaged
-    over the raters who rated 3 or more systems (``n_raters``). (Pooled over raters, the two
-    sets of means would be one: on a row, the raters' own ratings and their rests have the same
-    mean.) Each task resample averages the raters whose statistic it defines."""
+    over the raters who rated 3 or more systems (``n_raters``), each weighted by those rows (a
+    rater of 40 rows counts for less than one of 1,800; in each task resample, by the rows it
+    draws of theirs). Pooled over raters, the two sets of means would be one: on a row, the
+    raters' own ratings and their rests have the same mean."""
     assert data.systems is not None
     values: dict[str, list[float]] = {name: [] for name in SYSTEM_STATISTICS}
     resampled: dict[str, list[np.ndarray]] = {name: [] for name in SYSTEM_STATISTICS}
+    weights: list[float] = []
+    resampled_weights: list[np.ndarray] = []
     for k in np.unique(rater):
         rows = rater == k
         systems = data.systems[unit[rows]]
         labels, system_codes = stats.group_codes(systems)
         if labels.size < 3:
             continue
+        tasks = data.task_codes[unit[rows]]
         means = [stats.system_means(v[rows], systems)[None, :] for v in (own, rest)]
-        boot = [stats.bootstrap_system_means(v[rows], data.task_codes[unit[rows]], system_codes,
-                                             counts) for v in (own, rest)]
+        boot = [stats.bootstrap_system_means(v[rows], tasks, system_codes, counts)
+                for v in (own, rest)]
+        weights.append(float(rows.sum()))
+        resampled_weights.append(counts @ np.bincount(tasks, minlength=counts.shape[1]))
         for name in SYSTEM_STATISTICS:
             values[name].append(_rowwise_defined(name, *means)[0])
             resampled[name].append(_rowwise_defined(name, *boot))
-    if not values["pearson"]:
+    if not weights:
         return "no rater rated rows of 3 or more systems that another rater rated too"
     out = {}
     for name in SYSTEM_STATISTICS:
-        point, _ = _defined_mean(np.array(values[name])[:, None])
-        boot, _ = _defined_mean(np.stack(resampled[name]))
-        out[name] = _estimate(point[0], boot, confidence,
+        point = _weighted_mean(np.array(values[name])[:, None], np.array(weights)[:, None])[0]
+        boot = _weighted_mean(np.stack(resampled[name]), np.stack(resampled_weights))
+        out[name] = _estimate(point, boot, confidence,
                               n_raters=int(np.isfinite(values[name]).sum()))
     return out
 
 
-def _defined_mean(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The mean of each column's finite values (nan where none) and how many there are."""
-    defined = np.isfinite(values)
-    n = defined.sum(axis=0)
-    total = np.where(defined, values, 0.0).sum(axis=0)
-    return np.where(n > 0, total / np.maximum(n, 1), np.nan), n
+def _weighted_mean(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Each column's mean of its finite values, by ``weights`` (nan where no weight is left)."""
+    weights = np.where(np.isfinite(values), weights, 0.0)
+    total = weights.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(total > 0, (np.where(weights > 0, values, 0.0) * weights).sum(axis=0)
+                        / total, np.nan)
 
 
 def _by_system(data: _Data, counts: np.ndarray, confidence: float) -> dict[str, Any]:

@@ -147,7 +147,8 @@ def test_ceiling_from_per_rater_ratings(frame, results):
 def test_system_level_ceiling_is_each_rater_against_the_rest_in_system_means():
     """Computed apart: for each rater, each of their ratings that shares its row with another
     rater's, its system, and the mean of the others' ratings on that row; per system, the mean
-    of each; scipy over the systems; then the mean over raters. The interval resamples tasks."""
+    of each; scipy over the systems; then the mean over raters, weighted by their rows. The
+    interval resamples tasks."""
     frame = _frame(seed=5, n_tasks=12, spread=0.1)
     results = audit(frame, seed=3, n_resamples=400, n_permutations=50)
     pairs = []
@@ -158,7 +159,9 @@ def test_system_level_ceiling_is_each_rater_against_the_rest_in_system_means():
             pairs.append({"rater": rater, "system": row["system"], "own": grade,
                           "rest": float(np.mean(others))})
     by_rater = {statistic: [] for statistic in ("pearson", "spearman", "kendall_tau_b")}
+    sizes = []
     for _, rows in pd.DataFrame(pairs).groupby("rater"):
+        sizes.append(len(rows))
         means = rows.groupby("system")[["own", "rest"]].mean()
         for statistic, function in (("pearson", scipy.stats.pearsonr),
                                     ("spearman", scipy.stats.spearmanr),
@@ -167,8 +170,9 @@ def test_system_level_ceiling_is_each_rater_against_the_rest_in_system_means():
     system = results["ceiling"]["leave_one_rater_out"]["system"]
     assert set(system) == {"pearson", "spearman", "kendall_tau_b", "kendall_tau_c",
                            "pairwise_accuracy"}
+    assert len(set(sizes)) > 1  # (so that the weights tell)
     for statistic, values in by_rater.items():
-        assert system[statistic]["value"] == pytest.approx(np.mean(values))
+        assert system[statistic]["value"] == pytest.approx(np.average(values, weights=sizes))
         assert system[statistic]["n_raters"] == 5
     # one rater's four system means do not order the systems as the others' do
     assert system["pearson"]["value"] < 0.9 and system["pairwise_accuracy"]["value"] < 1

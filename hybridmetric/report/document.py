@@ -177,7 +177,8 @@ def _ceiling(results: Mapping[str, Any]) -> Section:
         "far more often than a mean of raters or a metric does, which lowers rank statistics "
         "such as tau darr most, so a metric can exceed it there without beating the raters. "
         "At the system level each rater's system means are set against the others' on the "
-        "same rows, and the correlations averaged over raters (pooled, the two would be one "
+        "same rows, and the correlations averaged over raters, by the rows each rated "
+        "(pooled, the two would be one "
         "set of means); one rater's means are noisier than the metrics', which average every "
         "row, so this ceiling is conservative too."
     )

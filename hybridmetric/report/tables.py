@@ -263,8 +263,8 @@ def ceiling_tables(ceiling: Mapping[str, Any]) -> list[Table]:
                       ["level", "statistic", "estimate [95% CI]"],
                       note="Item and within-task: pooled over raters; system: each rater's "
                            "system means against the others', averaged over the raters who "
-                           "rated 3 or more systems. CIs resample tasks (none where not "
-                           "computed).")
+                           "rated 3 or more systems, by the rows each rated. CIs resample "
+                           "tasks (none where not computed).")
         for level, by_stat in loo.items():
             for stat, estimate in by_stat.items():
                 table.rows.append([Cell(label(level)), Cell(label(stat)),
