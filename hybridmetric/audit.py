@@ -65,11 +65,11 @@ resamples gave a defined value; ``None`` stands for an undefined statistic)::
                        "kendall_tau_b": Estimate},                  # this one without CI
               "within_task": {"tau_darr": Estimate},
               "system": {statistic: Estimate}},  # those of the system level, each also with
-                                                  # "n_raters": a rater's system means against
-                                                  # the others', averaged over raters (weighted
-                                                  # by the rows each rated); absent
-                                                  # without the level, or where no rater rated
-                                                  # 3 systems (then in "skipped")
+                                                  # "draws": one rating a row drawn at random
+                                                  # against the others' mean, system means,
+                                                  # averaged over draws; absent without the
+                                                  # level, or where fewer than 3 systems have
+                                                  # rows rated twice (then in "skipped")
           "per_rater": {rater: {"n": int, "pearson": float|None, "spearman": float|None}}},
       "by_system": {                     # absent without a 'system' column
           system: {"n": int, "n_tasks": int,
@@ -146,6 +146,11 @@ ITEM_STATISTICS = ("pearson", "spearman", "kendall_tau_b", "kendall_tau_c", "pai
                    "pairwise_accuracy_tc")
 WITHIN_STATISTICS = ("tau_darr", "pairwise_accuracy", "pairwise_accuracy_tc", "pearson",
                      "spearman", "kendall_tau_b", "kendall_tau_c")
+#: The draws of one rating a row that the system-level human ceiling averages over, and the
+#: stream of the audit's seed they come from (the bootstrap's is the seed alone, each
+#: permutation test's the seed and two numbers).
+CEILING_DRAWS = 20
+CEILING_STREAM = 1
 SYSTEM_STATISTICS = ("pearson", "spearman", "kendall_tau_b", "kendall_tau_c", "pairwise_accuracy")
 #: ("item", "spearman") is supported too; it is left out by default as the costliest test.
 DEFAULT_COMPARISONS = (("item", "pearson"), ("within_task", "tau_darr"), ("system", "pearson"))
@@ -323,7 +328,8 @@ def _williams(level: str, statistic: str, data: _Data, a: str, b: str) -> float 
 
 
 def _ceiling(data: _Data, frame: pd.DataFrame, counts: np.ndarray, confidence: float,
-             threshold: float, system_level: bool, skipped: list[str]) -> dict[str, Any]:
+             threshold: float, seed: int, system_level: bool, skipped: list[str]
+             ) -> dict[str, Any]:
     """The human ceiling; ``system_level``: whether the audit has that level, which then gets a
     ceiling too, or a reason in ``skipped``."""
     found = _reliability(frame)
@@ -352,7 +358,7 @@ def _ceiling(data: _Data, frame: pd.DataFrame, counts: np.ndarray, confidence: f
               "within_task": {"tau_darr": _estimate(tau, stats.bootstrap_darr(task_cdt, counts),
                                                     confidence)}}
     if system_level:
-        system = _system_ceiling(data, rater, unit, own, rest, counts, confidence)
+        system = _system_ceiling(data, unit, own, rest, counts, confidence, seed)
         if isinstance(system, str):
             skipped.append(f"system-level human ceiling: {system}")
         else:
@@ -374,54 +380,44 @@ def _ceiling(data: _Data, frame: pd.DataFrame, counts: np.ndarray, confidence: f
     }
 
 
-def _system_ceiling(data: _Data, rater: np.ndarray, unit: np.ndarray, own: np.ndarray,
-                    rest: np.ndarray, counts: np.ndarray, confidence: float
-                    ) -> dict[str, Any] | str:
-    """The system-level ceiling, or why there is none: for each rater, the system means of
-    their ratings (those that share a row with another rater's) against the system means of the
-    others' means on the same rows, by the statistics the metrics get at that level; averaged
-    over the raters who rated 3 or more systems (``n_raters``), each weighted by those rows (a
-    rater of 40 rows counts for less than one of 1,800; in each task resample, by the rows it
-    draws of theirs). Pooled over raters, the two sets of means would be one: on a row, the
-    raters' own ratings and their rests have the same mean."""
+def _system_ceiling(data: _Data, unit: np.ndarray, own: np.ndarray, rest: np.ndarray,
+                    counts: np.ndarray, confidence: float, seed: int) -> dict[str, Any] | str:
+    """The system-level ceiling, or why there is none: one rating of each row that two or
+    more raters rated, drawn at random, stands for a single human's (a study of one rating a
+    row), set against the mean of the others' on that row; the systems' means of each over
+    those rows, by the statistics the metrics get at that level; averaged over
+    :data:`CEILING_DRAWS` seeded draws, in each task resample too. (Every rating against the
+    others', pooled, would give one set of means twice: on a row, the ratings and their rests
+    have the same mean.)"""
     assert data.systems is not None
+    picks = stats.one_per_group(unit, CEILING_DRAWS, [seed, CEILING_STREAM])
+    rows = unit[picks[0]]
+    systems, tasks = data.systems[rows], data.task_codes[rows]
+    labels, system_codes = stats.group_codes(systems)
+    if labels.size < 3:
+        return (f"{labels.size} system(s) have rows rated by two or more raters; a correlation "
+                "needs 3 or more")
     values: dict[str, list[float]] = {name: [] for name in SYSTEM_STATISTICS}
     resampled: dict[str, list[np.ndarray]] = {name: [] for name in SYSTEM_STATISTICS}
-    weights: list[float] = []
-    resampled_weights: list[np.ndarray] = []
-    for k in np.unique(rater):
-        rows = rater == k
-        systems = data.systems[unit[rows]]
-        labels, system_codes = stats.group_codes(systems)
-        if labels.size < 3:
-            continue
-        tasks = data.task_codes[unit[rows]]
-        means = [stats.system_means(v[rows], systems)[None, :] for v in (own, rest)]
-        boot = [stats.bootstrap_system_means(v[rows], tasks, system_codes, counts)
+    for pick in picks:
+        means = [stats.system_means(v[pick], systems)[None, :] for v in (own, rest)]
+        boot = [stats.bootstrap_system_means(v[pick], tasks, system_codes, counts)
                 for v in (own, rest)]
-        weights.append(float(rows.sum()))
-        resampled_weights.append(counts @ np.bincount(tasks, minlength=counts.shape[1]))
         for name in SYSTEM_STATISTICS:
             values[name].append(_rowwise_defined(name, *means)[0])
             resampled[name].append(_rowwise_defined(name, *boot))
-    if not weights:
-        return "no rater rated rows of 3 or more systems that another rater rated too"
-    out = {}
-    for name in SYSTEM_STATISTICS:
-        point = _weighted_mean(np.array(values[name])[:, None], np.array(weights)[:, None])[0]
-        boot = _weighted_mean(np.stack(resampled[name]), np.stack(resampled_weights))
-        out[name] = _estimate(point, boot, confidence,
-                              n_raters=int(np.isfinite(values[name]).sum()))
-    return out
+    return {name: _estimate(_defined_mean(np.array(values[name])[:, None])[0],
+                            _defined_mean(np.stack(resampled[name])), confidence,
+                            draws=CEILING_DRAWS)
+            for name in SYSTEM_STATISTICS}
 
 
-def _weighted_mean(values: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    """Each column's mean of its finite values, by ``weights`` (nan where no weight is left)."""
-    weights = np.where(np.isfinite(values), weights, 0.0)
-    total = weights.sum(axis=0)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(total > 0, (np.where(weights > 0, values, 0.0) * weights).sum(axis=0)
-                        / total, np.nan)
+def _defined_mean(values: np.ndarray) -> np.ndarray:
+    """Each column's mean of its finite values (nan where none is)."""
+    defined = np.isfinite(values)
+    n = defined.sum(axis=0)
+    total = np.where(defined, values, 0.0).sum(axis=0)
+    return np.where(n > 0, total / np.maximum(n, 1), np.nan)
 
 
 def _by_system(data: _Data, counts: np.ndarray, confidence: float) -> dict[str, Any]:
@@ -823,7 +819,7 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
         "focus_rule": rule,
         "agreement": agreement,
         "comparisons": rows,
-        "ceiling": (_ceiling(data, frame, counts, confidence, tie_threshold,
+        "ceiling": (_ceiling(data, frame, counts, confidence, tie_threshold, seed,
                              "system" in agreement, skipped)
                     if target == "rating" or "ratings" not in frame.columns else
                     {"reason": "the raters' grades ('ratings') grade 'rating', not "

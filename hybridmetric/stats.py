@@ -930,6 +930,16 @@ def rater_vs_rest(reliability: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     return rater, unit, own, rest
 
 
+def one_per_group(groups: np.ndarray, draws: int, seed: int | Sequence[int]) -> np.ndarray:
+    """``draws`` independent draws of one member of each group, uniformly at random: an array
+    (draws, groups) of indices into ``groups``, its columns in the order of the sorted group
+    labels (:func:`group_codes`), so ``groups[picks[d]]`` is the same for every draw ``d``."""
+    order = np.argsort(np.asarray(groups), kind="stable")
+    _, start, size = np.unique(np.asarray(groups)[order], return_index=True, return_counts=True)
+    offsets = np.random.default_rng(seed).integers(0, size, size=(draws, size.size))
+    return order[start + offsets]
+
+
 def leave_one_rater_out(reliability: np.ndarray, statistic: str = "pearson",
                         min_units: int = 3) -> dict[int, tuple[int, float]]:
     """Per rater (row index): ``(units, statistic(own rating, mean of the others))``.

@@ -442,6 +442,19 @@ def test_krippendorff_alpha_published_examples():
         stats.krippendorff_alpha(np.array([[1.0, nan], [nan, 2.0]]))
 
 
+def test_one_per_group_draws_each_member_of_its_group_evenly():
+    groups = np.array(["b", "a", "b", "c", "b", "a"])
+    picks = stats.one_per_group(groups, 3000, 7)
+    assert picks.shape == (3000, 3)
+    assert (groups[picks] == np.array(["a", "b", "c"])).all()
+    shares = np.bincount(picks.ravel(), minlength=groups.size) / 3000
+    assert shares[3] == 1  # "c" has one member
+    assert shares[[1, 5]] == pytest.approx([0.5, 0.5], abs=0.04)
+    assert shares[[0, 2, 4]] == pytest.approx([1 / 3] * 3, abs=0.04)
+    assert (stats.one_per_group(groups, 3000, 7) == picks).all()
+    assert not (stats.one_per_group(groups, 3000, 8) == picks).all()
+
+
 def test_rater_vs_rest_and_leave_one_rater_out():
     nan = np.nan
     data = np.array([[1, 2, 3, nan, 4],
