@@ -399,10 +399,11 @@ def _system_ceiling(data: _Data, unit: np.ndarray, own: np.ndarray, rest: np.nda
                 "needs 3 or more")
     values: dict[str, list[float]] = {name: [] for name in SYSTEM_STATISTICS}
     resampled: dict[str, list[np.ndarray]] = {name: [] for name in SYSTEM_STATISTICS}
-    for pick in picks:
+    drawn = stats.bootstrap_system_means_of(np.vstack([own[picks], rest[picks]]), tasks,
+                                            system_codes, counts)
+    for d, pick in enumerate(picks):
         means = [stats.system_means(v[pick], systems)[None, :] for v in (own, rest)]
-        boot = [stats.bootstrap_system_means(v[pick], tasks, system_codes, counts)
-                for v in (own, rest)]
+        boot = [drawn[:, :, d], drawn[:, :, CEILING_DRAWS + d]]
         for name in SYSTEM_STATISTICS:
             values[name].append(_rowwise_defined(name, *means)[0])
             resampled[name].append(_rowwise_defined(name, *boot))

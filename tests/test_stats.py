@@ -489,6 +489,33 @@ def test_system_means_of_the_same_values_in_another_order_tie():
     assert resampled.tolist() == [[0.2, 0.2, 0.2]] * 2
 
 
+def test_bootstrap_system_means_of_many_vectors_is_each_vectors_own():
+    """One product with the resample counts for several value vectors over the same rows gives
+    each vector's own resampled system means (a system absent from a resample: nan in each),
+    each rounded to its own values' size."""
+    rng = np.random.default_rng(3)
+    codes = np.repeat(np.arange(6), 4)
+    system_codes = np.tile(np.arange(4), 6)
+    values = np.vstack([rng.normal(size=24), 1e-6 * rng.normal(size=24), rng.integers(0, 5, 24)])
+    counts = stats.group_bootstrap_counts(6, 40, seed=1)
+    counts[0] = [1, 0, 0, 0, 0, 0]
+    many = stats.bootstrap_system_means_of(values, codes, system_codes, counts)
+    assert many.shape == (40, 4, 3)
+    for k, vector in enumerate(values):
+        own = stats.bootstrap_system_means(vector, codes, system_codes, counts)
+        np.testing.assert_array_equal(many[:, :, k], own)
+        for b in (1, 2):
+            rows, _ = _materialise(counts[b], codes)
+            expected = [vector[rows][system_codes[rows] == s].mean() for s in range(4)]
+            assert many[b, :, k] == pytest.approx(expected, rel=1e-9)
+    # system 2 only in group 1: a resample of group 0 alone has no mean for it
+    absent = stats.bootstrap_system_means_of(np.array([[1.0, 2.0, 3.0, 4.0], [0, 0, 1, 1]]),
+                                             np.array([0, 0, 1, 1]), np.array([0, 1, 0, 2]),
+                                             np.array([[1.0, 0.0], [1.0, 1.0]]))
+    assert absent[0, :2].tolist() == [[1.0, 0.0], [2.0, 0.0]] and np.isnan(absent[0, 2]).all()
+    assert absent[1].tolist() == [[2.0, 0.5], [2.0, 0.0], [4.0, 1.0]]
+
+
 def test_rounding_keeps_significant_digits_of_the_values_whatever_their_size():
     """12 significant digits of the largest value: 11 decimals for 4, 17 for 1e-6, 12 for 0.3;
     values as they are where the largest is 0 or too small for its power of ten (1e-300)."""
