@@ -63,13 +63,7 @@ resamples gave a defined value; ``None`` stands for an undefined statistic)::
           "leave_one_rater_out": {       # each rating against the mean of the other raters'
               "item": {"pearson": Estimate, "spearman": Estimate,
                        "kendall_tau_b": Estimate},                  # this one without CI
-              "within_task": {"tau_darr": Estimate},
-              "system": {statistic: Estimate}},  # those of the system level, each also with
-                                                  # "draws": one rating a row drawn at random
-                                                  # against the others' mean, system means,
-                                                  # averaged over draws; absent without the
-                                                  # level, or where fewer than 3 systems have
-                                                  # rows rated twice (then in "skipped")
+              "within_task": {"tau_darr": Estimate}},
           "per_rater": {rater: {"n": int, "pearson": float|None, "spearman": float|None}}},
       "by_system": {                     # absent without a 'system' column
           system: {"n": int, "n_tasks": int,
@@ -140,17 +134,12 @@ from hybridmetric.signature import environment, signature
 #: Williams test of two metrics one up to a linear map is NaN; 4: wide scales' grades binned;
 #: 5: a level whose ratings never differ, within any task or between the systems' means, is
 #: left out; 6: means rounded to digits of the values averaged, not to 11 decimals at least,
-#: so a scale as small as 0 to 1e-6 keeps its digits; 7: the human ceiling has a system level).
-AUDIT_VERSION = "7"
+#: so a scale as small as 0 to 1e-6 keeps its digits).
+AUDIT_VERSION = "6"
 ITEM_STATISTICS = ("pearson", "spearman", "kendall_tau_b", "kendall_tau_c", "pairwise_accuracy",
                    "pairwise_accuracy_tc")
 WITHIN_STATISTICS = ("tau_darr", "pairwise_accuracy", "pairwise_accuracy_tc", "pearson",
                      "spearman", "kendall_tau_b", "kendall_tau_c")
-#: The draws of one rating a row that the system-level human ceiling averages over, and the
-#: stream of the audit's seed they come from (the bootstrap's is the seed alone, each
-#: permutation test's the seed and two numbers).
-CEILING_DRAWS = 20
-CEILING_STREAM = 1
 SYSTEM_STATISTICS = ("pearson", "spearman", "kendall_tau_b", "kendall_tau_c", "pairwise_accuracy")
 #: ("item", "spearman") is supported too; it is left out by default as the costliest test.
 DEFAULT_COMPARISONS = (("item", "pearson"), ("within_task", "tau_darr"), ("system", "pearson"))
@@ -328,10 +317,7 @@ def _williams(level: str, statistic: str, data: _Data, a: str, b: str) -> float 
 
 
 def _ceiling(data: _Data, frame: pd.DataFrame, counts: np.ndarray, confidence: float,
-             threshold: float, seed: int, system_level: bool, skipped: list[str]
-             ) -> dict[str, Any]:
-    """The human ceiling; ``system_level``: whether the audit has that level, which then gets a
-    ceiling too, or a reason in ``skipped``."""
+             threshold: float) -> dict[str, Any]:
     found = _reliability(frame)
     if found is None:
         return {"reason": "the table has no per-rater 'ratings' column (rater -> rating)"}
@@ -354,15 +340,6 @@ def _ceiling(data: _Data, frame: pd.DataFrame, counts: np.ndarray, confidence: f
     np.add.at(task_cdt, owner_task, cdt)
     total = task_cdt.sum(axis=0)
     tau = (total[0] - total[1]) / total.sum() if total.sum() else math.nan
-    levels = {"item": item,
-              "within_task": {"tau_darr": _estimate(tau, stats.bootstrap_darr(task_cdt, counts),
-                                                    confidence)}}
-    if system_level:
-        system = _system_ceiling(data, unit, own, rest, counts, confidence, seed)
-        if isinstance(system, str):
-            skipped.append(f"system-level human ceiling: {system}")
-        else:
-            levels["system"] = system
     per_rater = {}
     pearsons = stats.leave_one_rater_out(matrix, "pearson")
     spearmans = stats.leave_one_rater_out(matrix, "spearman")
@@ -375,50 +352,13 @@ def _ceiling(data: _Data, frame: pd.DataFrame, counts: np.ndarray, confidence: f
         "n_rows_multi_rated": int(np.count_nonzero(np.isfinite(matrix).sum(axis=0) >= 2)),
         "krippendorff_alpha": {level: _number(stats.krippendorff_alpha(matrix, level))
                                for level in ("interval", "ordinal")},
-        "leave_one_rater_out": levels,
+        "leave_one_rater_out": {
+            "item": item,
+            "within_task": {"tau_darr": _estimate(tau, stats.bootstrap_darr(task_cdt, counts),
+                                                  confidence)},
+        },
         "per_rater": per_rater,
     }
-
-
-def _system_ceiling(data: _Data, unit: np.ndarray, own: np.ndarray, rest: np.ndarray,
-                    counts: np.ndarray, confidence: float, seed: int) -> dict[str, Any] | str:
-    """The system-level ceiling, or why there is none: one rating of each row that two or
-    more raters rated, drawn at random, stands for a single human's (a study of one rating a
-    row), set against the mean of the others' on that row; the systems' means of each over
-    those rows, by the statistics the metrics get at that level; averaged over
-    :data:`CEILING_DRAWS` seeded draws, in each task resample too. (Every rating against the
-    others', pooled, would give one set of means twice: on a row, the ratings and their rests
-    have the same mean.)"""
-    assert data.systems is not None
-    picks = stats.one_per_group(unit, CEILING_DRAWS, [seed, CEILING_STREAM])
-    rows = unit[picks[0]]
-    systems, tasks = data.systems[rows], data.task_codes[rows]
-    labels, system_codes = stats.group_codes(systems)
-    if labels.size < 3:
-        return (f"{labels.size} system(s) have rows rated by two or more raters; a correlation "
-                "needs 3 or more")
-    values: dict[str, list[float]] = {name: [] for name in SYSTEM_STATISTICS}
-    resampled: dict[str, list[np.ndarray]] = {name: [] for name in SYSTEM_STATISTICS}
-    drawn = stats.bootstrap_system_means_of(np.vstack([own[picks], rest[picks]]), tasks,
-                                            system_codes, counts)
-    for d, pick in enumerate(picks):
-        means = [stats.system_means(v[pick], systems)[None, :] for v in (own, rest)]
-        boot = [drawn[:, :, d], drawn[:, :, CEILING_DRAWS + d]]
-        for name in SYSTEM_STATISTICS:
-            values[name].append(_rowwise_defined(name, *means)[0])
-            resampled[name].append(_rowwise_defined(name, *boot))
-    return {name: _estimate(_defined_mean(np.array(values[name])[:, None])[0],
-                            _defined_mean(np.stack(resampled[name])), confidence,
-                            draws=CEILING_DRAWS)
-            for name in SYSTEM_STATISTICS}
-
-
-def _defined_mean(values: np.ndarray) -> np.ndarray:
-    """Each column's mean of its finite values (nan where none is)."""
-    defined = np.isfinite(values)
-    n = defined.sum(axis=0)
-    total = np.where(defined, values, 0.0).sum(axis=0)
-    return np.where(n > 0, total / np.maximum(n, 1), np.nan)
 
 
 def _by_system(data: _Data, counts: np.ndarray, confidence: float) -> dict[str, Any]:
@@ -820,8 +760,7 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
         "focus_rule": rule,
         "agreement": agreement,
         "comparisons": rows,
-        "ceiling": (_ceiling(data, frame, counts, confidence, tie_threshold, seed,
-                             "system" in agreement, skipped)
+        "ceiling": (_ceiling(data, frame, counts, confidence, tie_threshold)
                     if target == "rating" or "ratings" not in frame.columns else
                     {"reason": "the raters' grades ('ratings') grade 'rating', not "
                                f"the target '{target}'"}),

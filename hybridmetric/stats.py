@@ -620,25 +620,13 @@ def bootstrap_system_means(values: np.ndarray, codes: np.ndarray, system_codes: 
                            counts: np.ndarray) -> np.ndarray:
     """Per-system means of ``values`` in each group resample: (B, S); nan for absent systems
     (:func:`settled_means`)."""
-    return bootstrap_system_means_of(np.asarray(values)[None, :], codes, system_codes,
-                                     counts)[:, :, 0]
-
-
-def bootstrap_system_means_of(values: np.ndarray, codes: np.ndarray, system_codes: np.ndarray,
-                              counts: np.ndarray) -> np.ndarray:
-    """:func:`bootstrap_system_means` of each row of ``values`` (V, rows), which share their
-    rows' groups and systems: (B, S, V), from one product with ``counts`` (which, B x groups,
-    can be large: each product reads all of it)."""
     n_groups, n_systems = counts.shape[1], int(system_codes.max()) + 1
-    cell = np.asarray(codes) * n_systems + system_codes
-    cells = n_groups * n_systems
-    table = np.column_stack([np.bincount(cell, minlength=cells)]
-                            + [np.bincount(cell, weights=v, minlength=cells) for v in values])
-    drawn = (counts @ table.reshape(n_groups, -1)).reshape(len(counts), n_systems, -1)
+    cell_sum = np.zeros((n_groups, n_systems))
+    cell_n = np.zeros((n_groups, n_systems))
+    np.add.at(cell_sum, (codes, system_codes), values)
+    np.add.at(cell_n, (codes, system_codes), 1.0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        means = drawn[:, :, 1:] / drawn[:, :, :1]
-    return np.stack([settled_means(means[:, :, k], largest_abs(v))
-                     for k, v in enumerate(values)], axis=2)
+        return settled_means((counts @ cell_sum) / (counts @ cell_n), largest_abs(values))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -940,16 +928,6 @@ def rater_vs_rest(reliability: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.n
     rest = np.array([math.fsum([*grades[u], -value]) for u, value
                      in zip(unit.tolist(), own.tolist(), strict=True)]) / (numbers[unit] - 1)
     return rater, unit, own, rest
-
-
-def one_per_group(groups: np.ndarray, draws: int, seed: int | Sequence[int]) -> np.ndarray:
-    """``draws`` independent draws of one member of each group, uniformly at random: an array
-    (draws, groups) of indices into ``groups``, its columns in the order of the sorted group
-    labels (:func:`group_codes`), so ``groups[picks[d]]`` is the same for every draw ``d``."""
-    order = np.argsort(np.asarray(groups), kind="stable")
-    _, start, size = np.unique(np.asarray(groups)[order], return_index=True, return_counts=True)
-    offsets = np.random.default_rng(seed).integers(0, size, size=(draws, size.size))
-    return order[start + offsets]
 
 
 def leave_one_rater_out(reliability: np.ndarray, statistic: str = "pearson",

@@ -442,19 +442,6 @@ def test_krippendorff_alpha_published_examples():
         stats.krippendorff_alpha(np.array([[1.0, nan], [nan, 2.0]]))
 
 
-def test_one_per_group_draws_each_member_of_its_group_evenly():
-    groups = np.array(["b", "a", "b", "c", "b", "a"])
-    picks = stats.one_per_group(groups, 3000, 7)
-    assert picks.shape == (3000, 3)
-    assert (groups[picks] == np.array(["a", "b", "c"])).all()
-    shares = np.bincount(picks.ravel(), minlength=groups.size) / 3000
-    assert shares[3] == 1  # "c" has one member
-    assert shares[[1, 5]] == pytest.approx([0.5, 0.5], abs=0.04)
-    assert shares[[0, 2, 4]] == pytest.approx([1 / 3] * 3, abs=0.04)
-    assert (stats.one_per_group(groups, 3000, 7) == picks).all()
-    assert not (stats.one_per_group(groups, 3000, 8) == picks).all()
-
-
 def test_rater_vs_rest_and_leave_one_rater_out():
     nan = np.nan
     data = np.array([[1, 2, 3, nan, 4],
@@ -487,33 +474,6 @@ def test_system_means_of_the_same_values_in_another_order_tie():
     system_codes = np.repeat(np.arange(3), 3)
     resampled = stats.bootstrap_system_means(values, codes, system_codes, np.ones((2, 3)))
     assert resampled.tolist() == [[0.2, 0.2, 0.2]] * 2
-
-
-def test_bootstrap_system_means_of_many_vectors_is_each_vectors_own():
-    """One product with the resample counts for several value vectors over the same rows gives
-    each vector's own resampled system means (a system absent from a resample: nan in each),
-    each rounded to its own values' size."""
-    rng = np.random.default_rng(3)
-    codes = np.repeat(np.arange(6), 4)
-    system_codes = np.tile(np.arange(4), 6)
-    values = np.vstack([rng.normal(size=24), 1e-6 * rng.normal(size=24), rng.integers(0, 5, 24)])
-    counts = stats.group_bootstrap_counts(6, 40, seed=1)
-    counts[0] = [1, 0, 0, 0, 0, 0]
-    many = stats.bootstrap_system_means_of(values, codes, system_codes, counts)
-    assert many.shape == (40, 4, 3)
-    for k, vector in enumerate(values):
-        own = stats.bootstrap_system_means(vector, codes, system_codes, counts)
-        np.testing.assert_array_equal(many[:, :, k], own)
-        for b in (1, 2):
-            rows, _ = _materialise(counts[b], codes)
-            expected = [vector[rows][system_codes[rows] == s].mean() for s in range(4)]
-            assert many[b, :, k] == pytest.approx(expected, rel=1e-9)
-    # system 2 only in group 1: a resample of group 0 alone has no mean for it
-    absent = stats.bootstrap_system_means_of(np.array([[1.0, 2.0, 3.0, 4.0], [0, 0, 1, 1]]),
-                                             np.array([0, 0, 1, 1]), np.array([0, 1, 0, 2]),
-                                             np.array([[1.0, 0.0], [1.0, 1.0]]))
-    assert absent[0, :2].tolist() == [[1.0, 0.0], [2.0, 0.0]] and np.isnan(absent[0, 2]).all()
-    assert absent[1].tolist() == [[2.0, 0.5], [2.0, 0.0], [4.0, 1.0]]
 
 
 def test_rounding_keeps_significant_digits_of_the_values_whatever_their_size():

@@ -176,23 +176,9 @@ def _ceiling(results: Mapping[str, Any]) -> Section:
         "overall reliability. It is a conservative ceiling: one rater's whole-number grades tie "
         "far more often than a mean of raters or a metric does, which lowers rank statistics "
         "such as tau darr most, so a metric can exceed it there without beating the raters."
-        + _system_ceiling_text(ceiling)
     )
     section.blocks.extend(ceiling_tables(ceiling))
     return section
-
-
-def _system_ceiling_text(ceiling: Mapping[str, Any]) -> str:
-    """How the system-level ceiling was made, where the results hold one."""
-    system = (ceiling.get("leave_one_rater_out") or {}).get("system") or {}
-    draws = next((e.get("draws") for e in system.values() if isinstance(e, Mapping)), None)
-    if draws is None:
-        return ""
-    return (" At the system level, one rating drawn at random from each row that two or more "
-            "raters rated stands for a study of one rating a row, set against the mean of the "
-            "others on that row: the systems' means of each are compared, averaged over "
-            f"{draws} seeded draws (every rating against the others, pooled, would give the "
-            "same means twice).")
 
 
 def _agreement(results: Mapping[str, Any]) -> Section:

@@ -261,9 +261,7 @@ def ceiling_tables(ceiling: Mapping[str, Any]) -> list[Table]:
     if loo:
         table = Table("Ceiling: a rater against the mean of the other raters",
                       ["level", "statistic", "estimate [95% CI]"],
-                      note="Item and within-task: every rating, pooled; system: one "
-                           "rating a row drawn at random, the systems' means, averaged over "
-                           "draws. CIs resample tasks (none where not computed).")
+                      note="Pooled over raters; CIs resample tasks (none where not computed).")
         for level, by_stat in loo.items():
             for stat, estimate in by_stat.items():
                 table.rows.append([Cell(label(level)), Cell(label(stat)),
