@@ -117,6 +117,7 @@ from hybridmetric.schema import (
     SCORE_PREFIX,
     check_grades_on_scale,
     check_on_scale,
+    check_ratings,
     missing_message,
     missing_rows,
     numbers,
@@ -134,8 +135,9 @@ from hybridmetric.signature import environment, signature
 #: Williams test of two metrics one up to a linear map is NaN; 4: wide scales' grades binned;
 #: 5: a level whose ratings never differ, within any task or between the systems' means, is
 #: left out; 6: means rounded to digits of the values averaged, not to 11 decimals at least,
-#: so a scale as small as 0 to 1e-6 keeps its digits).
-AUDIT_VERSION = "6"
+#: so a scale as small as 0 to 1e-6 keeps its digits; 7: the human ceiling needs 3 rows rated
+#: twice, not 3 rater-vs-rest pairs, which two rows of two raters made, mirror images).
+AUDIT_VERSION = "7"
 ITEM_STATISTICS = ("pearson", "spearman", "kendall_tau_b", "kendall_tau_c", "pairwise_accuracy",
                    "pairwise_accuracy_tc")
 WITHIN_STATISTICS = ("tau_darr", "pairwise_accuracy", "pairwise_accuracy_tc", "pearson",
@@ -166,11 +168,14 @@ def finite_values(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
 
 
 def _reliability(frame: pd.DataFrame) -> tuple[list[str], np.ndarray] | None:
-    """Raters and the raters x rows matrix of the ``ratings`` column, or None when absent."""
+    """Raters and the raters x rows matrix of the ``ratings`` column (nan: not graded), or None
+    when absent; a ValueError naming the row where a cell is not rater -> grade
+    (:func:`schema.check_ratings`)."""
     if "ratings" not in frame.columns:
         return None
+    check_ratings(frame)
     cells = frame["ratings"].tolist()
-    raters = sorted({str(r) for cell in cells if isinstance(cell, Mapping) for r in cell})
+    raters = sorted({r for cell in cells if isinstance(cell, Mapping) for r in cell})
     if not raters:
         return None
     index = {r: k for k, r in enumerate(raters)}
@@ -178,12 +183,8 @@ def _reliability(frame: pd.DataFrame) -> tuple[list[str], np.ndarray] | None:
     for row, cell in enumerate(cells):
         if isinstance(cell, Mapping):
             for rater, value in cell.items():
-                try:
-                    data[index[str(rater)], row] = float(value)
-                except (TypeError, ValueError):
-                    raise ValueError(f"{row_label(frame, row)}, field 'ratings': rater "
-                                     f"{rater!r} has the "
-                                     f"non-numeric rating {value!r}") from None
+                if value is not None and value is not pd.NA:  # (those, NaN: not graded)
+                    data[index[rater], row] = float(value)
     return raters, data
 
 
@@ -323,8 +324,8 @@ def _ceiling(data: _Data, frame: pd.DataFrame, counts: np.ndarray, confidence: f
         return {"reason": "the table has no per-rater 'ratings' column (rater -> rating)"}
     raters, matrix = found
     rater, unit, own, rest = stats.rater_vs_rest(matrix)
-    if own.size < 3:
-        return {"reason": "fewer than 3 ratings share a row with another rater's rating"}
+    if np.unique(unit).size < 3:  # (two rows of two raters: four pairs, two mirror images)
+        return {"reason": "fewer than 3 rows are rated by two or more raters"}
     codes = data.task_codes[unit]
     item = {}
     for name in ("pearson", "spearman"):

@@ -478,6 +478,17 @@ def _check_cell(field: str, value: Any) -> str | None:
     return None
 
 
+def check_ratings(frame: pd.DataFrame) -> None:
+    """ValueError naming the first row whose ``ratings`` the readers would refuse
+    (:func:`validate`): an object of rater (a string) -> a finite number, or null where the
+    rater did not grade the row; for tables made in Python, which no reader checked."""
+    for position, cell in enumerate(frame["ratings"].tolist()):
+        if not _missing(cell):
+            problem = _check_cell("ratings", cell)
+            if problem:
+                raise ValueError(f"{row_label(frame, position)}, field 'ratings': {problem}")
+
+
 def validate(frame: pd.DataFrame, where: Location) -> pd.DataFrame:
     """Check every row of ``frame`` against the record contract and return it normalised.
 

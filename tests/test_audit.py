@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import math
+import re
 
 import numpy as np
 import pandas as pd
@@ -139,6 +141,47 @@ def test_ceiling_from_per_rater_ratings(frame, results):
     assert lo_ro["item"]["pearson"]["value"] == pytest.approx(stats.pearson(own, rest))
     assert lo_ro["item"]["pearson"]["ci"][0] < lo_ro["item"]["pearson"]["value"]
     assert set(ceiling["per_rater"]) == set(raters)
+
+
+@pytest.mark.parametrize(("grades", "problem"), [
+    ({1: 0.0, "1": 4.0}, "a rater is named by a int, not a string: 1"),
+    ({"r0": "3", "r1": 2.0}, "rater 'r0' has a non-numeric grade '3'"),
+    ({"r0": True, "r1": 2.0}, "rater 'r0' has a non-numeric grade True"),
+    ({"r0": math.inf, "r1": 2.0}, "rater 'r0' has a grade that is not finite: inf"),
+    ([3.0, 2.0], "expected an object of rater -> number, got list"),
+])
+def test_grades_a_table_made_in_python_holds_are_checked_as_the_readers_check_them(
+        frame, grades, problem):
+    """A table built in Python, which no reader checked: a grade the readers refuse (an int
+    rater that str() would merge with "1", a grade in a string, a bool, infinity) is an error
+    naming its row, not a grade merged, read as a number or dropped."""
+    bad = frame.copy()
+    bad.at[bad.index[7], "ratings"] = grades
+    with pytest.raises(ValueError, match=re.escape(f"row 7, field 'ratings': {problem}")):
+        audit(bad, n_resamples=20, n_permutations=20)
+
+
+def test_ungraded_cells_and_grades_are_left_out_of_the_ceiling(frame, results):
+    """None, NaN and pd.NA grades, and rows without ratings, are not graded, as the readers
+    take null: the ceiling counts the other ratings."""
+    holes = frame.copy()
+    first = dict(holes.at[0, "ratings"])
+    holes.at[0, "ratings"] = {**first, "extra": None}
+    holes.at[1, "ratings"] = {**holes.at[1, "ratings"], "extra": math.nan}
+    holes.at[2, "ratings"] = {**holes.at[2, "ratings"], "extra": pd.NA}
+    holes.at[3, "ratings"] = None
+    ceiling = audit(holes, seed=3, n_resamples=50, n_permutations=50)["ceiling"]
+    assert ceiling["n_ratings"] == results["ceiling"]["n_ratings"] - len(frame.at[3, "ratings"])
+
+
+def test_ceiling_needs_three_rows_rated_twice_not_three_pairs(frame):
+    """Two rows of two raters make four rater-vs-rest pairs, each row's two mirror images of
+    each other (their correlation is -1): no ceiling, and the reason."""
+    sparse = frame.copy()
+    sparse["ratings"] = [dict(list(g.items())[:2]) if k < 2 else dict(list(g.items())[:1])
+                         for k, g in enumerate(sparse["ratings"])]
+    ceiling = audit(sparse, seed=3, n_resamples=50, n_permutations=50)["ceiling"]
+    assert ceiling == {"reason": "fewer than 3 rows are rated by two or more raters"}
 
 
 def test_same_seed_same_numbers_other_seed_other_intervals(frame, results):
