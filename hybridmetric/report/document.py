@@ -175,7 +175,10 @@ def _ceiling(results: Mapping[str, Any]) -> Section:
         "alpha (Krippendorff 2011; 1 = perfect agreement, 0 = chance) measures the raters' "
         "overall reliability. It is a conservative ceiling: one rater's whole-number grades tie "
         "far more often than a mean of raters or a metric does, which lowers rank statistics "
-        "such as tau darr most, so a metric can exceed it there without beating the raters."
+        "such as tau darr most, so a metric can exceed it there without beating the raters. "
+        "It takes raters to be spread over the systems: where each system's rows are graded by "
+        "raters of its own, a rater and the others on a row share those raters' leanings, "
+        "which raise the ceiling, even above what a perfect metric reaches."
     )
     section.blocks.extend(ceiling_tables(ceiling))
     return section
