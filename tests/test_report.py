@@ -28,7 +28,7 @@ from hybridmetric.report.document import (
 )
 from hybridmetric.report.markdown import escape as md_escape
 from hybridmetric.report.plots import MAX_LEVELS, rating_groups, strip_plots, weights_plot
-from hybridmetric.report.tables import fmt, fmt_estimate, fmt_p, significance_matrix
+from hybridmetric.report.tables import DASH, fmt, fmt_estimate, fmt_p, significance_matrix
 
 HOSTILE = "<script>alert('x')</script>|$x_{|&amp;"
 SYSTEMS = ("alpha", "beta", "gamma", "delta")
@@ -589,3 +589,20 @@ def test_raters_are_listed_in_their_numbers_order() -> None:
     ceiling = {"per_rater": {f"grader{k}": {"pearson": 0.5} for k in (1, 10, 2, 11, 3)}}
     table = ceiling_tables(ceiling)[-1]
     assert [row[0].text for row in table.rows] == [f"grader{k}" for k in (1, 2, 3, 10, 11)]
+    assert table.note == ""
+
+
+def test_a_crowd_of_raters_lists_those_with_the_most_rows_and_says_what_a_dash_means() -> None:
+    """A crowd study's 200 raters: the 40 with the most shared rows (ties by name), in name
+    order, a note that says so; a rater whose correlation is undefined shows a dash, which the
+    note explains."""
+    from hybridmetric.report.tables import MAX_RATERS_SHOWN, ceiling_tables
+    per_rater = {f"r{k}": {"n": 1000 - k if k % 2 else 3, "pearson": 0.5, "spearman": 0.4}
+                 for k in range(200)}
+    per_rater["r7"]["pearson"] = None
+    table = ceiling_tables({"per_rater": per_rater})[-1]
+    kept = sorted((k for k in range(200) if k % 2), key=lambda k: 1000 - k, reverse=True)
+    assert [row[0].text for row in table.rows] == [f"r{k}" for k in sorted(kept[:40])]
+    assert MAX_RATERS_SHOWN == 40
+    assert "The 40 raters with the most shared rows of 200" in table.note
+    assert "not defined" in table.note and table.rows[3][2].text == DASH  # (r7, pearson)

@@ -252,6 +252,10 @@ def significance_matrix(comparisons: Sequence[Mapping[str, Any]], alpha: float) 
     return table
 
 
+#: The most raters the table of each rater against the others lists (a crowd study has hundreds).
+MAX_RATERS_SHOWN = 40
+
+
 def ceiling_tables(ceiling: Mapping[str, Any]) -> list[Table]:
     """The inter-rater reliability, the leave-one-rater-out ceiling, and each rater against the
     mean of the others."""
@@ -270,8 +274,18 @@ def ceiling_tables(ceiling: Mapping[str, Any]) -> list[Table]:
     per_rater = ceiling.get("per_rater") or {}
     if per_rater:
         stats = statistics_of(per_rater)
-        table = Table("Each rater against the mean of the others", ["rater", *map(label, stats)])
-        for rater, values in sorted(per_rater.items(), key=lambda item: natural(item[0])):
+        shown = sorted(per_rater.items(), key=lambda item: (-(item[1].get("n") or 0),
+                                                            natural(item[0])))[:MAX_RATERS_SHOWN]
+        notes = []
+        if len(per_rater) > len(shown):
+            notes.append(f"The {len(shown)} raters with the most shared rows of "
+                         f"{len(per_rater)}; every rater's are in results.json.")
+        if any(values.get(s) is None for _, values in shown for s in stats):
+            notes.append(f"{DASH}: not defined (the rater's grades, or the others' means on "
+                         "their rows, do not vary).")
+        table = Table("Each rater against the mean of the others", ["rater", *map(label, stats)],
+                      note=" ".join(notes))
+        for rater, values in sorted(shown, key=lambda item: natural(item[0])):
             table.rows.append([Cell(str(rater))] + [Cell(fmt(values.get(s))) for s in stats])
         tables.append(table)
     return tables
