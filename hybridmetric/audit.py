@@ -117,7 +117,7 @@ from hybridmetric.schema import (
     SCORE_PREFIX,
     check_grades_on_scale,
     check_on_scale,
-    check_ratings,
+    checked_ratings,
     missing_message,
     missing_rows,
     numbers,
@@ -170,11 +170,10 @@ def finite_values(frame: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
 def _reliability(frame: pd.DataFrame) -> tuple[list[str], np.ndarray] | None:
     """Raters and the raters x rows matrix of the ``ratings`` column (nan: not graded), or None
     when absent; a ValueError naming the row where a cell is not rater -> grade
-    (:func:`schema.check_ratings`)."""
+    (:func:`schema.checked_ratings`)."""
     if "ratings" not in frame.columns:
         return None
-    check_ratings(frame)
-    cells = frame["ratings"].tolist()
+    cells = checked_ratings(frame)["ratings"].tolist()
     raters = sorted({r for cell in cells if isinstance(cell, Mapping) for r in cell})
     if not raters:
         return None
@@ -183,8 +182,7 @@ def _reliability(frame: pd.DataFrame) -> tuple[list[str], np.ndarray] | None:
     for row, cell in enumerate(cells):
         if isinstance(cell, Mapping):
             for rater, value in cell.items():
-                if value is not None and value is not pd.NA:  # (those, NaN: not graded)
-                    data[index[rater], row] = float(value)
+                data[index[rater], row] = float(value)
     return raters, data
 
 

@@ -120,6 +120,7 @@ from hybridmetric.schema import (
     SCORE_PREFIX,
     check_grades_on_scale,
     check_on_scale,
+    checked_ratings,
     missing_message,
     missing_rows,
     numbers,
@@ -590,6 +591,8 @@ def _training_rows(
                          "or ridge")
     columns = feature_columns(frame, features, target)
     _check_signatures(columns, scorer_signatures)
+    if model in RATER_MODELS:  # (a table made in Python: no reader checked its grades)
+        frame = checked_ratings(frame)
     frame = renumbered(frame)
     gaps = fit_gaps(frame, target, columns, model)
     if gaps and missing == "refuse":

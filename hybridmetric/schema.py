@@ -478,15 +478,22 @@ def _check_cell(field: str, value: Any) -> str | None:
     return None
 
 
-def check_ratings(frame: pd.DataFrame) -> None:
-    """ValueError naming the first row whose ``ratings`` the readers would refuse
-    (:func:`validate`): an object of rater (a string) -> a finite number, or null where the
-    rater did not grade the row; for tables made in Python, which no reader checked."""
-    for position, cell in enumerate(frame["ratings"].tolist()):
+def checked_ratings(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with its ``ratings`` as the readers give them (:func:`validate`): each cell an
+    object of rater (a string) -> finite number, null grades (NaN, ``pd.NA``: a rater who did
+    not grade the row) left out; a ValueError naming the first row whose cell they would refuse.
+    For tables made in Python, which no reader checked."""
+    cells = frame["ratings"].tolist()
+    for position, cell in enumerate(cells):
         if not _missing(cell):
             problem = _check_cell("ratings", cell)
             if problem:
                 raise ValueError(f"{row_label(frame, position)}, field 'ratings': {problem}")
+    frame = frame.copy()
+    frame["ratings"] = pd.Series([None if _missing(cell) else
+                                  {r: g for r, g in cell.items() if not _missing(g)}
+                                  for cell in cells], index=frame.index, dtype=object)
+    return frame
 
 
 def validate(frame: pd.DataFrame, where: Location) -> pd.DataFrame:

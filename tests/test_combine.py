@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 import os
 import warnings
 
@@ -474,6 +475,23 @@ def test_rater_models_card_round_trip(tmp_path, model):
                                rtol=0, atol=1e-12)
     assert card.data["cv"]["hybrid"]["kendall"]["mean"] > 0.6
     assert ("ordinal" in card.data) == (model == "ordinal")
+
+
+def test_rater_models_check_the_grades_of_a_table_made_in_python():
+    """A rater named by an int (which str() would merge with "1") is an error naming its row;
+    null grades (None, NaN) are not graded, as the readers take them: the same card as
+    without them."""
+    frame = study_frame(n_tasks=20)
+    bad = frame.copy()
+    bad.at[bad.index[4], "ratings"] = {1: 2.0, "1": 3.0}
+    with pytest.raises(ValueError, match=r"row 4, field 'ratings': a rater is named by a int"):
+        quick_card(bad, model="mixed", n_boot=0)
+    holes = frame.copy()
+    holes["ratings"] = [{**grades, "absent": None if k % 2 else math.nan}
+                        for k, grades in enumerate(holes["ratings"])]
+    card = quick_card(holes, model="mixed", n_boot=0)
+    assert card.data["training"]["n_rater_rows"] == 3 * len(frame)
+    assert card.data["weights"] == quick_card(frame, model="mixed", n_boot=0).data["weights"]
 
 
 def test_mismatched_card_is_refused():
