@@ -56,8 +56,9 @@ resamples gave a defined value; ``None`` stands for an undefined statistic)::
           "p_permutation": float|None,   # PERM-BOTH, one-sided, (c+1)/(n+1); None: constant
           "p_holm": float|None,          # Holm over the family (same level and statistic)
           "p_williams_holm": float|None}, ...],
-      "ceiling": {                       # or {"reason": str}: no per-rater ratings, or a
-                                         # target other than "rating", which they grade
+      "ceiling": {                       # or {"reason": str}: no per-rater ratings, a
+                                         # target other than "rating", which they grade, or
+                                         # fewer than 3 rows rated by two or more raters
           "n_raters": int, "n_ratings": int, "n_rows_multi_rated": int,
           "krippendorff_alpha": {"interval": float, "ordinal": float},
           "leave_one_rater_out": {       # each rating against the mean of the other raters'
