@@ -931,7 +931,7 @@ def _comparison_lines(comparisons: Mapping[str, Mapping[str, Any]],
     kendall, pearson = comparisons.get("kendall"), comparisons.get("pearson")
     if (kendall and pearson and kendall["gain"] is not None and pearson["gain"] is not None
             and kendall["beats_best_feature"] != pearson["beats_best_feature"]
-            and (distinct.get(kendall["best_feature"]) or FEW_VALUES + 1) <= FEW_VALUES):
+            and (distinct.get(kendall["best_feature"]) or math.inf) <= FEW_VALUES):
         lines.append(
             f"  (Kendall's best feature, {kendall['best_feature']}, takes "
             f"{distinct[kendall['best_feature']]} values: tau b leaves the pairs a metric ties "

@@ -470,8 +470,8 @@ class Sandbox:
                 except (OSError, subprocess.SubprocessError) as exc:
                     # its programs end in sandbox_error, which is never cached
                     found = f"{command[0]} unavailable: {exc}"
-                if language == "java":
-                    found += "".join(f" {jar}:{_stamp(jar)}" for jar in self.java_classpath)
+                if language == "java" and self.java_classpath:
+                    found += " " + self._jar_stamps()
                 if language == "cpp":
                     found += f" -std={self.cpp_standard}"
             self._runtimes[language] = found
@@ -487,9 +487,12 @@ class Sandbox:
             version = None if " unavailable: " in first else _VERSION.search(first)
             found[name] = version.group(0) if version else "none"
         if self.java_classpath:
-            stamps = " ".join(f"{jar}:{_stamp(jar)}" for jar in self.java_classpath)
-            found["java_jars"] = hashlib.sha256(stamps.encode()).hexdigest()[:12]
+            found["java_jars"] = hashlib.sha256(self._jar_stamps().encode()).hexdigest()[:12]
         return found
+
+    def _jar_stamps(self) -> str:
+        """``path:size@time`` of each Java jar, in the classpath's order."""
+        return " ".join(f"{jar}:{_stamp(jar)}" for jar in self.java_classpath)
 
     @property
     def uids(self) -> list[int]:
