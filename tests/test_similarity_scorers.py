@@ -316,6 +316,26 @@ def test_a_text_too_long_for_the_memory_it_takes_is_an_error_naming_its_row(scor
     scorer.close()
 
 
+@pytest.mark.parametrize(("scorer", "reads_context"), [
+    (CodeBleu(max_chars=10), False),
+    (CodeBertScore(max_chars=10), True),
+    (CodeBertScore(max_chars=10, use_context=False), False),
+], ids=["codebleu", "codebertscore", "codebertscore-without-context"])
+def test_only_the_texts_a_scorer_reads_are_held_to_its_length_limit(scorer, reads_context):
+    """codebleu never reads a record's context, nor CodeBERTScore without ``use_context``: a
+    long intent must not stop them (it did codebleu's)."""
+    rows = frame([("x = 1", ["x = 1"]), ("x = 1", ["x = 1"])]).assign(
+        context=["short", "a docstring of more than ten characters"])
+    if reads_context:
+        with pytest.raises(ValueError, match="^row 1, field 'context': a text of 39 characters"):
+            scorer.check(rows)
+    else:
+        scorer.check(rows)
+    with pytest.raises(ValueError, match="^row 1, field 'candidate': a text of 11 characters"):
+        scorer.check(rows.assign(candidate=["x = 1", "x = 1000000"]))
+    scorer.close()
+
+
 def test_a_row_codebleu_cannot_score_is_an_error_naming_it():
     """Any error of codebleu's on a row (a MemoryError on a huge one) ended its worker, and the
     run said only "the codebleu worker died"; it names the row, and the worker goes on."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
@@ -21,6 +21,8 @@ from hybridmetric.signature import environment, signature
 
 _TRUE = {"true", "yes", "1", "on"}
 _FALSE = {"false", "no", "0", "off"}
+#: The texts of a record that a similarity scorer may read (see :func:`check_text_lengths`).
+TEXT_FIELDS = ("candidate", "references", "context")
 
 
 @dataclass(frozen=True)
@@ -178,17 +180,22 @@ def references_of(frame: pd.DataFrame) -> list[list[str]]:
             for refs in frame["references"]]
 
 
-def check_text_lengths(frame: pd.DataFrame, setting: str, limit: int, cost: str) -> None:
-    """Raise ValueError, naming the row and field, for the first candidate, reference or
-    context longer than ``limit`` characters (the scorer's ``setting``, whose ``cost`` per
-    text says why): a scorer whose memory grows with a text's length would otherwise be
-    killed outright by the kernel, naming nothing."""
-    contexts = frame["context"].tolist() if "context" in frame.columns else [None] * len(frame)
-    for position, (candidate, refs, context) in enumerate(zip(
-            frame["candidate"], references_of(frame), contexts, strict=True)):
-        for field, texts in (("candidate", [candidate]), ("references", refs),
-                             ("context", [context])):
-            longest = max((len(t) for t in texts if isinstance(t, str)), default=0)
+def check_text_lengths(frame: pd.DataFrame, setting: str, limit: int, cost: str,
+                       fields: Collection[str] = TEXT_FIELDS) -> None:
+    """Raise ValueError, naming the row and field, for the first text of ``fields`` (those the
+    scorer reads, of :data:`TEXT_FIELDS`) longer than ``limit`` characters (the scorer's
+    ``setting``, whose ``cost`` per text says why): a scorer whose memory grows with a text's
+    length would otherwise be killed outright by the kernel, naming nothing."""
+    columns = {
+        "candidate": [[text] for text in frame["candidate"]],
+        "references": references_of(frame),
+        "context": [[text] for text in frame["context"]] if "context" in frame.columns else None,
+    }
+    checked = [(field, columns[field]) for field in TEXT_FIELDS
+               if field in fields and columns[field] is not None]
+    for position in range(len(frame)):
+        for field, column in checked:
+            longest = max((len(t) for t in column[position] if isinstance(t, str)), default=0)
             if longest > limit:
                 raise ValueError(
                     f"{row_label(frame, position)}, field '{field}': a text of {longest:,} "

@@ -281,8 +281,9 @@ class CodeBertScore(Scorer):
                          "float16 only on CUDA", choices=_DTYPES),
         "device": Setting("auto", "auto picks cuda, then mps, then cpu", choices=_DEVICES),
         "batch_size": Setting(32, "texts per encoder forward pass"),
-        "max_chars": Setting(MAX_CHARS, "longest candidate, reference or context taken, in "
-                             "characters (a longer one is an error naming its row)",
+        "max_chars": Setting(MAX_CHARS, "longest candidate, reference or context (with "
+                             "use_context) taken, in characters (a longer one is an error "
+                             "naming its row)",
                              signed=False, at_least=1),
         "baseline": Setting(None, "CSV (LAYER,P,R,F,F3) of rescale baselines; none = no "
                             "rescaling", kind=str),
@@ -549,7 +550,9 @@ class CodeBertScore(Scorer):
         check_text_lengths(frame, "codebertscore.max_chars", self.settings["max_chars"],
                            "each token's embedding is held several times over as it is encoded "
                            "and matched, ~8 KB a token (1 MB of code took 5.4 GB of memory and "
-                           "3.5 minutes on 2 cores)")
+                           "3.5 minutes on 2 cores)",
+                           fields=("candidate", "references", "context")
+                           if self.settings["use_context"] else ("candidate", "references"))
 
     def score(self, frame: pd.DataFrame) -> pd.DataFrame:
         self._load()

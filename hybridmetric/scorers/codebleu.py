@@ -105,7 +105,7 @@ class CodeBleu(Scorer):
         no text is longer than ``max_chars``."""
         check_text_lengths(frame, "codebleu.max_chars", self.settings["max_chars"],
                            "codebleu's syntax trees and data flow grow with a text (20 MB of "
-                           "code ran out of 8 GB)")
+                           "code ran out of 8 GB)", fields=("candidate", "references"))
         languages: dict[str, int] = {}
         for position, (refs, language) in enumerate(zip(references_of(frame),
                                                         languages_of(frame), strict=True)):
