@@ -45,15 +45,18 @@ resamples gave a defined value; ``None`` stands for an undefined statistic)::
       },                                 # "*_tc" estimates also hold "epsilon": the calibrated
                                          # metric tie threshold (Deutsch et al. 2023); those
                                          # within task "n_tasks": the tasks counted (a mean over
-                                         # those where the statistic is defined; tau_darr: with
-                                         # two rows rated apart)
+                                         # those where the statistic is defined, a metric alike
+                                         # on rows rated apart counted 0 with constant_within
+                                         # "zero"; tau_darr: with two rows rated apart)
       "comparisons": [{
           "a": str, "b": str, "level": str, "statistic": str,
           "value_a": float|None, "value_b": float|None,
           "delta": float|None,           # value_a - value_b
           "ci": [lo, hi]|None,           # paired bootstrap CI of delta (same task resamples)
           "p_williams": float|None,      # one-sided, H1: a > b; None where it does not apply
-          "p_permutation": float|None,   # PERM-BOTH, one-sided, (c+1)/(n+1); None: constant
+                                         # (item level: where a task has several rows)
+          "p_permutation": float|None,   # PERM-BOTH, one-sided, (c+1)/(n+1), tasks (systems)
+                                         # swapped whole; None: constant
           "p_holm": float|None,          # Holm over the family (same level and statistic)
           "p_williams_holm": float|None}, ...],
       "ceiling": {                       # or {"reason": str}: no per-rater ratings, a
@@ -92,7 +95,8 @@ resamples gave a defined value; ``None`` stands for an undefined statistic)::
       "notes": [str, ...],               # what limits numbers computed (few systems)
       "settings": {"seed", "n_resamples", "n_permutations", "confidence", "alpha",
                    "bootstrap_unit", "ci_method", "permutation", "williams", "holm_family",
-                   "tie_threshold", "missing", "comparisons", "useful_threshold", "scale"}
+                   "tie_threshold", "missing", "comparisons", "useful_threshold", "scale",
+                   "constant_within"}
     }
 
 ``pass_value`` answers Dibia et al. (2022, arXiv 2210.16494), who found that programmers value
@@ -137,8 +141,11 @@ from hybridmetric.signature import environment, signature
 #: 5: a level whose ratings never differ, within any task or between the systems' means, is
 #: left out; 6: means rounded to digits of the values averaged, not to 11 decimals at least,
 #: so a scale as small as 0 to 1e-6 keeps its digits; 7: the human ceiling needs 3 rows rated
-#: twice, not 3 rater-vs-rest pairs, which two rows of two raters made, mirror images).
-AUDIT_VERSION = "7"
+#: twice, not 3 rater-vs-rest pairs, which two rows of two raters made, mirror images; 8:
+#: permutations at item and within-task level swap whole tasks, no Williams test at item level
+#: where tasks have several rows, and a metric constant in a task the ratings score apart
+#: counts 0 in within-task correlations).
+AUDIT_VERSION = "8"
 ITEM_STATISTICS = ("pearson", "spearman", "kendall_tau_b", "kendall_tau_c", "pairwise_accuracy",
                    "pairwise_accuracy_tc")
 WITHIN_STATISTICS = ("tau_darr", "pairwise_accuracy", "pairwise_accuracy_tc", "pearson",
@@ -238,7 +245,8 @@ def _item(data: _Data, metric: np.ndarray, counts: np.ndarray, confidence: float
 
 
 def _within(data: _Data, metric: np.ndarray, counts: np.ndarray, confidence: float,
-            threshold: float) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+            threshold: float, constant_as_zero: bool
+            ) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     h, tasks = data.human, data.tasks
     cdt = stats.darr_counts(h, metric, tasks, threshold)
     total = cdt.sum(axis=0)
@@ -251,6 +259,8 @@ def _within(data: _Data, metric: np.ndarray, counts: np.ndarray, confidence: flo
                       ("kendall_tau_c", 0.0)):
         base = "pairwise_accuracy" if name == "pairwise_accuracy_tc" else name
         per_task = stats.per_group(base, h, metric, tasks, eps)
+        if constant_as_zero:
+            per_task = stats.constant_metric_as_zero(per_task, h, metric, tasks)
         defined = np.isfinite(per_task)
         values[name] = float(per_task[defined].mean()) if defined.any() else math.nan
         tasks_counted[name] = int(defined.sum())
@@ -314,6 +324,66 @@ def _williams(level: str, statistic: str, data: _Data, a: str, b: str) -> float 
     if not all(math.isfinite(v) for v in r):
         return None
     return _number(stats.williams_test(r[0], r[1], r[2], h.size))
+
+
+#: Below this many tasks, the audit says its intervals are rough (:func:`_resampling_notes`).
+FEW_TASKS = 20
+#: Intervals on fewer than this share of the resamples are pointed out (:func:`_resampling_notes`).
+VALID_SHARE = 0.9
+
+
+def _resampling_notes(agreement: Mapping[str, Mapping[str, Mapping[str, Any]]], n_tasks: int,
+                      n_resamples: int) -> list[str]:
+    """What limits the bootstrap intervals: few tasks to resample (a percentile interval over
+    few groups is too narrow, and over 2 or 3 it can shrink to a point, each resample a
+    reordering of the same rows), and intervals that rest on a part of the resamples only, the
+    others leaving the statistic undefined (no row of some system, or no pair scored apart)."""
+    notes = []
+    if n_tasks < FEW_TASKS:
+        notes.append(f"the intervals resample {n_tasks} tasks: percentile bootstrap intervals "
+                     f"over fewer than {FEW_TASKS} groups cover less than their level (and can "
+                     "be of zero width); read them as rough")
+    partial = sorted({f"{level} {statistic}"
+                      for level, by_metric in agreement.items()
+                      for estimates in by_metric.values()
+                      for statistic, estimate in estimates.items()
+                      if estimate.get("ci") is not None
+                      and estimate["n_valid"] < VALID_SHARE * n_resamples})
+    if partial:
+        notes.append(f"some intervals rest on fewer than {VALID_SHARE:.0%} of the {n_resamples} "
+                     f"resamples ({', '.join(partial)}; n_valid gives each one's count): the "
+                     "others left the statistic undefined (a resample without some system's "
+                     "rows, or with no two rows scored apart), so the interval describes only "
+                     "the resamples where it is defined")
+    return notes
+
+
+def _permutation_floor(level: str, units: int, n_permutations: int, family: int,
+                       alpha: float) -> str | None:
+    """What limits the permutation tests at ``level``, whose ``units`` (systems, or tasks:
+    swapped whole) allow 2^units swap patterns: where they are no more than
+    ``n_permutations`` (every pattern taken, the identity among them), no p-value is below
+    1/2^units; Holm's correction over the ``family`` then leaves none below ``family`` times
+    the least p. None where a p-value below ``alpha`` remains possible, after Holm too."""
+    if not n_permutations:
+        return None
+    what = "systems" if level == "system" else "tasks"
+    exact = 2 ** min(units, 64) <= n_permutations
+    least = 1 / 2 ** units if exact else 1 / (n_permutations + 1)
+    if least * family <= alpha:
+        return None
+    text = (f"{_level_label(level)} permutation tests: with {units} {what} no p-value is below "
+            f"1/{2 ** units} (the {2 ** units} ways to swap them)" if exact else
+            f"{_level_label(level)} permutation tests: with {n_permutations} permutations no "
+            f"p-value is below 1/{n_permutations + 1}")
+    if family > 1:
+        text += (f", and Holm's correction over the {family} comparisons leaves none below "
+                 f"{min(1.0, least * family):.3g}")
+    return text + f": no difference there can be significant at {alpha:g}"
+
+
+def _level_label(level: str) -> str:
+    return {"item": "item-level", "within_task": "within-task", "system": "system-level"}[level]
 
 
 def _ceiling(data: _Data, frame: pd.DataFrame, counts: np.ndarray, confidence: float,
@@ -515,8 +585,8 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
           comparisons: Sequence[tuple[str, str]] = DEFAULT_COMPARISONS,
           confidence: float = 0.95, alpha: float = 0.05, tie_threshold: float = 0.0,
           missing: str = "refuse", useful_threshold: float | None = None,
-          scale: tuple[float, float] | None = None, where: str | Sequence[str] = ()
-          ) -> dict[str, Any]:
+          scale: tuple[float, float] | None = None, where: str | Sequence[str] = (),
+          constant_within: str = "zero") -> dict[str, Any]:
     """Audit metric-human agreement on a scored table; see the module docstring for the result.
 
     ``where``: audit only the rows that meet these ``FIELD=VALUE`` conditions
@@ -530,6 +600,12 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
     (NaN: e.g. no tests to run) stops the audit when ``missing="refuse"``; with
     ``missing="drop-rows"`` such rows are left out of every statistic, so that all metrics are
     compared on the same rows, and ``n_dropped_rows`` says how many.
+
+    ``constant_within``: how a within-task correlation treats a task whose rows the ratings
+    score apart and the metric alike (undefined there): ``"zero"`` counts it 0, so that every
+    metric is averaged over the same tasks (:func:`stats.constant_metric_as_zero`);
+    ``"skip"`` leaves it out of that metric's mean (mt-metrics-eval's default, ICE-Score's
+    example level).
 
     On the same rows, ``by_system`` summarises each system and, with a ``score.pass`` column,
     ``pass_value`` compares the ratings of passing and failing code: ``useful_threshold`` is the
@@ -560,6 +636,8 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
                          f"must be positive, got {n_resamples} and {n_permutations}")
     if missing not in ("refuse", "drop-rows"):
         raise ValueError(f"missing must be 'refuse' or 'drop-rows', got {missing!r}")
+    if constant_within not in ("zero", "skip"):
+        raise ValueError(f"constant_within must be 'zero' or 'skip', got {constant_within!r}")
     skipped: list[str] = []
     notes: list[str] = []  # what to know to read the numbers computed
     # a metric with no value on any row (pass_rate on a study without tests) has nothing to say
@@ -651,7 +729,8 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
         x = data.scores[name]
         levels = [("item", _item(data, x, counts, confidence))]
         if "within_task" in agreement:
-            levels.append(("within_task", _within(data, x, counts, confidence, tie_threshold)))
+            levels.append(("within_task", _within(data, x, counts, confidence, tie_threshold,
+                                                  constant_within == "zero")))
         if human_boot is not None:
             levels.append(("system", _system(data, x, counts, confidence, human_boot)))
         for level, (estimates, boot) in levels:
@@ -659,7 +738,9 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
             for statistic, vector in boot.items():
                 resampled[(level, statistic, name)] = vector
 
+    notes += _resampling_notes(agreement, data.task_labels.size, n_resamples)
     chosen, rule = _choose_focus(metrics, focus, agreement["item"])
+    grouped = bool((np.bincount(data.task_codes) >= 2).any())  # a task of two rows or more
     rows: list[dict[str, Any]] = []
     others = [m for m in metrics if m != chosen]
     for index, (level, statistic) in enumerate(comparisons):
@@ -670,16 +751,24 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
             skipped.append("comparisons: only one metric")
             break
         batch = stats.batch_statistic(level, statistic, data.human, data.tasks, data.systems,
-                                      tie_threshold)
+                                      tie_threshold, constant_within == "zero")
+        # rows of one task swapped together (see stats.perm_both); at system level, systems
+        blocks = None if level == "system" else data.task_codes
         family = []
         units = {m: data.scores[m] for m in (chosen, *others)}  # what the permutations swap
         if level == "system":  # whole systems, their means (see stats.batch_statistic)
             assert data.systems is not None
             units = {m: stats.system_means(v, data.systems) for m, v in units.items()}
-            if len(units[chosen]) <= 4 and n_permutations:
-                notes.append(f"system-level permutation tests: with {len(units[chosen])} "
-                             f"systems no p-value is below 1/{2 ** len(units[chosen])} "
-                             f"(the {2 ** len(units[chosen])} ways to swap them)")
+        note = _permutation_floor(level, len(units[chosen]) if blocks is None
+                                  else data.task_labels.size, n_permutations, len(others), alpha)
+        if note and note not in notes:
+            notes.append(note)
+        if level == "item" and statistic in ("pearson", "spearman") and grouped:
+            reason = ("Williams tests at item level: the test takes rows as independent, and "
+                      "the rows of a task share its references (and their errors), which "
+                      "overstates its confidence; the permutation test swaps whole tasks")
+            if reason not in skipped:
+                skipped.append(reason)
         for k, other in enumerate(others):
             constant = [m for m in (chosen, other) if _constant(units[m])]
             if constant:  # (said once, not at every level and statistic)
@@ -695,7 +784,7 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
                 p_perm = None
             else:
                 p_perm = _number(stats.perm_both(batch, units[chosen], units[other],
-                                                 n_permutations, [seed, index, k])[0])
+                                                 n_permutations, [seed, index, k], blocks)[0])
             va = agreement[level][chosen][statistic]["value"]
             vb = agreement[level][other][statistic]["value"]
             lo, hi = stats.bootstrap_difference_ci(resampled[(level, statistic, chosen)],
@@ -706,7 +795,8 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
                 "value_a": va, "value_b": vb,
                 "delta": None if va is None or vb is None else va - vb,
                 "ci": [lo, hi] if math.isfinite(lo) else None,
-                "p_williams": _williams(level, statistic, data, chosen, other),
+                "p_williams": (None if level == "item" and grouped
+                               else _williams(level, statistic, data, chosen, other)),
                 "p_permutation": p_perm,
             })
         for key, source in (("p_holm", "p_permutation"), ("p_williams_holm", "p_williams")):
@@ -721,12 +811,14 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
         "seed": seed, "n_resamples": n_resamples, "n_permutations": n_permutations,
         "confidence": confidence, "alpha": alpha, "bootstrap_unit": "task",
         "ci_method": "percentile", "tie_threshold": tie_threshold, "missing": missing,
-        "permutation": "PERM-BOTH (Deutsch et al. 2021): z-scored metrics, per-row swaps "
-                       "(system level, a variant: per-system means, whole systems swapped), "
-                       "one-sided H1 a > b, p=(c+1)/(n+1), or exact over every swap pattern "
-                       "where they are no more than the permutations",
+        "permutation": "PERM-BOTH (Deutsch et al. 2021): z-scored metrics, each task's rows "
+                       "swapped together (system level, a variant: per-system means, whole "
+                       "systems swapped), one-sided H1 a > b, p=(c+1)/(n+1), or exact over "
+                       "every swap pattern where they are no more than the permutations",
         "williams": "one-sided H1 a > b (Graham & Baldwin 2014); Spearman values plugged in "
-                    "for spearman; n = systems at system level",
+                    "for spearman; n = systems at system level; at item level only where "
+                    "each task has one row (it takes rows as independent)",
+        "constant_within": constant_within,
         "holm_family": "the focus metric against every other metric, per level and statistic",
         "comparisons": [f"{level}:{statistic}" for level, statistic in comparisons],
         "useful_threshold": useful_threshold, "scale": None if scale is None else list(scale),
@@ -734,6 +826,7 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
     fields = {"audit": AUDIT_VERSION, "target": target, "seed": seed, "boot": n_resamples,
               "unit": "task", "perm": n_permutations, "ci": confidence,
               "tie": tie_threshold, "missing": missing, "useful": useful_threshold,
+              "constant": constant_within,
               # (with missing=drop-rows the metrics decide the rows; the focus, the comparisons)
               "metrics": ",".join(metrics), "focus": chosen,
               "scale": "observed" if scale is None else f"{scale[0]:g},{scale[1]:g}",

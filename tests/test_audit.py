@@ -67,10 +67,16 @@ def test_results_are_strict_json_with_the_documented_keys(results):
     assert results["focus"] == "score.hybrid"
     assert "seed:3" in results["signature"] and "boot:400" in results["signature"]
     assert "|metrics:score.good,score.weak,score.hybrid|focus:score.hybrid|" in results["signature"]
-    assert results["skipped"] == []  # (the system-level tests ran, on 4 systems: said so)
+    assert results["skipped"] == [  # (4 candidates a task: rows that are not independent)
+        "Williams tests at item level: the test takes rows as independent, and the rows of a "
+        "task share its references (and their errors), which overstates its confidence; the "
+        "permutation test swaps whole tasks"]
+    assert all(row["p_williams"] is None for row in results["comparisons"]
+               if row["level"] == "item")
     assert results["notes"] == [  # (4 systems: 2^4 patterns, the identity among them)
         "system-level permutation tests: with 4 systems no p-value is below 1/16 (the 16 ways "
-        "to swap them)"]
+        "to swap them), and Holm's correction over the 2 comparisons leaves none below 0.125: "
+        "no difference there can be significant at 0.05"]
     assert all(row["p_permutation"] >= 1 / 16 for row in results["comparisons"]
                if row["level"] == "system")
     assert results["counts"] == {"within_task_pairs": 30 * 6,
@@ -123,10 +129,17 @@ def test_comparisons_pit_the_focus_against_every_other_metric(frame, results):
     item = next(r for r in rows if r["b"] == "score.weak" and r["statistic"] == "pearson"
                 and r["level"] == "item")
     human = frame["rating"].to_numpy()
-    h, w = frame["score.hybrid"].to_numpy(), frame["score.weak"].to_numpy()
-    assert item["p_williams"] == pytest.approx(stats.williams_test(
-        stats.pearson(h, human), stats.pearson(w, human), stats.pearson(h, w), human.size))
+    assert item["p_williams"] is None  # (four rows a task: not independent)
     assert all(r["p_williams"] is None for r in rows if r["level"] == "within_task")
+    # one row a task: independent rows, and the Williams test of them
+    single = frame.drop_duplicates("task_id").reset_index(drop=True)
+    human = single["rating"].to_numpy()
+    h, w = single["score.hybrid"].to_numpy(), single["score.weak"].to_numpy()
+    alone = audit(single, metrics=["score.hybrid", "score.weak"], n_resamples=50,
+                  n_permutations=50, comparisons=[("item", "pearson")])
+    assert alone["comparisons"][0]["p_williams"] == pytest.approx(stats.williams_test(
+        stats.pearson(h, human), stats.pearson(w, human), stats.pearson(h, w), human.size))
+    assert not any("Williams" in reason for reason in alone["skipped"])
 
 
 def test_ceiling_from_per_rater_ratings(frame, results):
@@ -237,7 +250,7 @@ def test_spearman_comparison_and_a_constant_metric(frame):
     result = audit(table, metrics=["score.hybrid", "score.good", "score.flat"], n_resamples=50,
                    n_permutations=50, comparisons=[("item", "spearman")])
     rows = {r["b"]: r for r in result["comparisons"]}
-    assert rows["score.good"]["p_williams"] is not None
+    assert rows["score.good"]["p_permutation"] is not None
     assert rows["score.good"]["p_holm"] == rows["score.good"]["p_permutation"]
     assert rows["score.flat"]["p_permutation"] is None and rows["score.flat"]["delta"] is None
     assert any("score.flat is constant" in reason for reason in result["skipped"])
@@ -715,3 +728,61 @@ def test_a_metric_named_twice_is_refused(frame):
     for twice in (["good", "good"], ["score.good", "good", "weak"]):
         with pytest.raises(ValueError, match="a metric is named twice"):
             audit(frame, metrics=twice, n_resamples=20, n_permutations=20)
+
+
+def test_a_coarse_metric_is_averaged_within_tasks_over_the_tasks_the_others_are():
+    """A 0/1 metric that splits only some tasks: counted 0 on the tasks it scores alike (the
+    ratings differ there), its within-task means are over the same tasks as every other
+    metric's; with constant_within="skip", over those it splits only (mt-metrics-eval's
+    default), which ranked exact match above the hybrid on the shipped study."""
+    table = _frame(4)
+    table["score.coarse"] = (table["score.good"] > 3.2).astype(float)
+    metrics = ["score.hybrid", "score.coarse"]
+    zero = audit(table, metrics=metrics, n_resamples=200, n_permutations=200,
+                 comparisons=[("within_task", "pearson")])
+    skip = audit(table, metrics=metrics, n_resamples=200, n_permutations=200,
+                 comparisons=[("within_task", "pearson")], constant_within="skip")
+    human, tasks = table["rating"].to_numpy(), table["task_id"].to_numpy()
+    coarse = table["score.coarse"].to_numpy()
+    per_task = stats.per_group("pearson", human, coarse, tasks)
+    split = np.isfinite(per_task)
+    rated_apart = stats.varies_per_group(human, tasks)
+    assert 0 < split.sum() < rated_apart.sum() == 30
+    within = zero["agreement"]["within_task"]
+    assert within["score.coarse"]["pearson"]["value"] == pytest.approx(per_task[split].sum() / 30)
+    assert within["score.coarse"]["pearson"]["n_tasks"] == within["score.hybrid"]["pearson"][
+        "n_tasks"] == 30
+    assert skip["agreement"]["within_task"]["score.coarse"]["pearson"]["value"] == (
+        pytest.approx(per_task[split].mean()))
+    assert skip["agreement"]["within_task"]["score.coarse"]["pearson"]["n_tasks"] == split.sum()
+    # the permutation test's statistic counts the same way
+    row = zero["comparisons"][0]
+    assert row["value_b"] == within["score.coarse"]["pearson"]["value"]
+    assert "|constant:zero|" in zero["signature"] and "|constant:skip|" in skip["signature"]
+    assert zero["settings"]["constant_within"] == "zero"
+    with pytest.raises(ValueError, match="constant_within must be 'zero' or 'skip'"):
+        audit(table, metrics=metrics, constant_within="nan")
+
+
+def test_few_tasks_swap_whole_and_say_what_limits_the_tests_and_intervals():
+    """Three tasks of four rows: the item-level permutations swap whole tasks (8 patterns, so
+    no p below 1/8), and the notes say so, and that intervals over so few tasks are rough; a
+    system seen in one task leaves most resamples without it."""
+    table = _frame(5, n_tasks=3)
+    result = audit(table, metrics=["score.hybrid", "score.good"], n_resamples=300,
+                   n_permutations=300, comparisons=[("item", "pearson")])
+    (row,) = result["comparisons"]
+    assert row["p_permutation"] >= 1 / 8 and row["p_williams"] is None
+    assert ("item-level permutation tests: with 3 tasks no p-value is below 1/8 (the 8 ways to "
+            "swap them): no difference there can be significant at 0.05") in result["notes"]
+    assert any(note.startswith("the intervals resample 3 tasks") for note in result["notes"])
+    many = _frame(6, n_tasks=25)
+    rare = many[(many["system"] != "delta") | (many["task_id"] == "t0")].reset_index(drop=True)
+    result = audit(rare, metrics=["score.hybrid", "score.good"], n_resamples=300,
+                   n_permutations=300, comparisons=[("item", "pearson")])
+    system = result["agreement"]["system"]["score.hybrid"]["pearson"]
+    assert system["n_valid"] < 0.9 * 300
+    partial = [n for n in result["notes"] if n.startswith("some intervals rest on fewer")]
+    assert len(partial) == 1 and "system pearson" in partial[0]
+    assert "item pearson" not in partial[0]
+    assert not any(note.startswith("the intervals resample") for note in result["notes"])

@@ -368,6 +368,77 @@ def test_perm_both_matches_exhaustive_enumeration(level, statistic):
 
 @pytest.mark.parametrize("level, statistic", [("item", "pearson"), ("item", "spearman"),
                                               ("within_task", "tau_darr"),
+                                              ("within_task", "pearson")])
+def test_perm_both_with_blocks_swaps_each_block_whole(level, statistic):
+    """With ``blocks`` (each row's task), a swap pattern is one per task: every pattern of the
+    4 tasks, each expanded to its rows, gives the exact p; random draws agree with it; and a
+    block per row is the test without blocks, draw for draw."""
+    human, a, b, groups, systems = _fixture_for_perm(5, n_groups=4, size=3)
+    _, blocks = stats.group_codes(groups)
+    batch = stats.batch_statistic(level, statistic, human, groups, systems, 0.0, True)
+    za, zb = stats.zscore(a), stats.zscore(b)
+    delta = batch(za)[0] - batch(zb)[0]
+    patterns = np.array(list(itertools.product([False, True], repeat=4)))[:, blocks]
+    exhaustive = batch(np.where(patterns, zb, za)) - batch(np.where(patterns, za, zb))
+    exact = np.mean(exhaustive >= delta - 1e-12)
+    p, got_delta, deltas = stats.perm_both(batch, a, b, 16, seed=3, blocks=blocks)
+    assert got_delta == pytest.approx(delta) and p == exact and p >= 1 / 16
+    np.testing.assert_allclose(np.sort(deltas), np.sort(exhaustive), atol=1e-12)
+    p, _, deltas = stats.perm_both(batch, a, b, 15, seed=3, blocks=blocks)  # drawn
+    assert p == (np.count_nonzero(deltas >= got_delta - 1e-12) + 1) / 16
+    assert set(np.round(deltas, 9)) <= set(np.round(exhaustive, 9))  # (only those patterns)
+    rows = np.arange(a.size)
+    assert (stats.perm_both(batch, a, b, 300, seed=4, blocks=rows)[0]
+            == stats.perm_both(batch, a, b, 300, seed=4)[0])
+    with pytest.raises(ValueError, match="block code"):
+        stats.perm_both(batch, a, b, 30, seed=4, blocks=groups)
+
+
+def test_item_perm_both_holds_its_level_when_a_task_s_rows_share_an_error():
+    """Two metrics equally good, each with an error of its own shared by a task's rows (a
+    task's references): rows swapped one by one reject more often than the level (the shared
+    error counts as evidence), whole tasks swapped hold it."""
+    rng = np.random.default_rng(0)
+    n_tasks, size, n_sims = 40, 5, 1000
+    tasks = np.repeat(np.arange(n_tasks), size)
+    rejected = {"rows": 0, "tasks": 0}
+    for _ in range(n_sims):
+        quality = rng.normal(0, 1, tasks.size)
+        human = quality + rng.normal(0, 1, tasks.size)
+        a, b = (quality + rng.normal(0, 1.5, n_tasks)[tasks] + rng.normal(0, 0.3, tasks.size)
+                for _ in range(2))
+        batch = stats.batch_statistic("item", "pearson", human)
+        seed = int(rng.integers(1 << 30))
+        rejected["rows"] += stats.perm_both(batch, a, b, 200, seed)[0] < 0.05
+        rejected["tasks"] += stats.perm_both(batch, a, b, 200, seed, tasks)[0] < 0.05
+    margin = 2 * np.sqrt(0.05 * 0.95 / n_sims)
+    assert rejected["tasks"] / n_sims < 0.05 + margin < rejected["rows"] / n_sims, rejected
+
+
+def test_a_metric_constant_in_a_task_the_humans_score_apart_counts_zero():
+    """By hand: task a (humans 1, 2, 3; metric 5, 5, 5) is 0, task b (humans 1, 2, 3; metric
+    1, 3, 2) keeps its Pearson 0.5, task c (humans 2, 2, 2) stays undefined (no metric can
+    agree with ratings that never differ), and pairwise accuracy, defined anyway, is kept."""
+    human = np.array([1.0, 2, 3, 1, 2, 3, 2, 2, 2])
+    metric = np.array([5.0, 5, 5, 1, 3, 2, 1, 2, 3])
+    groups = np.repeat(["a", "b", "c"], 3)
+    per_task = stats.per_group("pearson", human, metric, groups)
+    assert np.isnan(per_task[[0, 2]]).all() and per_task[1] == pytest.approx(0.5)
+    filled = stats.constant_metric_as_zero(per_task, human, metric, groups)
+    np.testing.assert_allclose(filled[:2], [0.0, 0.5])
+    assert np.isnan(filled[2])
+    accuracy = stats.per_group("pairwise_accuracy", human, metric, groups)
+    np.testing.assert_array_equal(
+        stats.constant_metric_as_zero(accuracy, human, metric, groups), accuracy)
+    np.testing.assert_array_equal(stats.varies_per_group(metric, groups), [False, True, True])
+    batch = stats.batch_statistic("within_task", "pearson", human, groups, None, 0.0, True)
+    assert batch(metric)[0] == pytest.approx(0.25)
+    skipping = stats.batch_statistic("within_task", "pearson", human, groups)
+    assert skipping(metric)[0] == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("level, statistic", [("item", "pearson"), ("item", "spearman"),
+                                              ("within_task", "tau_darr"),
                                               ("within_task", "spearman")])
 def test_batch_fast_paths_equal_direct_statistics(level, statistic):
     human, metric, groups = _data(8, n_groups=6, size=4)

@@ -218,11 +218,14 @@ def _significance(results: Mapping[str, Any], alpha: float) -> Section:
         return section
     section.blocks.append(
         "Each comparison tests whether metric a agrees with the rating better than metric b on "
-        "the same rows: the Williams test for dependent correlations (Graham & Baldwin 2014), "
-        "the PERM-BOTH paired permutation test (Deutsch et al. 2021, arXiv 2104.00054; at the "
-        "system level a variant that swaps whole systems' means, approximate: 3-9% at 0.05 in "
-        "null simulations, and with S systems never below 1/2^S) and the paired bootstrap CI "
-        "of the difference, with Holm's correction across the metric family."
+        "the same rows: the Williams test for dependent correlations (Graham & Baldwin 2014; "
+        "at the item level only where each task has one row, as it takes rows as "
+        "independent), the PERM-BOTH paired permutation test (Deutsch et al. 2021, arXiv "
+        "2104.00054), which swaps the two metrics' scores of whole tasks, as the rows of a "
+        "task share its references (at the system level a variant that swaps whole systems' "
+        "means, approximate: 3-9% at 0.05 in null simulations, and with S systems never below "
+        "1/2^S), and the paired bootstrap CI of the difference, with Holm's correction across "
+        "the metric family."
     )
     section.blocks.append(significance_matrix(comparisons, alpha))
     section.blocks.append(comparison_table(comparisons, alpha))

@@ -201,8 +201,9 @@ def comparison_table(comparisons: Sequence[Mapping[str, Any]], alpha: float) -> 
         note=(f"One-sided tests of a > b; p-values of permutation tests are (c+1)/(n+1) over n "
               "random swaps, or c/n over all n swap patterns where they are no more; Holm "
               f"corrects across the metric family; highlighted where below {alpha}. {DASH}: the "
-              "test does not apply to this statistic, or has no value on these data (two metrics "
-              "one up to a linear map, or ranking every row alike)."),
+              "test does not apply to this statistic (Williams at item level where a task has "
+              "several rows: it takes rows as independent), or has no value on these data (two "
+              "metrics one up to a linear map, or ranking every row alike)."),
     )
     for row in comparisons:
         delta = {"value": row.get("delta"), "ci": row.get("ci")}
