@@ -69,6 +69,8 @@ resamples gave a defined value; ``None`` stands for an undefined statistic)::
                        "kendall_tau_b": Estimate},                  # this one without CI
               "within_task": {"tau_darr": Estimate}},
           "per_rater": {rater: {"n": int, "pearson": float|None, "spearman": float|None}}},
+                                         # (every rater; n: rows shared with another rater,
+                                         # no correlation under 3)
       "by_system": {                     # absent without a 'system' column
           system: {"n": int, "n_tasks": int,
                    "mean": Estimate,     # mean target of the system's rows, CI over tasks
@@ -413,9 +415,11 @@ def _ceiling(data: _Data, frame: pd.DataFrame, counts: np.ndarray, confidence: f
     per_rater = {}
     pearsons = stats.leave_one_rater_out(matrix, "pearson")
     spearmans = stats.leave_one_rater_out(matrix, "spearman")
-    for k, (n, value) in pearsons.items():
-        per_rater[raters[k]] = {"n": n, "pearson": _number(value),
-                                "spearman": _number(spearmans[k][1])}
+    shared = np.bincount(rater, minlength=len(raters))  # (rows each shares with another)
+    for k, name in enumerate(raters):  # (under 3 shared rows: listed, with no correlation)
+        value = pearsons[k][1] if k in pearsons else math.nan
+        per_rater[name] = {"n": int(shared[k]), "pearson": _number(value),
+                           "spearman": _number(spearmans[k][1] if k in spearmans else math.nan)}
     return {
         "n_raters": len(raters),
         "n_ratings": int(np.isfinite(matrix).sum()),

@@ -85,13 +85,17 @@ per-generation ``target`` (by default the mean rating).
                  features (and ratings for rater-trained models), on the rows used; where: the
                  FIELD=VALUE conditions that chose the rows ([]: all of the table's n_table_rows)
     bootstrap    {n, level, skipped}
-    seed, versions {package: version}, signature (key:value|... string)
+    seed, versions {package: version}, signature (key:value|... string; its ``content`` field
+                 a hash of the rest of the card, :func:`card_content_hash`)
 
-Cards are applied only to scores whose scorer signatures equal those stored for every feature.
+Cards are applied only to scores whose scorer signatures equal those stored for every feature;
+a card whose numbers were edited after the fit no longer matches its signature's ``content``,
+and is refused as it is read.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -133,6 +137,7 @@ from hybridmetric.schema import (
     where_text,
 )
 from hybridmetric.signature import changed, environment, signature
+from hybridmetric.signature import parse as parse_signature
 from hybridmetric.stats import (
     corrected_resampled_t,
     largest_abs,
@@ -743,6 +748,12 @@ def fit_card(
                                                 seed, bar.update)
         raters_kw = {"raters": design.raters} if design.raters is not None else {}
         full = estimator().fit(design.X_train, design.y_train, **raters_kw)
+        if model == "nonneg" and not np.any(full.coef_ > 0):
+            raise DegenerateFitError(
+                f"every weight of the nonneg model is 0: none of {', '.join(columns)} rises "
+                f"with '{target}' once the others are in, so the hybrid would be one constant "
+                f"value; check that a higher '{target}' means more valuable code (the features "
+                "score better code higher), or fit --model ridge, whose weights may be negative")
         bar.update()
         boot, boot_skipped = _bootstrap_weights(design, estimator, n_boot, seed, bar.update)
 
@@ -806,6 +817,7 @@ def fit_card(
     if model == "mixed":
         card["rater_sd"] = full.rater_sd_
     card["signature"] = signature({
+        "content": card_content_hash(card),
         "card": CARD_FORMAT, "model": model,
         **({"alpha": float(alpha)} if model == "ridge" else {}),  # (the others have no penalty)
         "calibration": calibration,
@@ -940,6 +952,15 @@ def _comparison_lines(comparisons: Mapping[str, Mapping[str, Any]],
     return lines
 
 
+def card_content_hash(data: Mapping[str, Any]) -> str:
+    """A hash of everything a card holds but its signature (its JSON, keys sorted), which the
+    signature's ``content`` field records: weights, intercept, calibration and scale edited by
+    hand no longer match it."""
+    text = json.dumps({k: v for k, v in data.items() if k != "signature"}, sort_keys=True,
+                      allow_nan=False)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 class MetricCard:
     """A fitted hybrid with its validation: the ``CARD.json`` document (see module docstring)."""
 
@@ -978,7 +999,22 @@ class MetricCard:
                              f"{getattr(error, 'strerror', None) or error}") from None
         if not isinstance(data, dict):
             raise ValueError(f"{path}: a metric card is a JSON object")
-        return cls(data)
+        card = cls(data)
+        signed = (parse_signature(data["signature"]).get("content")
+                  if isinstance(data["signature"], str) else None)
+        if signed is None:
+            raise ValueError(f"{path}: its signature records no hash of its content, so nothing "
+                             "shows that its numbers are those fitted: fit it again "
+                             "(hybridmetric fit)")
+        try:
+            content = card_content_hash(data)
+        except ValueError:  # (NaN or infinity written in by hand: no card holds them)
+            content = None
+        if content != signed:
+            raise ValueError(f"{path}: its content is not what its signature signs (its weights, "
+                             "calibration or other numbers were edited after the fit): fit it "
+                             "again (hybridmetric fit) rather than edit it")
+        return card
 
     def estimator(self) -> HybridMetric:
         """The fitted :class:`HybridMetric` this card describes."""

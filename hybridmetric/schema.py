@@ -222,8 +222,8 @@ def check_on_scale(frame: pd.DataFrame, target: str, scale: tuple[float, float])
         raise ValueError(
             f"{outside.size} rating(s) of '{target}' lie outside the scale {scale[0]:g} to "
             f"{scale[1]:g}, e.g. {ratings[first]:g} ({row_label(frame, first)}, task "
-            f"{frame['task_id'].iloc[first]!r}); fix the ratings or the scale (--scale, or "
-            "[rating] min and max in study.toml)")
+            f"{frame['task_id'].iloc[first]!r}); fix the ratings or the scale (fit's and "
+            "audit's --scale; run's, [rating] min and max in study.toml)")
 
 
 def check_grades_on_scale(frame: pd.DataFrame, scale: tuple[float, float], target: str) -> None:
@@ -241,8 +241,8 @@ def check_grades_on_scale(frame: pd.DataFrame, scale: tuple[float, float], targe
                 raise ValueError(
                     f"{row_label(frame, row)}, field 'ratings': rater {rater!r} gave {grade!r}, "
                     f"outside the scale {scale[0]:g} to {scale[1]:g} (task "
-                    f"{frame['task_id'].iloc[row]!r}); fix the grade or the scale (--scale, or "
-                    "[rating] min and max in study.toml)")
+                    f"{frame['task_id'].iloc[row]!r}); fix the grade or the scale (fit's and "
+                    "audit's --scale; run's, [rating] min and max in study.toml)")
 
 
 def numbers(frame: pd.DataFrame, name: str) -> np.ndarray:
@@ -464,6 +464,8 @@ def _check_cell(field: str, value: Any) -> str | None:
         for rater, grade in value.items():
             if not isinstance(rater, str):
                 return f"a rater is named by a {type(rater).__name__}, not a string: {rater!r}"
+            if not rater.strip():
+                return f"a rater is named by {'an empty string' if not rater else repr(rater)}"
             if _missing(grade):  # a rater who did not grade it (a Parquet struct's null, NaN)
                 continue
             if not _is_number(grade):

@@ -71,9 +71,17 @@ def read_sidecar(path: str | os.PathLike) -> dict[str, Any]:
             "with the signature of every scorer (a table cut from one has none: score it with "
             "hybridmetric score to give it its own; pass_rate's verdicts come from its cache)"
         )
-    meta = json.loads(sidecar.read_text(encoding="utf-8"))
+    try:
+        meta = json.loads(sidecar.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{sidecar}: not a signature sidecar, not valid JSON ({exc})") from None
     if not isinstance(meta, dict) or not isinstance(meta.get("scorers"), dict):
         raise ValueError(f"{sidecar}: expected an object with a 'scorers' object")
+    odd = [alias for alias, signed in meta["scorers"].items() if not isinstance(signed, str)]
+    if odd or ("hybrid" in meta and not isinstance(meta["hybrid"], str | None)):
+        raise ValueError(f"{sidecar}: a signature is a string (" + (
+            f"scorers {odd}" if odd else "'hybrid'") + " is not): the sidecar was edited; "
+            "score the table again to sign it")
     return meta
 
 
@@ -142,12 +150,17 @@ def _scored(scorer: Scorer, part: pd.DataFrame) -> pd.DataFrame:
 
 #: The sidecar's hash of what a scores file's rows hold that the signatures vouch for.
 SCORES_HASH = "scores_sha256"
+#: The fields of a row that the scores were made from (the scorers read them), beside its
+#: task: changed after scoring, they leave scores that are no longer theirs.
+SCORED_FIELDS = ("task_id", "candidate", "references", "tests", "language", "context")
 
 
 def scores_hash(frame: pd.DataFrame) -> str:
-    """The hash of each row's task, candidate and scores (``score.*``), in order: a scores file
-    whose scores were changed (or rows swapped) after scoring no longer matches its sidecar."""
-    columns = [c for c in ("task_id", "candidate") if c in frame.columns]
+    """The hash of each row's task, the fields the scorers read (:data:`SCORED_FIELDS`) and its
+    scores (``score.*``), in order: a scores file whose scores, or whose candidates, references,
+    tests, language or context, were changed (or rows swapped) after scoring no longer matches
+    its sidecar. (Not the ratings, systems or other columns: no scorer reads them.)"""
+    columns = [c for c in SCORED_FIELDS if c in frame.columns]
     return frame_hash(frame[columns + [c for c in frame.columns if c.startswith(SCORE_PREFIX)]])
 
 
@@ -181,11 +194,17 @@ def check_sidecar(frame: pd.DataFrame, meta: dict[str, Any], path: str | os.Path
         raise ValueError(f"{sidecar}: it names no metric card for {HYBRID_COLUMN}, which only a "
                          "card writes (hybridmetric score --card, or run): leave the column out "
                          "of the table, or write it with the card that made it")
-    if SCORES_HASH in meta and meta[SCORES_HASH] != scores_hash(frame):
-        raise ValueError(f"{path}: its tasks, candidates or scores are not those its sidecar "
-                         f"{sidecar.name} signs (changed after scoring): score the table again "
-                         "(hybridmetric score, without its score columns; pass_rate's verdicts "
-                         "come from its cache) to sign what it holds")
+    if not isinstance(meta.get(SCORES_HASH), str):
+        raise ValueError(f"{sidecar}: it holds no '{SCORES_HASH}' (the hash of the rows it "
+                         "signs), so nothing shows that the scores are still those it signs: "
+                         "score the table again (hybridmetric score, without its score columns;"
+                         " pass_rate's verdicts come from its cache) to sign what it holds")
+    if meta[SCORES_HASH] != scores_hash(frame):
+        raise ValueError(f"{path}: its tasks, candidates, references, tests, languages, contexts "
+                         f"or scores are not those its sidecar {sidecar.name} signs (changed "
+                         "after scoring): score the table again (hybridmetric score, without "
+                         "its score columns; pass_rate's verdicts come from its cache) to sign "
+                         "what it holds")
 
 
 def _scorer_of(column: str) -> str:

@@ -786,3 +786,20 @@ def test_few_tasks_swap_whole_and_say_what_limits_the_tests_and_intervals():
     assert len(partial) == 1 and "system pearson" in partial[0]
     assert "item pearson" not in partial[0]
     assert not any(note.startswith("the intervals resample") for note in result["notes"])
+
+
+def test_every_rater_is_listed_those_with_few_shared_rows_without_a_correlation():
+    """A rater who graded two rows (and one who graded a row no one else did) counts among
+    n_raters and is listed, with the rows shared with another rater and no correlation (under
+    3 shared rows), where the table left them out unsaid."""
+    table = _frame(7).copy()
+    grades = [dict(g) for g in table["ratings"]]
+    grades[0]["late"], grades[1]["late"], grades[2] = 2.0, 3.0, {"alone": 1.0}
+    table["ratings"] = grades
+    table["rating"] = [float(np.mean(list(g.values()))) for g in grades]
+    ceiling = audit(table, metrics=["score.good"], n_resamples=50, n_permutations=50)["ceiling"]
+    assert ceiling["n_raters"] == len(ceiling["per_rater"]) == 7
+    assert ceiling["per_rater"]["late"] == {"n": 2, "pearson": None, "spearman": None}
+    assert ceiling["per_rater"]["alone"] == {"n": 0, "pearson": None, "spearman": None}
+    assert all(v["pearson"] is not None for k, v in ceiling["per_rater"].items()
+               if k not in ("late", "alone"))

@@ -548,6 +548,10 @@ def test_the_hybrid_s_held_out_comparison_is_a_row_a_statistic(tmp_path: Path) -
 def test_a_ci_bound_that_rounds_to_zero_shows_its_sign() -> None:
     """"[-0.000, 0.034]": whether the interval holds 0 is what the reader wants to know."""
     assert fmt_estimate({"value": 0.017, "ci": [-0.0002, 0.034]}) == "0.017 [-0.0002, 0.034]"
+    # (but rounding error is 0: a difference of equal sums taken in another order)
+    assert fmt_estimate({"value": 0.003, "ci": [-3e-13, 0.008]}) == "0.003 [0.000, 0.008]"
+    assert fmt_estimate({"value": 3e-9, "ci": [-3e-13, 8e-9]}, 9) == (
+        "0.000000003 [-0.0000000000003, 0.000000008]")  # (on a scale that small, a bound)
     assert fmt_estimate({"value": 0.017, "ci": [0.00004, 0.034]}) == "0.017 [0.00004, 0.034]"
     assert fmt_estimate({"value": 0.017, "ci": [0.0, 0.034]}) == "0.017 [0.000, 0.034]"
     assert fmt_estimate({"value": 0.0001, "ci": [-0.0012, 0.0]}) == "0.000 [-0.001, 0.000]"

@@ -462,19 +462,40 @@ def _sandbox_programs() -> list[int]:
 
 
 def test_a_score_changed_after_scoring_is_refused(tmp_path):
-    """The sidecar signs each row's task, candidate and scores: a score changed by hand, or rows
-    swapped, is refused where the file is read; a column added beside them is not."""
+    """The sidecar signs each row's task, the fields the scorers read and the scores: a score
+    changed by hand, a reference or candidate changed after scoring (the scores are no longer
+    theirs), or rows swapped, is refused where the file is read; a rating, or a column added
+    beside them, is not. So is a sidecar without the hash, or that is not JSON."""
     out = tmp_path / "s.jsonl"
     score(make_input(tmp_path / "g.jsonl"), build(["edit_sim"]), out, progress=False)
     table = read_generations(out)
-    write_generations(table.assign(note="added later"), out)
+    write_generations(table.assign(note="added later", rating=4.0), out)
     assert read_scored(out)[0]["note"].eq("added later").all()
     changed = table.copy()
     changed.loc[3, "score.edit_sim"] = 1.0 - changed.loc[3, "score.edit_sim"]
-    for edited in (changed, table.iloc[[1, 0, *range(2, N_ROWS)]]):
+    references = table.copy()
+    references["references"] = [["zzz"]] * N_ROWS
+    candidate = table.copy()
+    candidate.loc[0, "candidate"] += " "
+    for edited in (changed, references, candidate, table.iloc[[1, 0, *range(2, N_ROWS)]]):
         write_generations(edited, out)
         with pytest.raises(ValueError, match="not those its sidecar s.jsonl.signature.json signs"):
             read_scored(out)
+        # nor does scoring it again with another scorer sign its stale scores anew
+        with pytest.raises(ValueError, match="not those its sidecar"):
+            score(out, build(["other=edit_sim"]), tmp_path / "again.jsonl", progress=False)
+    write_generations(table, out)
+    sidecar = signature_path(out)
+    meta = json.loads(sidecar.read_text())
+    sidecar.write_text(json.dumps({k: v for k, v in meta.items() if k != "scores_sha256"}))
+    with pytest.raises(ValueError, match="holds no 'scores_sha256'"):
+        read_scored(out)
+    sidecar.write_text(json.dumps({**meta, "scorers": {"edit_sim": {"x": 1}}}))
+    with pytest.raises(ValueError, match=r"a signature is a string \(scorers \['edit_sim'\]"):
+        read_scored(out)
+    sidecar.write_text('{"scorers": {"edit_sim": "a\tb"')
+    with pytest.raises(ValueError, match="s.jsonl.signature.json: not a signature sidecar"):
+        read_scored(out)
 
 
 def test_a_changed_scores_file_is_refused_as_input_before_any_scoring(tmp_path, monkeypatch):

@@ -103,9 +103,17 @@ def fmt_estimate(value: Any, decimals: int = DECIMALS) -> str:
     return text
 
 
+#: A CI bound smaller in size than a millionth of the last decimal shown is rounding error (a
+#: difference of equal sums taken in another order), shown as 0.
+NOISE_DIGITS = 6
+
+
 def _bound(value: Any, decimals: int) -> str:
     """A CI's bound: as :func:`fmt`, but one that rounds to 0 shows one significant digit
-    (-0.0002, not -0.000: whether the interval holds 0 shows)."""
+    (-0.0002, not -0.000: whether the interval holds 0 shows), unless it is rounding error
+    (:data:`NOISE_DIGITS`: -3e-13 shown to 3 decimals is 0.000, not -0.0000000000003)."""
+    if isinstance(value, float) and abs(value) < 10.0 ** -(decimals + NOISE_DIGITS):
+        return fmt(0.0, decimals)
     text = fmt(value, decimals)
     if isinstance(value, float) and math.isfinite(value) and value != 0 and float(text) == 0:
         return f"{value:.{shown_decimals(value, 0)}f}"
@@ -282,8 +290,9 @@ def ceiling_tables(ceiling: Mapping[str, Any]) -> list[Table]:
             notes.append(f"The {len(shown)} raters with the most shared rows of "
                          f"{len(per_rater)}; every rater's are in results.json.")
         if any(values.get(s) is None for _, values in shown for s in stats):
-            notes.append(f"{DASH}: not defined (the rater's grades, or the others' means on "
-                         "their rows, do not vary).")
+            notes.append(f"{DASH}: not defined (fewer than 3 rows shared with another rater, "
+                         "or the rater's grades, or the others' means on their rows, do not "
+                         "vary).")
         table = Table("Each rater against the mean of the others", ["rater", *map(label, stats)],
                       note=" ".join(notes))
         for rater, values in sorted(shown, key=lambda item: natural(item[0])):
