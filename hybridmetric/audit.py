@@ -743,6 +743,10 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
                 resampled[(level, statistic, name)] = vector
 
     notes += _resampling_notes(agreement, data.task_labels.size, n_resamples)
+    notes += [f"{m} takes one value on every row: its correlations are undefined, and within "
+              "tasks it tells apart none of the rows the ratings score apart, which counts 0 "
+              "(tau_darr, and the correlations with constant_within 'zero')"
+              for m in metrics if _constant(data.scores[m])]
     chosen, rule = _choose_focus(metrics, focus, agreement["item"])
     grouped = bool((np.bincount(data.task_codes) >= 2).any())  # a task of two rows or more
     rows: list[dict[str, Any]] = []

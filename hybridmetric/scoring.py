@@ -414,6 +414,9 @@ def score(
         finished = _finished(output, expected)
         if finished is not None:
             return finished
+        print(f"hybridmetric: note: --resume, but no interrupted run of these rows and scorers "
+              f"is journaled for {output} ({journal.name} is absent): scoring every row",
+              file=sys.stderr)
     todo = [i for i in range(len(frame)) if i not in done]
     handle, unfinished = None, False
     if journal is not None:

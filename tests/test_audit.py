@@ -255,6 +255,9 @@ def test_spearman_comparison_and_a_constant_metric(frame):
     assert rows["score.flat"]["p_permutation"] is None and rows["score.flat"]["delta"] is None
     assert any("score.flat is constant" in reason for reason in result["skipped"])
     assert result["agreement"]["item"]["score.flat"]["pearson"]["value"] is None
+    assert ("score.flat takes one value on every row: its correlations are undefined, and "
+            "within tasks it tells apart none of the rows") in " ".join(result["notes"])
+    assert result["agreement"]["within_task"]["score.flat"]["tau_darr"]["value"] == 0.0
     json.dumps(result, allow_nan=False)
     # said once, however many levels and statistics are compared
     every = audit(table, metrics=["score.hybrid", "score.flat"], n_resamples=20,

@@ -291,6 +291,9 @@ def test_resume_after_a_finished_run_reuses_its_scores(tmp_path, monkeypatch, ca
     token = score(data, build(["edit_sim"], {"edit_sim": {"level": "token"}}), out, resume=True,
                   progress=False)  # (another setting: scored, and the file rewritten)
     assert "score.exact_match" not in token.columns and out.read_bytes() != written
+    assert ("--resume, but no interrupted run of these rows and scorers is journaled for "
+            f"{out} (s.jsonl.partial.jsonl is absent): scoring every row"
+            ) in capsys.readouterr().err
     score(data, build(["edit_sim"]), out, progress=False)
     out.write_text(out.read_text().replace('"score.edit_sim": 0.1', '"score.edit_sim": 0.9', 1))
     again = score(data, build(["edit_sim"]), out, resume=True, progress=False)
