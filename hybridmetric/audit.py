@@ -94,7 +94,10 @@ resamples gave a defined value; ``None`` stands for an undefined statistic)::
                                          # over the same task resamples
       "counts": {"within_task_pairs": int, "human_tied_pairs": int, "tasks_with_pairs": int},
       "skipped": [str, ...],             # levels or comparisons left out, and why
-      "notes": [str, ...],               # what limits numbers computed (few systems)
+      "notes": [str, ...],               # what limits the numbers computed: few tasks or
+                                         # systems, intervals on part of the resamples,
+                                         # tests that cannot reach significance, constant
+                                         # metrics
       "settings": {"seed", "n_resamples", "n_permutations", "confidence", "alpha",
                    "bootstrap_unit", "ci_method", "permutation", "williams", "holm_family",
                    "tie_threshold", "missing", "comparisons", "useful_threshold", "scale",
@@ -367,7 +370,7 @@ def _permutation_floor(level: str, units: int, n_permutations: int, family: int,
     ``n_permutations`` (every pattern taken, the identity among them), no p-value is below
     1/2^units; Holm's correction over the ``family`` then leaves none below ``family`` times
     the least p. None where a p-value below ``alpha`` remains possible, after Holm too."""
-    if not n_permutations:
+    if not n_permutations or not family:
         return None
     what = "systems" if level == "system" else "tasks"
     exact = 2 ** min(units, 64) <= n_permutations
@@ -743,12 +746,14 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
                 resampled[(level, statistic, name)] = vector
 
     notes += _resampling_notes(agreement, data.task_labels.size, n_resamples)
-    notes += [f"{m} takes one value on every row: its correlations are undefined, and within "
-              "tasks it tells apart none of the rows the ratings score apart, which counts 0 "
-              "(tau_darr, and the correlations with constant_within 'zero')"
+    notes += [f"{m} takes one value on every row: its correlations are undefined" + (
+              ", and within tasks it tells apart none of the rows the ratings score apart, "
+              "which counts 0 (tau_darr" + (", and the correlations)" if constant_within == "zero"
+                                            else ")") if "within_task" in agreement else "")
               for m in metrics if _constant(data.scores[m])]
     chosen, rule = _choose_focus(metrics, focus, agreement["item"])
     grouped = bool((np.bincount(data.task_codes) >= 2).any())  # a task of two rows or more
+    informative_tasks = int(stats.varies_per_group(data.human, data.tasks).sum())
     rows: list[dict[str, Any]] = []
     others = [m for m in metrics if m != chosen]
     for index, (level, statistic) in enumerate(comparisons):
@@ -767,10 +772,6 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
         if level == "system":  # whole systems, their means (see stats.batch_statistic)
             assert data.systems is not None
             units = {m: stats.system_means(v, data.systems) for m, v in units.items()}
-        note = _permutation_floor(level, len(units[chosen]) if blocks is None
-                                  else data.task_labels.size, n_permutations, len(others), alpha)
-        if note and note not in notes:
-            notes.append(note)
         if level == "item" and statistic in ("pearson", "spearman") and grouped:
             reason = ("Williams tests at item level: the test takes rows as independent, and "
                       "the rows of a task share its references (and their errors), which "
@@ -812,6 +813,14 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
             for row, value in zip(family, adjusted, strict=True):
                 row[key] = _number(value)
         rows.extend(family)
+        # what the swap patterns allow: systems, or the tasks whose swap can change the
+        # statistic (within tasks, those of two rows or more that the ratings score apart)
+        swapped = (len(units[chosen]) if blocks is None else data.task_labels.size
+                   if level == "item" else informative_tasks)
+        note = _permutation_floor(level, swapped, n_permutations,
+                                  sum(r["p_permutation"] is not None for r in family), alpha)
+        if note and note not in notes:
+            notes.append(note)
 
     i, _, _ = stats.within_group_pairs(data.tasks)
     cdt_counts = stats.darr_counts(data.human, data.human, data.tasks, tie_threshold)

@@ -148,8 +148,9 @@ def _scored(scorer: Scorer, part: pd.DataFrame) -> pd.DataFrame:
     return scored[wanted]
 
 
-#: The sidecar's hash of what a scores file's rows hold that the signatures vouch for.
-SCORES_HASH = "scores_sha256"
+#: The sidecar's hash of what a scores file's rows hold that the signatures vouch for (an older
+#: sidecar's ``scores_sha256`` covered the tasks, candidates and scores alone).
+SCORES_HASH = "rows_sha256"
 #: The fields of a row that the scores were made from (the scorers read them), beside its
 #: task: changed after scoring, they leave scores that are no longer theirs.
 SCORED_FIELDS = ("task_id", "candidate", "references", "tests", "language", "context")
@@ -195,10 +196,14 @@ def check_sidecar(frame: pd.DataFrame, meta: dict[str, Any], path: str | os.Path
                          "card writes (hybridmetric score --card, or run): leave the column out "
                          "of the table, or write it with the card that made it")
     if not isinstance(meta.get(SCORES_HASH), str):
+        older = ("written by an older hybridmetric, whose hash covered the scores alone, not "
+                 "the references, tests, languages and contexts they were made from"
+                 if "scores_sha256" in meta else "so nothing shows that the scores are still "
+                 "those it signs")
         raise ValueError(f"{sidecar}: it holds no '{SCORES_HASH}' (the hash of the rows it "
-                         "signs), so nothing shows that the scores are still those it signs: "
-                         "score the table again (hybridmetric score, without its score columns;"
-                         " pass_rate's verdicts come from its cache) to sign what it holds")
+                         f"signs): {older}; score the table again (hybridmetric score, without "
+                         "its score columns; pass_rate's verdicts come from its cache) to sign "
+                         "what it holds")
     if meta[SCORES_HASH] != scores_hash(frame):
         raise ValueError(f"{path}: its tasks, candidates, references, tests, languages, contexts "
                          f"or scores are not those its sidecar {sidecar.name} signs (changed "

@@ -758,9 +758,12 @@ def test_a_coarse_metric_is_averaged_within_tasks_over_the_tasks_the_others_are(
     assert skip["agreement"]["within_task"]["score.coarse"]["pearson"]["value"] == (
         pytest.approx(per_task[split].mean()))
     assert skip["agreement"]["within_task"]["score.coarse"]["pearson"]["n_tasks"] == split.sum()
-    # the permutation test's statistic counts the same way
-    row = zero["comparisons"][0]
-    assert row["value_b"] == within["score.coarse"]["pearson"]["value"]
+    # the permutation test's statistic counts the same way (on the z-scored metric it swaps)
+    for constant_as_zero, result in ((True, zero), (False, skip)):
+        batch = stats.batch_statistic("within_task", "pearson", human, tasks, None, 0.0,
+                                      constant_as_zero)
+        assert batch(stats.zscore(coarse))[0] == pytest.approx(
+            result["agreement"]["within_task"]["score.coarse"]["pearson"]["value"])
     assert "|constant:zero|" in zero["signature"] and "|constant:skip|" in skip["signature"]
     assert zero["settings"]["constant_within"] == "zero"
     with pytest.raises(ValueError, match="constant_within must be 'zero' or 'skip'"):
@@ -806,3 +809,34 @@ def test_every_rater_is_listed_those_with_few_shared_rows_without_a_correlation(
     assert ceiling["per_rater"]["alone"] == {"n": 0, "pearson": None, "spearman": None}
     assert all(v["pearson"] is not None for k, v in ceiling["per_rater"].items()
                if k not in ("late", "alone"))
+
+
+def test_the_permutation_floor_counts_only_what_is_tested_and_what_swaps_can_change():
+    """The note that no difference can be significant counts the comparisons that get a
+    p-value (not one with a constant metric, left out of Holm too), and, within tasks, the
+    tasks whose swap can change the statistic (not those of one row)."""
+    rng = np.random.default_rng(8)
+    systems = np.tile([f"s{k}" for k in range(5)], 12)
+    quality = np.tile(np.arange(5.0), 12) + rng.normal(0, 0.3, 60)
+    table = pd.DataFrame({"task_id": np.repeat([f"t{k}" for k in range(12)], 5),
+                          "system": systems, "candidate": "x",
+                          "rating": quality + rng.normal(0, 0.3, 60),
+                          "score.a": quality + rng.normal(0, 0.2, 60),
+                          "score.b": -quality + rng.normal(0, 0.2, 60), "score.flat": 1.0})
+    result = audit(table, metrics=["score.a", "score.b", "score.flat"], focus="score.a",
+                   n_resamples=100, n_permutations=1000, comparisons=[("system", "pearson")])
+    b = next(r for r in result["comparisons"] if r["b"] == "score.b")
+    assert b["p_holm"] == b["p_permutation"] >= 1 / 32  # (one comparison tested: Holm as is,
+    assert not any("permutation tests" in note for note in result["notes"])  # and 1/32 < 0.05)
+    # 3 tasks of 6 rows and 12 of one: 2^15 patterns, but only 2^3 change a within-task value
+    rows = [(f"t{k}", 6) for k in range(3)] + [(f"u{k}", 1) for k in range(12)]
+    tasks = np.concatenate([[name] * size for name, size in rows])
+    rating = rng.normal(0, 1, tasks.size)
+    mixed = pd.DataFrame({"task_id": tasks, "candidate": "x", "rating": rating,
+                          "score.a": rating + rng.normal(0, 0.1, tasks.size),
+                          "score.b": rng.normal(0, 1, tasks.size)})
+    result = audit(mixed, metrics=["score.a", "score.b"], n_resamples=100,
+                   n_permutations=10000, comparisons=[("within_task", "tau_darr")])
+    assert result["comparisons"][0]["p_permutation"] >= 1 / 8 - 1e-9
+    assert ("within-task permutation tests: with 3 tasks no p-value is below 1/8 (the 8 ways to "
+            "swap them): no difference there can be significant at 0.05") in result["notes"]

@@ -648,10 +648,10 @@ def test_read_scores_needs_its_signature_sidecar(tmp_path):
     with pytest.raises(FileNotFoundError, match="signature.json"):
         read_scores(path)
     (tmp_path / "scores.jsonl.signature.json").write_text(json.dumps({"scorers": SIGNATURES}))
-    with pytest.raises(ValueError, match="holds no 'scores_sha256'"):
+    with pytest.raises(ValueError, match="holds no 'rows_sha256'"):
         read_scores(path)
     (tmp_path / "scores.jsonl.signature.json").write_text(json.dumps(
-        {"scorers": SIGNATURES, "scores_sha256": scores_hash(read_generations(path))}))
+        {"scorers": SIGNATURES, "rows_sha256": scores_hash(read_generations(path))}))
     read, signatures, hybrid = read_scores(path)
     assert signatures == SIGNATURES and hybrid is None
     np.testing.assert_allclose(read["score.chrf"], frame["score.chrf"])

@@ -490,8 +490,12 @@ def test_a_score_changed_after_scoring_is_refused(tmp_path):
     write_generations(table, out)
     sidecar = signature_path(out)
     meta = json.loads(sidecar.read_text())
-    sidecar.write_text(json.dumps({k: v for k, v in meta.items() if k != "scores_sha256"}))
-    with pytest.raises(ValueError, match="holds no 'scores_sha256'"):
+    sidecar.write_text(json.dumps({k: v for k, v in meta.items() if k != "rows_sha256"}))
+    with pytest.raises(ValueError, match="holds no 'rows_sha256'.*so nothing shows"):
+        read_scored(out)
+    older = {**{k: v for k, v in meta.items() if k != "rows_sha256"}, "scores_sha256": "00"}
+    sidecar.write_text(json.dumps(older))
+    with pytest.raises(ValueError, match="written by an older hybridmetric"):
         read_scored(out)
     sidecar.write_text(json.dumps({**meta, "scorers": {"edit_sim": {"x": 1}}}))
     with pytest.raises(ValueError, match=r"a signature is a string \(scorers \['edit_sim'\]"):

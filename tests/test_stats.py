@@ -397,22 +397,24 @@ def test_perm_both_with_blocks_swaps_each_block_whole(level, statistic):
 def test_item_perm_both_holds_its_level_when_a_task_s_rows_share_an_error():
     """Two metrics equally good, each with an error of its own shared by a task's rows (a
     task's references): rows swapped one by one reject more often than the level (the shared
-    error counts as evidence), whole tasks swapped hold it."""
+    error counts as evidence: 8.8-10.1% over seeds 0-4), whole tasks swapped about as often
+    (5.1-6.0%)."""
     rng = np.random.default_rng(0)
-    n_tasks, size, n_sims = 40, 5, 1000
+    n_tasks, size, n_sims = 50, 5, 1000
     tasks = np.repeat(np.arange(n_tasks), size)
     rejected = {"rows": 0, "tasks": 0}
     for _ in range(n_sims):
-        quality = rng.normal(0, 1, tasks.size)
-        human = quality + rng.normal(0, 1, tasks.size)
-        a, b = (quality + rng.normal(0, 1.5, n_tasks)[tasks] + rng.normal(0, 0.3, tasks.size)
-                for _ in range(2))
+        quality = np.repeat(rng.normal(size=n_tasks), size) + rng.normal(size=tasks.size)
+        human = quality + rng.normal(scale=0.7, size=tasks.size)
+        a, b = (quality + np.repeat(rng.normal(scale=0.8, size=n_tasks), size)
+                + rng.normal(scale=0.8, size=tasks.size) for _ in range(2))
         batch = stats.batch_statistic("item", "pearson", human)
         seed = int(rng.integers(1 << 30))
         rejected["rows"] += stats.perm_both(batch, a, b, 200, seed)[0] < 0.05
         rejected["tasks"] += stats.perm_both(batch, a, b, 200, seed, tasks)[0] < 0.05
-    margin = 2 * np.sqrt(0.05 * 0.95 / n_sims)
-    assert rejected["tasks"] / n_sims < 0.05 + margin < rejected["rows"] / n_sims, rejected
+    margin = 2.5 * np.sqrt(0.05 * 0.95 / n_sims)
+    assert rejected["tasks"] / n_sims < 0.05 + margin < 0.075 < rejected["rows"] / n_sims, (
+        rejected)
 
 
 def test_a_metric_constant_in_a_task_the_humans_score_apart_counts_zero():

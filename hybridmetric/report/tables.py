@@ -35,7 +35,9 @@ LEVEL_NOTES = {
                    "system too, human ties dropped, pooled over "
                    "tasks (CodeBERTScore's statistic, with a tie only where two scores are equal: "
                    "its script also ties scores less than 0.001 apart); the other statistics: the "
-                   "mean over tasks of each task's value.",
+                   "mean over tasks of each task's value (a metric that scores alike the rows of "
+                   "a task that the ratings score apart counts 0 there, so that every metric is "
+                   "averaged over the same tasks).",
 }
 DASH = "—"
 #: Decimals a number is shown to (more where its scale is small: :func:`scale_decimals`).
@@ -181,8 +183,10 @@ def agreement_tables(results: Mapping[str, Any]) -> list[Table]:
                     short.append(f"{metric} {label(s)} ({valid} of {resamples})")
         if fewer:
             notes.append(f"Over fewer of the {results['n_tasks']} tasks (those where the statistic "
-                         "is defined: two rows or more, neither side constant; tau_darr: those "
-                         "with two rows rated apart): " + "; ".join(fewer) + ".")
+                         "is defined: two rows or more that the ratings score apart, and, where "
+                         "the audit leaves a metric's constant tasks out, the metric not constant "
+                         "there; tau_darr: those with two rows rated apart): "
+                         + "; ".join(fewer) + ".")
         if short:
             notes.append("CIs from fewer resamples, where the statistic was undefined in the "
                          "others: " + "; ".join(short) + ".")

@@ -186,6 +186,9 @@ def check_text_lengths(frame: pd.DataFrame, setting: str, limit: int, cost: str,
     scorer reads, of :data:`TEXT_FIELDS`) longer than ``limit`` characters (the scorer's
     ``setting``, whose ``cost`` per text says why): a scorer whose memory grows with a text's
     length would otherwise be killed outright by the kernel, naming nothing."""
+    unknown = sorted(set(fields) - set(TEXT_FIELDS))
+    if unknown:
+        raise ValueError(f"check_text_lengths: no text field {unknown}; fields: {TEXT_FIELDS}")
     columns = {
         "candidate": [[text] for text in frame["candidate"]],
         "references": references_of(frame),
