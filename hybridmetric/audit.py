@@ -300,15 +300,6 @@ def _system(data: _Data, metric: np.ndarray, counts: np.ndarray, confidence: flo
     return out, resampled
 
 
-def _varies_within(values: np.ndarray, codes: np.ndarray) -> bool:
-    """Whether ``values`` differ within any group (``codes``: each row's group)."""
-    low = np.full(int(codes.max()) + 1, np.inf)
-    high = np.full_like(low, -np.inf)
-    np.minimum.at(low, codes, values)
-    np.maximum.at(high, codes, values)
-    return bool((high > low).any())
-
-
 def _constant(values: np.ndarray) -> bool:
     """Whether ``values`` are one value but for rounding (means of equal sums in another order
     differ by ~1e-16, which z-scoring would blow up to +-1)."""
@@ -703,10 +694,13 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
             useful_threshold = (float(observed.min()) + float(observed.max())) / 2
     counts = stats.group_bootstrap_counts(data.task_labels.size, n_resamples, seed)
     agreement: dict[str, dict[str, Any]] = {"item": {}}
-    if not (np.bincount(data.task_codes) >= 2).any():
+    grouped = bool((np.bincount(data.task_codes) >= 2).any())  # a task of two rows or more
+    # the tasks whose ratings differ: those a within-task statistic (or a swap of one) can see
+    rated_apart = int(stats.varies_per_group(data.human, data.tasks).sum())
+    if not grouped:
         skipped.append("within-task level: no task has two rows (one candidate a task), so no "
                        "two candidates of a task can be compared")
-    elif not _varies_within(data.human, data.task_codes):
+    elif not rated_apart:
         skipped.append("within-task level: the ratings never differ within a task, so they "
                        "tell no two candidates of a task apart")
     else:
@@ -746,14 +740,12 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
                 resampled[(level, statistic, name)] = vector
 
     notes += _resampling_notes(agreement, data.task_labels.size, n_resamples)
-    notes += [f"{m} takes one value on every row: its correlations are undefined" + (
-              ", and within tasks it tells apart none of the rows the ratings score apart, "
-              "which counts 0 (tau_darr" + (", and the correlations)" if constant_within == "zero"
-                                            else ")") if "within_task" in agreement else "")
+    counted_zero = "tau_darr, and the correlations" if constant_within == "zero" else "tau_darr"
+    within = (f", and within tasks it tells apart none of the rows the ratings score apart, "
+              f"which counts 0 ({counted_zero})" if "within_task" in agreement else "")
+    notes += [f"{m} takes one value on every row: its correlations are undefined{within}"
               for m in metrics if _constant(data.scores[m])]
     chosen, rule = _choose_focus(metrics, focus, agreement["item"])
-    grouped = bool((np.bincount(data.task_codes) >= 2).any())  # a task of two rows or more
-    informative_tasks = int(stats.varies_per_group(data.human, data.tasks).sum())
     rows: list[dict[str, Any]] = []
     others = [m for m in metrics if m != chosen]
     for index, (level, statistic) in enumerate(comparisons):
@@ -816,7 +808,7 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
         # what the swap patterns allow: systems, or the tasks whose swap can change the
         # statistic (within tasks, those of two rows or more that the ratings score apart)
         swapped = (len(units[chosen]) if blocks is None else data.task_labels.size
-                   if level == "item" else informative_tasks)
+                   if level == "item" else rated_apart)
         note = _permutation_floor(level, swapped, n_permutations,
                                   sum(r["p_permutation"] is not None for r in family), alpha)
         if note and note not in notes:
