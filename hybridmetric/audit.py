@@ -634,6 +634,8 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
                          f"must be positive, got {n_resamples} and {n_permutations}")
     if missing not in ("refuse", "drop-rows"):
         raise ValueError(f"missing must be 'refuse' or 'drop-rows', got {missing!r}")
+    if not (math.isfinite(tie_threshold) and tie_threshold >= 0):
+        raise ValueError(f"tie_threshold must be a number of 0 or more, got {tie_threshold!r}")
     if constant_within not in ("zero", "skip"):
         raise ValueError(f"constant_within must be 'zero' or 'skip', got {constant_within!r}")
     skipped: list[str] = []

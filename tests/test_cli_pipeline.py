@@ -247,6 +247,19 @@ def test_command_line_mistakes_are_named(slice_file, tmp_path, capsys):
     with pytest.raises(SystemExit):
         main(["fit", str(scores), "-o", str(tmp_path / "c.json"), "--seed", "-5"])
     assert "argument --seed: a seed is a whole number of 0 or more" in capsys.readouterr().err
+    # a single-valued option given twice (argparse would keep the last without a word)
+    for command, said in (
+            (["score", str(slice_file), "-o", str(tmp_path / "a.jsonl"), "--output",
+              str(tmp_path / "b.jsonl")], "-o/--output is given twice; give it once"),
+            (["audit", str(scores), "-o", str(tmp_path / "r"), "--seed", "1", "--see=2"],
+             "--seed is given twice; give it once"),
+            (["audit", str(scores), "-o", str(tmp_path / "r"), "--tie-threshold", "-1"],
+             "a tie threshold is a number of 0 or more, got '-1'")):
+        with pytest.raises(SystemExit) as stop:
+            main(command)
+        assert stop.value.code == 2, command
+        assert said in capsys.readouterr().err, command
+    assert not (tmp_path / "a.jsonl").exists() and not (tmp_path / "b.jsonl").exists()
 
 
 def test_a_card_that_does_not_match_is_refused_before_scoring(slice_file, tmp_path, capsys):
@@ -403,3 +416,52 @@ def test_files_that_cannot_be_read_or_written_are_errors_not_tracebacks(slice_fi
                  *SCORERS]) == 2
     assert "error: cannot write the output /proc/hybridmetric-scores.jsonl" in \
         capsys.readouterr().err
+
+
+def test_audit_s_tie_threshold_and_constant_within_reach_the_numbers_and_the_record(
+        slice_file, tmp_path, capsys):
+    """--tie-threshold and --constant-within are the audit's (run's too): the results, the
+    signature and the report's within-task note follow them, and audit takes them up from
+    the audited table's sidecar as run recorded them."""
+    from hybridmetric.audit import audit
+    from hybridmetric.scoring import read_scored
+
+    scores = tmp_path / "s.jsonl"
+    assert main(["score", str(slice_file), "-o", str(scores), "--scorers",
+                 "edit_sim,exact_match", "--no-progress"]) == 0
+    draws = ["--resamples", "20", "--permutations", "20"]
+    assert main(["audit", str(scores), "-o", str(tmp_path / "r"), *draws, "--tie-threshold",
+                 "0.05", "--constant-within", "skip"]) == 0
+    results = json.loads((tmp_path / "r" / "results.json").read_text())
+    frame, _ = read_scored(scores)
+    direct = audit(frame, n_resamples=20, n_permutations=20, tie_threshold=0.05,
+                   constant_within="skip")
+    assert results["agreement"]["within_task"] == json.loads(json.dumps(
+        direct["agreement"]["within_task"]))
+    assert (results["settings"]["tie_threshold"], results["settings"]["constant_within"]) == (
+        0.05, "skip")
+    assert "tie:0.05" in results["signature"] and "constant:skip" in results["signature"]
+    default = audit(frame, n_resamples=20, n_permutations=20)
+    for metric in ("score.edit_sim", "score.exact_match"):  # (the options change the numbers)
+        assert (results["agreement"]["within_task"][metric]["tau_darr"]["value"]
+                != default["agreement"]["within_task"][metric]["tau_darr"]["value"])
+    assert (results["agreement"]["within_task"]["score.exact_match"]["pearson"]["value"]
+            != default["agreement"]["within_task"]["score.exact_match"]["pearson"]["value"])
+    report = (tmp_path / "r" / "report.md").read_text()
+    assert "differ by at most 0.05" in report and "is left out of that metric's mean" in report
+    # run records them with its audited table; audit takes them from there
+    study = tmp_path / "study"
+    study.mkdir()
+    write_generations(read_generations(slice_file), study / "generations.jsonl")
+    (study / "study.toml").write_text('name = "slice"\n[rating]\nmin = 0\nmax = 4\n')
+    assert main(["run", str(study), "-o", str(tmp_path / "out"), "--scorers",
+                 "edit_sim,exact_match", "--no-progress", "--repeats", "2", "--bootstrap", "10",
+                 *draws, "--constant-within", "skip"]) == 0
+    ran = json.loads((tmp_path / "out" / "report" / "results.json").read_text())
+    assert ran["settings"]["constant_within"] == "skip"
+    capsys.readouterr()
+    assert main(["audit", str(tmp_path / "out" / "audited.jsonl"), "-o",
+                 str(tmp_path / "again")]) == 0
+    assert "constant_within=skip" in capsys.readouterr().err
+    again = json.loads((tmp_path / "again" / "results.json").read_text())
+    assert again["agreement"] == ran["agreement"] and again["signature"] == ran["signature"]

@@ -193,6 +193,32 @@ def test_each_case_is_its_programs_shared_tail(scorer: PassRate) -> None:
     assert program.source[:program.tail_at].endswith("len(set(myList)) == 1\n")
 
 
+def test_a_case_starts_on_a_line_of_its_own(scorer: PassRate) -> None:
+    """Where neither the template's suffix ends nor a case starts with a line break, the
+    scorer puts one between them: a candidate that ends in an open comment does not swallow
+    the case's first line (a pass no test confirmed), and the whole program parses."""
+    bare_py = {"prefix": "", "suffix": "", "cases": ["assert f(1) == 3\n"]}
+    bare_js = {"language": "javascript", "suffix": "",
+               "cases": ["if (f(1) !== 3) throw new Error('f(1) is not 3');\n"]}
+    frame = frame_of([
+        {"task_id": "a", "candidate": "def f(x):\n    return x + 1\n#", "tests": bare_py},
+        {"task_id": "a", "candidate": "def f(x):\n    return x + 2", "tests": bare_py},
+        {"task_id": "b", "candidate": "const f = (x) => x + 1; //", "tests": bare_js},
+        {"task_id": "b", "candidate": "const f = (x) => x + 2;", "tests": bare_js},
+    ])
+    outcomes = [case["outcome"] for row in scorer.score(frame)["outcomes.pass_rate"]
+                for case in row]
+    assert outcomes == ["failed", "passed", "failed", "passed"]
+    [[program]] = scorer.programs_of(frame.iloc[:1])
+    assert program.source == "def f(x):\n    return x + 1\n#\nassert f(1) == 3\n"
+    assert program.source[program.tail_at:] == bare_py["cases"][0]
+    # a template that has its line break keeps its program as it was
+    [[program]] = scorer.programs_of(frame_of([{"task_id": "e", "candidate": "x",
+                                                "tests": DESIGN_EXAMPLE}]))
+    assert program.source == "def f_3844801(myList):\n    return x\n" + DESIGN_EXAMPLE[
+        "cases"][0]
+
+
 def test_row_timeout_overrides_setting(scorer: PassRate) -> None:
     slow = {"prefix": "import time\n", "cases": ["time.sleep(1.5)\n"], "timeout_s": 0.5}
     frame = frame_of([{"task_id": "s", "candidate": "", "tests": slow}])

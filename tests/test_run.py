@@ -119,16 +119,28 @@ def test_the_audited_rows_are_saved_and_auditing_them_again_gives_the_same_repor
 
 def test_audit_settings_come_from_the_command_line_then_the_record_then_the_defaults():
     def given(**values):
-        names = ("target", "scale", "useful", "missing", "seed", "resamples", "permutations")
+        names = ("target", "scale", "useful", "missing", "seed", "resamples", "permutations",
+                 "tie_threshold", "constant_within")
         return argparse.Namespace(**{name: values.get(name) for name in names})
 
     # a plain scores file (no record): the defaults of before
     assert settings(given(), None, "x") == {
         "target": "rating", "scale": None, "useful": None, "missing": "refuse", "seed": 0,
-        "resamples": 10000, "permutations": 10000}
+        "resamples": 10000, "permutations": 10000, "tie_threshold": 0.0,
+        "constant_within": "zero"}
     recorded = {"target": "rating", "scale": [0, 4], "useful": 2, "missing": "drop-rows",
-                "seed": 3, "resamples": 300, "permutations": 200}
+                "seed": 3, "resamples": 300, "permutations": 200, "tie_threshold": 0.25,
+                "constant_within": "skip"}
     assert settings(given(), recorded, "x") == {**recorded, "scale": (0, 4)}
+    assert settings(given(constant_within="zero"), recorded, "x")["constant_within"] == "zero"
+    # a record written before the options existed: their defaults
+    older = {k: v for k, v in recorded.items() if k not in ("tie_threshold", "constant_within")}
+    assert settings(given(), older, "x")["tie_threshold"] == 0.0
+    for name, value in (("tie_threshold", -1), ("tie_threshold", "0.1"),
+                        ("constant_within", "none")):
+        with pytest.raises(ValueError, match=f"recorded audit setting '{name}' is .*; give "
+                                             f"--{name.replace('_', '-')} instead"):
+            settings(given(), {**recorded, name: value}, "x")
     assert settings(given(seed=5, scale="1,5"), recorded, "x")["seed"] == 5
     assert settings(given(scale="1,5"), recorded, "x")["scale"] == (1.0, 5.0)
     # another target: the record's scale and useful rating were its own target's
@@ -179,7 +191,7 @@ def test_a_study_outside_its_scale_or_without_its_target_is_refused_before_scori
     # too few tasks for the folds, or rows without a system where others have one
     frame = read_study(small_study).generations
     write_generations(frame, broken / "generations.jsonl")
-    assert main(["run", str(broken), "-o", str(out), *FAST, "--folds", "40"]) == 2
+    assert main(["run", str(broken), "-o", str(out), *FAST[:-1], "40"]) == 2
     assert "16 distinct tasks cannot fill 40 folds; use fewer folds (--folds)" in (
         capsys.readouterr().err)
     frame.loc[[2, 7], "system"] = None

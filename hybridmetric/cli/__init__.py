@@ -16,6 +16,32 @@ from collections.abc import Sequence
 from hybridmetric import __version__
 from hybridmetric.cli.signals import exit_status, terminate
 
+#: Where :class:`_StoreOnce` notes, in the namespace being filled, the options given so far
+#: (taken out again by :func:`parse`).
+_GIVEN = "_options_given"
+
+
+class _StoreOnce(argparse._StoreAction):
+    """A single-valued option (``-o``, ``--seed``, ...) that refuses to be given twice, where
+    argparse would keep the last value without a word (``-o A ... --output B`` writing B)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: object, option_string: str | None = None) -> None:
+        given = namespace.__dict__.setdefault(_GIVEN, set())
+        if self.dest in given:
+            parser.error(f"{'/'.join(self.option_strings)} is given twice; give it once")
+        given.add(self.dest)
+        super().__call__(parser, namespace, values, option_string)
+
+
+class _Parser(argparse.ArgumentParser):
+    """A command's parser: its single-valued options are :class:`_StoreOnce`."""
+
+    def __init__(self, *args: object, **kwargs: object):
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+        self.register("action", None, _StoreOnce)
+        self.register("action", "store", _StoreOnce)
+
 
 def parser() -> argparse.ArgumentParser:
     from hybridmetric.cli import audit, fit, list_scorers, passk, run, score
@@ -25,7 +51,8 @@ def parser() -> argparse.ArgumentParser:
         description="Score generated code for value, fit a hybrid metric, audit agreement.",
     )
     root.add_argument("--version", action="version", version=f"hybridmetric {__version__}")
-    commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    commands = root.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                   parser_class=_Parser)
     for command in (run, score, fit, audit, passk, list_scorers):
         command.register(commands)
     return root
@@ -49,11 +76,18 @@ def _joined(argv: Sequence[str]) -> list[str]:
     return out
 
 
+def parse(argv: Sequence[str]) -> argparse.Namespace:
+    """The command line ``argv`` (see :func:`_joined`), parsed."""
+    args = parser().parse_args(_joined(argv))
+    vars(args).pop(_GIVEN, None)
+    return args
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     main_thread = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, terminate) if main_thread else None
     try:
-        args = parser().parse_args(_joined(sys.argv[1:] if argv is None else argv))
+        args = parse(sys.argv[1:] if argv is None else argv)
         return args.func(args) or 0
     except KeyboardInterrupt as stop:
         print("hybridmetric: interrupted", file=sys.stderr)

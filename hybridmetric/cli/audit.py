@@ -21,11 +21,32 @@ from hybridmetric.schema import repeated_rows, rows_label, select_rows, with_rat
 from hybridmetric.scoring import read_scored, signature_path
 
 
+def tie_threshold(text: str) -> float:
+    """An argparse type: tau_darr's tie tolerance, a finite number of 0 or more."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value >= 0):
+        raise argparse.ArgumentTypeError(f"a tie threshold is a number of 0 or more, got {text!r}")
+    return value
+
+
 def add_audit_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--resamples", type=int, default=10000,
                         help="bootstrap resamples (over tasks) for CIs (default: 10000)")
     parser.add_argument("--permutations", type=int, default=10000,
                         help="permutations of the PERM-BOTH significance test (default: 10000)")
+    parser.add_argument("--tie-threshold", type=tie_threshold, default=0.0, metavar="T",
+                        help="tau_darr's ties: two rows of a task whose ratings, or whose metric "
+                             "scores, differ by at most T are tied (default: 0, exact ties; "
+                             "the permutation tests of tau_darr need 0)")
+    parser.add_argument("--constant-within", choices=("zero", "skip"), default="zero",
+                        help="within-task correlations, where a metric gives one score to a "
+                             "task's rows that the ratings score apart: count that task 0, so "
+                             "that every metric is averaged over the same tasks (zero, the "
+                             "default), or leave it out of that metric's mean (skip: "
+                             "mt-metrics-eval's default)")
 
 
 def note_few_draws(resamples: int, permutations: int) -> None:
@@ -66,14 +87,16 @@ def register(commands: argparse._SubParsersAction) -> None:
                              "(default: refuse)")
     add_where_option(parser, "audit")
     add_audit_options(parser)
-    parser.set_defaults(func=run, resamples=None, permutations=None)
+    parser.set_defaults(func=run, resamples=None, permutations=None, tie_threshold=None,
+                        constant_within=None)
 
 
 IN_SAMPLE = ("if the card was fitted on these rows its agreement is in-sample (optimistic); "
              "the card's cross-validated numbers are the honest ones")
 #: The audit's settings where neither the command line nor the scores' sidecar gives them.
 DEFAULTS = {"target": "rating", "scale": None, "useful": None, "missing": "refuse", "seed": 0,
-            "resamples": 10000, "permutations": 10000}
+            "resamples": 10000, "permutations": 10000, "tie_threshold": 0.0,
+            "constant_within": "zero"}
 
 
 def _valid(name: str, value: Any) -> bool:
@@ -89,8 +112,12 @@ def _valid(name: str, value: Any) -> bool:
     if name in ("seed", "resamples", "permutations"):
         return (isinstance(value, int) and not isinstance(value, bool)
                 and value >= (0 if name == "seed" else 1))
+    if name == "tie_threshold":
+        return number(value) and value >= 0
     if name == "missing":
         return value in ("refuse", "drop-rows")
+    if name == "constant_within":
+        return value in ("zero", "skip")
     return isinstance(value, str) and value != ""
 
 
@@ -105,7 +132,8 @@ def settings(args: argparse.Namespace, recorded: Any, where: str) -> dict[str, A
                          f"table (an object), not {recorded!r}")
     given = {"target": args.target, "scale": parse_scale(args.scale), "useful": args.useful,
              "missing": args.missing, "seed": args.seed, "resamples": args.resamples,
-             "permutations": args.permutations}
+             "permutations": args.permutations, "tie_threshold": args.tie_threshold,
+             "constant_within": args.constant_within}
     if args.target is not None and args.target != recorded.get("target"):
         recorded = {k: v for k, v in recorded.items() if k not in ("scale", "useful")}
     chosen, taken = {}, []
@@ -114,7 +142,7 @@ def settings(args: argparse.Namespace, recorded: Any, where: str) -> dict[str, A
             value = recorded[name]
             if not _valid(name, value):
                 raise ValueError(f"{where}: the recorded audit setting {name!r} is {value!r}, "
-                                 f"which is not one; give --{name} instead")
+                                 f"which is not one; give --{name.replace('_', '-')} instead")
             if value is not None:  # (None: the default, as were it not recorded)
                 taken.append(f"{name}={value}")
             value = tuple(value) if name == "scale" and value is not None else value
@@ -178,7 +206,9 @@ def run(args: argparse.Namespace) -> int:
     results = audit(frame, metrics=metrics, target=chosen["target"], seed=chosen["seed"],
                     n_resamples=chosen["resamples"], n_permutations=chosen["permutations"],
                     focus=args.focus, scale=chosen["scale"], missing=chosen["missing"],
-                    useful_threshold=chosen["useful"], where=args.where)
+                    useful_threshold=chosen["useful"], where=args.where,
+                    tie_threshold=chosen["tie_threshold"],
+                    constant_within=chosen["constant_within"])
     if args.where:  # the rows audited (their lines, for the note and the report's plots)
         frame = select_rows(frame, args.where)
     note_dropped(frame, results)

@@ -216,13 +216,15 @@ def run(args: argparse.Namespace) -> int:
     print("[3/3] auditing agreement with the ratings", file=sys.stderr)
     results = audit(table, target=args.target, seed=args.seed, n_resamples=args.resamples,
                     n_permutations=args.permutations, missing=args.missing, scale=study.scale,
-                    useful_threshold=study.useful)
+                    useful_threshold=study.useful, tie_threshold=args.tie_threshold,
+                    constant_within=args.constant_within)
     note_dropped(table, results)
     paths = write_report(results, table, out / "report", card=card.data, scorers=signatures,
                          hybrid=OUT_OF_FOLD)
     settings = {"target": args.target, "scale": study.scale, "useful": study.useful,
                 "missing": args.missing, "seed": args.seed, "resamples": args.resamples,
-                "permutations": args.permutations}
+                "permutations": args.permutations, "tie_threshold": args.tie_threshold,
+                "constant_within": args.constant_within}
     audited = write_audited(table, out, card.data["signature"], signatures, settings)
     print(f"scores: {out / 'scores.jsonl'}\ncard: {out / 'card.json'}\n"
           f"report: {paths['html']}\naudited rows: {audited}")

@@ -31,14 +31,25 @@ LEVEL_NOTES = {
               "were compared; a percentile interval need not hold its estimate. The permutation "
               "tests swap whole systems' means, so with S systems no p-value falls below 1/2^S: "
               "the two answer different questions, and can disagree.",
-    "within_task": "tau darr: pairs of candidates (rows) of the same task, two samples of one "
-                   "system too, human ties dropped, pooled over "
-                   "tasks (CodeBERTScore's statistic, with a tie only where two scores are equal: "
-                   "its script also ties scores less than 0.001 apart); the other statistics: the "
-                   "mean over tasks of each task's value (a metric that scores alike the rows of "
-                   "a task that the ratings score apart counts 0 there, so that every metric is "
-                   "averaged over the same tasks).",
 }
+
+
+def within_task_note(settings: dict) -> str:
+    """What the within-task table's statistics are, with the audit's tie threshold and its
+    way with a metric constant on a task (its ``settings``)."""
+    threshold = settings.get("tie_threshold") or 0
+    ties = ("a tie only where two scores are equal: its script also ties scores less than 0.001 "
+            "apart" if not threshold else
+            f"a tie where two ratings, or two scores, differ by at most {threshold:g}: its script "
+            "ties scores less than 0.001 apart")
+    constant = ("counts 0 there, so that every metric is averaged over the same tasks"
+                if settings.get("constant_within", "zero") == "zero" else
+                "is left out of that metric's mean there (constant_within skip), so that metrics "
+                "may be averaged over different tasks")
+    return ("tau darr: pairs of candidates (rows) of the same task, two samples of one system "
+            f"too, human ties dropped, pooled over tasks (CodeBERTScore's statistic, with {ties}); "
+            "the other statistics: the mean over tasks of each task's value (a metric that scores "
+            f"alike the rows of a task that the ratings score apart {constant}).")
 DASH = "—"
 #: Decimals a number is shown to (more where its scale is small: :func:`scale_decimals`).
 DECIMALS = 3
@@ -163,7 +174,9 @@ def agreement_tables(results: Mapping[str, Any]) -> list[Table]:
     tables = []
     for level, by_metric in results.get("agreement", {}).items():
         stats = statistics_of(by_metric)
-        notes = [f"Cells: estimate [{ci_name(results)} over tasks].", LEVEL_NOTES.get(level, "")]
+        notes = [f"Cells: estimate [{ci_name(results)} over tasks].",
+                 within_task_note(results.get("settings") or {}) if level == "within_task"
+                 else LEVEL_NOTES.get(level, "")]
         table = Table(LEVEL_TITLES.get(level, label(level)), ["metric", *map(label, stats)])
         short, none, fewer = [], [], []
         for metric, values in by_metric.items():

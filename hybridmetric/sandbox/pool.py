@@ -81,7 +81,8 @@ def answer_deadline(limits: Limits) -> float:
 
 @dataclass(frozen=True)
 class Program:
-    """One complete program to run: for a ``tests`` case, prefix + candidate + suffix + case.
+    """One complete program to run: for a ``tests`` case, prefix + candidate + suffix +
+    case (the case on a line of its own: ``pass_rate.own_line``).
 
     ``tail_at``: where the part of ``source`` that other programs share begins (the case, the
     same after each candidate of a task), if any. A Python worker then compiles that part once

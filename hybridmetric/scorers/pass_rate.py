@@ -1,7 +1,8 @@
 """Unit-test pass rate: run each candidate's tests in the sandbox (``hybridmetric.sandbox``).
 
 For a row with ``tests``, case ``i`` runs ``prefix + candidate + suffix + cases[i]`` in the tests'
-language (else the row's). A case passes only when the sandbox receives the run's secret token
+language (else the row's), a newline put before the case where neither side has a line break
+there (:func:`own_line`). A case passes only when the sandbox receives the run's secret token
 after the test code finished (see ``hybridmetric/sandbox/languages.py``).
 
 Columns:
@@ -57,6 +58,16 @@ def check_sandbox_settings(settings: dict[str, Any], owner: str) -> None:
         raise ValueError(f"setting '{owner}.workers' must be at most {UID_SLOTS} (0: one per "
                          f"core), got {settings['workers']!r}")
     cxx_flags(settings["cpp_standard"])
+
+
+def own_line(head: str, case: str) -> str:
+    """``head`` (prefix, candidate and suffix), with a newline after it where neither it ends
+    nor ``case`` starts with a line break: a case starts on a line of its own, so that a
+    candidate that ends in an open comment (``#``, ``//``) cannot make the case's first line
+    part of it (a pass no test confirmed), nor continue its own last line into it."""
+    if head.endswith(("\n", "\r")) or case.startswith(("\n", "\r")):
+        return head
+    return head + "\n"
 
 
 class PassRate(Scorer):
@@ -208,8 +219,9 @@ class PassRate(Scorer):
             except ValueError as exc:
                 raise ValueError(f"{where}, field 'tests': {exc}") from None
             head = tests.get("prefix", "") + candidate + tests.get("suffix", "")
-            rows.append([Program(language, head + case, limits, tail_at=len(head))
-                         for case in tests["cases"]])
+            starts = [own_line(head, case) for case in tests["cases"]]
+            rows.append([Program(language, start + case, limits, tail_at=len(start))
+                         for start, case in zip(starts, tests["cases"], strict=True)])
         return rows
 
     def check(self, frame: pd.DataFrame) -> None:
