@@ -64,6 +64,10 @@ resamples gave a defined value; ``None`` stands for an undefined statistic)::
                                          # fewer than 3 rows rated by two or more raters
           "n_raters": int, "n_ratings": int, "n_rows_multi_rated": int,
           "krippendorff_alpha": {"interval": float, "ordinal": float},
+          "mean_rating": {               # or {"reason": str}: the target is no mean of grades
+              "raters_per_row": float,   # harmonic mean
+              "reliability": float,      # Spearman-Brown of the interval alpha
+              "pearson_bound": float},   # its square root: an item-level Pearson's bound
           "leave_one_rater_out": {       # each rating against the mean of the other raters'
               "item": {"pearson": Estimate, "spearman": Estimate,
                        "kendall_tau_b": Estimate},                  # this one without CI
@@ -150,7 +154,7 @@ from hybridmetric.signature import environment, signature
 #: permutations at item and within-task level swap whole tasks, no Williams test at item level
 #: where tasks have several rows, and a metric constant in a task the ratings score apart
 #: counts 0 in within-task correlations).
-AUDIT_VERSION = "8"
+AUDIT_VERSION = "9"
 ITEM_STATISTICS = ("pearson", "spearman", "kendall_tau_b", "kendall_tau_c", "pairwise_accuracy",
                    "pairwise_accuracy_tc")
 WITHIN_STATISTICS = ("tau_darr", "pairwise_accuracy", "pairwise_accuracy_tc", "pearson",
@@ -406,6 +410,8 @@ def _ceiling(data: _Data, frame: pd.DataFrame, counts: np.ndarray, confidence: f
     np.add.at(task_cdt, owner_task, cdt)
     total = task_cdt.sum(axis=0)
     tau = (total[0] - total[1]) / total.sum() if total.sum() else math.nan
+    alphas = {level: _number(stats.krippendorff_alpha(matrix, level))
+              for level in ("interval", "ordinal")}
     per_rater = {}
     pearsons = stats.leave_one_rater_out(matrix, "pearson")
     spearmans = stats.leave_one_rater_out(matrix, "spearman")
@@ -418,8 +424,8 @@ def _ceiling(data: _Data, frame: pd.DataFrame, counts: np.ndarray, confidence: f
         "n_raters": len(raters),
         "n_ratings": int(np.isfinite(matrix).sum()),
         "n_rows_multi_rated": int(np.count_nonzero(np.isfinite(matrix).sum(axis=0) >= 2)),
-        "krippendorff_alpha": {level: _number(stats.krippendorff_alpha(matrix, level))
-                               for level in ("interval", "ordinal")},
+        "krippendorff_alpha": alphas,
+        "mean_rating": _mean_rating(matrix, data.human, alphas["interval"]),
         "leave_one_rater_out": {
             "item": item,
             "within_task": {"tau_darr": _estimate(tau, stats.bootstrap_darr(task_cdt, counts),
@@ -427,6 +433,28 @@ def _ceiling(data: _Data, frame: pd.DataFrame, counts: np.ndarray, confidence: f
         },
         "per_rater": per_rater,
     }
+
+
+def _mean_rating(matrix: np.ndarray, human: np.ndarray, alpha: float | None) -> dict[str, Any]:
+    """How reliable the target is as the mean of the raters' grades (``matrix``, raters x rows):
+    the harmonic mean of the raters per row, Spearman-Brown's reliability of the rows' means
+    from one grade's (Krippendorff's interval ``alpha``), and its square root, the most a
+    metric's item-level Pearson with the mean can reach for the raters' noise
+    (:func:`stats.mean_rating_reliability`); a reason where the target is not each row's mean
+    grade (another column, or rows without grades), or ``alpha`` is not above 0."""
+    graded = np.isfinite(matrix).sum(axis=0)
+    if not graded.all():
+        return {"reason": f"{int((graded == 0).sum())} of the rows audited have no grade in "
+                          "'ratings': their target is no mean of raters"}
+    means = np.nanmean(matrix, axis=0)
+    if not np.allclose(means, human, rtol=1e-9, atol=1e-9):
+        return {"reason": "the target is not each row's mean grade over its raters"}
+    if alpha is None or alpha <= 0:
+        return {"reason": f"Krippendorff's interval alpha is {alpha}: no reliability above "
+                          "chance to bound a correlation with"}
+    k, reliability = stats.mean_rating_reliability(alpha, graded)
+    return {"raters_per_row": _number(k), "reliability": _number(reliability),
+            "pearson_bound": _number(math.sqrt(reliability))}
 
 
 def _by_system(data: _Data, counts: np.ndarray, confidence: float) -> dict[str, Any]:

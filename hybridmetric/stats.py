@@ -950,6 +950,24 @@ def krippendorff_alpha(reliability: np.ndarray, level: str = "interval") -> floa
     return float(krippendorff.alpha(reliability_data=data, level_of_measurement=level))
 
 
+def mean_rating_reliability(single: float, raters_per_unit: np.ndarray) -> tuple[float, float]:
+    """``(k, reliability)``: the reliability of units' mean ratings, each the mean of its own
+    number of raters (``raters_per_unit``, each 1 or more), where one rating's reliability is
+    ``single`` (e.g. Krippendorff's interval alpha, an intraclass correlation of one rater).
+
+    The Spearman-Brown formula (Spearman 1910; Brown 1910), ``k r / (1 + (k - 1) r)``, with
+    ``k`` the harmonic mean of the raters per unit: the mean error variance of the units' means
+    is one rating's over ``k`` where their numbers of raters differ. The square root of the
+    reliability bounds the Pearson correlation of anything with the mean ratings that the
+    raters' noise leaves (Spearman's attenuation: a metric that tracked the raters' shared
+    judgement exactly would reach it). Nan where ``single`` is nan."""
+    counts = np.asarray(raters_per_unit, float)
+    if counts.size == 0 or not np.all(counts >= 1):
+        raise ValueError("each unit's mean needs at least one rating")
+    k = float(scipy.stats.hmean(counts))
+    return k, k * single / (1 + (k - 1) * single)
+
+
 def rater_vs_rest(reliability: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Leave-one-rater-out pairs: ``(rater, unit, own rating, mean of the other raters)``.
 

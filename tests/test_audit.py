@@ -156,6 +156,27 @@ def test_ceiling_from_per_rater_ratings(frame, results):
     assert set(ceiling["per_rater"]) == set(raters)
 
 
+def test_the_mean_rating_s_reliability_bounds_a_metric_s_pearson(frame, results):
+    """Three raters a row: Spearman-Brown of the interval alpha for 3, its square root the
+    bound; a reason where the target is not each row's mean grade, or a row has none."""
+    ceiling = results["ceiling"]
+    alpha = ceiling["krippendorff_alpha"]["interval"]
+    mean = ceiling["mean_rating"]
+    assert mean["raters_per_row"] == pytest.approx(3.0)
+    assert mean["reliability"] == pytest.approx(3 * alpha / (1 + 2 * alpha))
+    assert mean["pearson_bound"] == pytest.approx(math.sqrt(mean["reliability"]))
+    assert results["agreement"]["item"]["score.hybrid"]["pearson"]["value"] < mean[
+        "pearson_bound"]
+    median = frame.assign(rating=[float(np.median(list(g.values()))) for g in frame["ratings"]])
+    assert audit(median, n_resamples=20, n_permutations=20)["ceiling"]["mean_rating"] == {
+        "reason": "the target is not each row's mean grade over its raters"}
+    ungraded = frame.copy()
+    ungraded.at[3, "ratings"] = None
+    assert audit(ungraded, n_resamples=20, n_permutations=20)["ceiling"]["mean_rating"] == {
+        "reason": "1 of the rows audited have no grade in 'ratings': their target is no mean of "
+                  "raters"}
+
+
 @pytest.mark.parametrize(("grades", "problem"), [
     ({1: 0.0, "1": 4.0}, "a rater is named by a int, not a string: 1"),
     ({"r0": "3", "r1": 2.0}, "rater 'r0' has a non-numeric grade '3'"),

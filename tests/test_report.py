@@ -170,8 +170,13 @@ def test_ceiling_is_prominent_and_signatures_at_the_bottom(written) -> None:
     lead = page[page.index('<p class="headline">'):page.index('<section')]
     estimate = fmt_estimate(best[1]["pearson"])
     assert f"Item level, pearson: best metric {best[0]}, {estimate}, " in lead
-    ceiling = " (one rater against the others: a conservative ceiling)."
-    assert f"human ceiling {fmt_estimate(loo['item']['pearson'])}{ceiling}" in lead
+    ceiling = " (one rater against the others: a conservative ceiling)"
+    bound = fmt(results["ceiling"]["mean_rating"]["pearson_bound"])
+    assert (f"human ceiling {fmt_estimate(loo['item']['pearson'])}{ceiling}; the noise in the "
+            f"mean rating bounds any metric at about {bound} (its reliability).") in lead
+    ceiling += "."
+    assert (escape(f"Pearson correlation of about {bound} with them (Spearman's attenuation)")
+            in page[page.index('id="ceiling"'):page.index('id="agreement"')])
     assert f"human ceiling {fmt_estimate(loo['within_task']['tau_darr'])}{ceiling}" in lead
     footer = page[page.index("<footer>"):]
     assert escape(results["signature"]) in footer

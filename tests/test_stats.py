@@ -624,3 +624,31 @@ def test_corrected_resampled_t_by_hand():
         assert all(math.isnan(v) for v in stats.corrected_resampled_t(np.array(flat), 0.25))
     with pytest.raises(ValueError, match="test_to_train"):
         stats.corrected_resampled_t(np.array([0.1, 0.2]), 0.0)
+
+
+def test_mean_rating_reliability_by_hand_and_against_a_simulated_true_score():
+    """Spearman-Brown with the harmonic mean of the raters per unit, by hand; and, on units
+    rated by 1 or 8 raters of a known true score, the square root of the reliability is the
+    correlation of the true score with the mean ratings (an arithmetic mean of the raters,
+    4.5, would give 0.905, the harmonic one's 0.800)."""
+    assert stats.mean_rating_reliability(0.5, np.array([2, 2])) == pytest.approx((2.0, 2 / 3))
+    assert stats.mean_rating_reliability(0.5, np.array([1, 3])) == pytest.approx((1.5, 0.6))
+    assert stats.mean_rating_reliability(0.3, np.array([4]))[1] == pytest.approx(1.2 / 1.9)
+    assert math.isnan(stats.mean_rating_reliability(math.nan, np.array([2]))[1])
+    with pytest.raises(ValueError, match="at least one rating"):
+        stats.mean_rating_reliability(0.5, np.array([0, 2]))
+    rng = np.random.default_rng(0)
+    n, raters = 4000, 8
+    truth = rng.normal(size=n)
+    counts = np.where(rng.random(n) < 0.5, 1, raters)
+    matrix = np.full((raters, n), np.nan)
+    for rater in range(raters):
+        rows = rater < counts
+        matrix[rater, rows] = np.round(truth[rows] + rng.normal(size=rows.sum()), 1)
+    alpha = stats.krippendorff_alpha(matrix, "interval")
+    assert alpha == pytest.approx(0.5, abs=0.03)  # (one grade: half truth, half noise)
+    k, reliability = stats.mean_rating_reliability(alpha, counts)
+    assert k == pytest.approx(n / np.sum(1 / counts))
+    observed = np.corrcoef(truth, np.nanmean(matrix, axis=0))[0, 1]
+    assert observed == pytest.approx(math.sqrt(reliability), abs=0.02)
+    assert observed == pytest.approx(0.8, abs=0.02)

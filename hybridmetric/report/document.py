@@ -180,8 +180,28 @@ def _ceiling(results: Mapping[str, Any]) -> Section:
         "raters of its own, a rater and the others on a row share those raters' leanings, "
         "which raise the ceiling, even above what a perfect metric reaches."
     )
+    mean = ceiling.get("mean_rating")
+    if isinstance(mean, Mapping) and mean.get("reliability") is not None:
+        section.blocks.append(
+            "The mean rating is itself a noisy measure of what the raters judge. From "
+            "Krippendorff's interval alpha (the reliability of one grade) and the "
+            f"{fmt(mean['raters_per_row'], 2)} raters a row has (harmonic mean), the "
+            "Spearman-Brown formula puts the reliability of the rows' mean ratings at "
+            f"{fmt(mean['reliability'])}: a metric that tracked the raters' shared judgement "
+            f"exactly would reach an item-level Pearson correlation of about "
+            f"{fmt(mean['pearson_bound'])} with them (Spearman's attenuation), not 1. This bound "
+            "is a point estimate (no interval), and assumes the raters' errors independent."
+        )
     section.blocks.extend(ceiling_tables(ceiling))
     return section
+
+
+def _pearson_bound(results: Mapping[str, Any]) -> float | None:
+    """The most an item-level Pearson with the mean rating can reach for the raters' noise
+    (``ceiling.mean_rating.pearson_bound``), or None."""
+    ceiling = results.get("ceiling")
+    mean = ceiling.get("mean_rating") if isinstance(ceiling, Mapping) else None
+    return mean.get("pearson_bound") if isinstance(mean, Mapping) else None
 
 
 def _agreement(results: Mapping[str, Any]) -> Section:
@@ -404,6 +424,10 @@ def headline(results: Mapping[str, Any]) -> str:
         if stat in reference.get(level, {}):
             text += (f"; human ceiling {fmt_estimate(reference[level][stat])} (one rater "
                      "against the others: a conservative ceiling)")
+            bound = _pearson_bound(results)
+            if level == "item" and stat == "pearson" and bound is not None:
+                text += (f"; the noise in the mean rating bounds any metric at about "
+                         f"{fmt(bound)} (its reliability)")
         sentences.append(text + ".")
     if not reference:
         ceiling = results.get("ceiling")
