@@ -304,10 +304,13 @@ def _system(data: _Data, metric: np.ndarray, counts: np.ndarray, confidence: flo
     return out, resampled
 
 
-def _constant(values: np.ndarray) -> bool:
+def _constant(values: np.ndarray, source: np.ndarray | None = None) -> bool:
     """Whether ``values`` are one value but for rounding (means of equal sums in another order
-    differ by ~1e-16, which z-scoring would blow up to +-1)."""
-    return bool(np.ptp(values) <= 1e-12 * max(1.0, float(np.max(np.abs(values)))))
+    differ by ~1e-16 of the sums' terms, which z-scoring would blow up to +-1): relative to the
+    largest of them, or of ``source``, the values they are means of (means that cancel to ~0
+    have their terms' rounding). Relative, not absolute: ratings or a metric of 1e-15 vary."""
+    size = float(np.max(np.abs(values if source is None else np.r_[values, source])))
+    return bool(np.ptp(values) <= 1e-12 * size)
 
 
 def _williams(level: str, statistic: str, data: _Data, a: str, b: str) -> float | None:
@@ -742,7 +745,7 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
         n_systems = int(np.unique(data.systems).size)
         if n_systems < 3:
             skipped.append(f"system level: {n_systems} system(s); a correlation needs 3 or more")
-        elif _constant(stats.system_means(data.human, data.systems)):
+        elif _constant(stats.system_means(data.human, data.systems), data.human):
             skipped.append("system level: every system has the same mean rating, so the ratings "
                            "tell no two systems apart")
         else:
@@ -801,7 +804,7 @@ def audit(frame: pd.DataFrame, metrics: Sequence[str] | None = None, target: str
             if reason not in skipped:
                 skipped.append(reason)
         for k, other in enumerate(others):
-            constant = [m for m in (chosen, other) if _constant(units[m])]
+            constant = [m for m in (chosen, other) if _constant(units[m], data.scores[m])]
             if constant:  # (said once, not at every level and statistic)
                 scope = "" if _constant(data.scores[constant[0]]) else " at the system level"
                 reason = f"permutation tests {chosen} vs {other}: {constant[0]} is constant{scope}"

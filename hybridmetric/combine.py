@@ -267,6 +267,15 @@ def _logistic(x: np.ndarray) -> np.ndarray:
     return 0.5 * (1.0 + np.tanh(0.5 * x))
 
 
+def _two_ordered_numbers(bounds: Any) -> bool:
+    """Whether ``bounds`` is ``(min, max)``: two numbers (not text, not NaN), min <= max."""
+    if isinstance(bounds, str | bytes) or np.ndim(bounds) != 1 or len(bounds) != 2:
+        return False
+    low, high = bounds
+    return (all(isinstance(b, Real) and not isinstance(b, bool) and not math.isnan(b)
+                for b in (low, high)) and low <= high)
+
+
 class HybridMetric(RegressorMixin, BaseEstimator):
     """A scikit-learn regressor combining score columns into one value on the rating scale.
 
@@ -307,10 +316,9 @@ class HybridMetric(RegressorMixin, BaseEstimator):
         if not (isinstance(self.alpha, Real) and not isinstance(self.alpha, bool)
                 and math.isfinite(self.alpha) and self.alpha >= 0):
             raise ValueError(f"alpha must be a finite number >= 0, got {self.alpha!r}")
-        if self.bounds is not None and not (
-            len(self.bounds) == 2 and float(self.bounds[0]) <= float(self.bounds[1])
-        ):
-            raise ValueError(f"bounds must be (min, max) with min <= max, got {self.bounds!r}")
+        if self.bounds is not None and not _two_ordered_numbers(self.bounds):
+            raise ValueError(f"bounds must be (min, max), two numbers with min <= max, got "
+                             f"{self.bounds!r}")
 
     def fit(self, X: Any, y: Any, raters: Sequence[Any] | None = None) -> HybridMetric:
         self._check_params()

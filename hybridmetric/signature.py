@@ -20,24 +20,44 @@ def package_version(name: str) -> str:
         return "absent"
 
 
+#: What a value escapes in a signature (with a backslash): the separator, the backslash itself
+#: and line ends, so that a value (a column named ``a|content:0``) cannot end its field and
+#: forge another, nor break the signature's line.
+_ESCAPED = {"\\": "\\", "|": "|", "\n": "n", "\r": "r"}
+_UNESCAPED = {code: char for char, code in _ESCAPED.items()}
+
+
 def format_value(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if value is None:
         return "none"
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
+    text = repr(value) if isinstance(value, float) else str(value)
+    return "".join("\\" + _ESCAPED[char] if char in _ESCAPED else char for char in text)
 
 
 def signature(fields: Mapping[str, Any]) -> str:
-    """Join ``fields`` in their given order as ``key:value|...``."""
+    """Join ``fields`` in their given order as ``key:value|...`` (see :data:`_ESCAPED`)."""
     return "|".join(f"{key}:{format_value(value)}" for key, value in fields.items())
 
 
 def parse(text: str) -> dict[str, str]:
-    """The ``key:value`` fields of a signature (the values as :func:`format_value` wrote them)."""
-    return dict(item.partition(":")[::2] for item in text.split("|"))
+    """The ``key:value`` fields of a signature, each value as it was given to
+    :func:`format_value` (its escapes undone; ``yes``, ``none`` and numbers as text)."""
+    fields: dict[str, str] = {}
+    item: list[str] = []
+    chars = iter(text + "|")
+    for char in chars:
+        if char == "\\":
+            code = next(chars, "")
+            item.append(_UNESCAPED.get(code, "\\" + code))
+        elif char == "|":
+            key, _, value = "".join(item).partition(":")
+            fields[key] = value
+            item = []
+        else:
+            item.append(char)
+    return fields
 
 
 def changed(a: str, b: str) -> list[str]:

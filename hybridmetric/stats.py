@@ -269,9 +269,20 @@ def rank_rows(values: np.ndarray) -> np.ndarray:
     return ranks
 
 
+def _centred(values: np.ndarray, axis: int | None = None) -> np.ndarray:
+    """``values`` less their mean, over their largest deviation (along ``axis``; a Pearson r is
+    the same): sums of their squares neither overflow (ratings of 1e160) nor lose their digits
+    to underflow (1e-160)."""
+    centred = values - values.mean(axis=axis, keepdims=axis is not None)
+    if centred.size == 0:
+        return centred
+    largest = np.max(np.abs(centred), axis=axis, keepdims=axis is not None)
+    usable = (largest > 0) & np.isfinite(largest)
+    return centred / np.where(usable, largest, 1.0)
+
+
 def _rowwise_pearson(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    xc = x - x.mean(axis=1, keepdims=True)
-    yc = y - y.mean(axis=1, keepdims=True)
+    xc, yc = _centred(x, axis=1), _centred(y, axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         r = np.sum(xc * yc, axis=1) / np.sqrt(np.sum(xc**2, axis=1) * np.sum(yc**2, axis=1))
     constant = (np.ptp(x, axis=1) == 0) | (np.ptp(y, axis=1) == 0)
@@ -452,7 +463,7 @@ def bootstrap_difference_ci(resampled_a: np.ndarray, resampled_b: np.ndarray,
 
 def _weighted_pearson(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Pearson r per row of weights ``w`` (B, n) over values x, y of shape (n,)."""
-    x, y = x - x.mean(), y - y.mean()  # centring keeps the sums well conditioned
+    x, y = _centred(x), _centred(y)  # (the sums well conditioned)
     total = w.sum(axis=1)
     sx, sy = w @ x, w @ y
     vxx = w @ (x * x) - sx**2 / total
@@ -534,7 +545,7 @@ def bootstrap_correlation(statistic: str, human: np.ndarray, metric: np.ndarray,
         return _weighted(statistic, metric, human, lambda part: counts[part][:, codes],
                          counts.shape[0], chunk)
     x, y = _paired(metric, human)
-    x, y = x - x.mean(), y - y.mean()  # centring keeps the sums well conditioned
+    x, y = _centred(x), _centred(y)  # (the sums well conditioned)
     columns = np.stack([np.ones_like(x), x, y, x * x, y * y, x * y], axis=1)
     sums = np.zeros((counts.shape[1], 6))
     np.add.at(sums, codes, columns)
@@ -708,10 +719,11 @@ def corrected_resampled_t(differences: np.ndarray, test_to_train: float) -> tupl
 def zscore(values: np.ndarray) -> np.ndarray:
     """Standardised values (population sd), as PERM-BOTH swaps scores on a common scale."""
     values = as_vector(values, "values")
-    sd = values.std()
+    centred = _centred(values)  # (its std neither overflows nor underflows)
+    sd = centred.std()
     if sd == 0:
         raise ValueError("a constant metric cannot be standardised for the permutation test")
-    return (values - values.mean()) / sd
+    return centred / sd
 
 
 class BatchStatistic:
@@ -756,7 +768,8 @@ class _ItemPearson(BatchStatistic):
     """Item-level Pearson; a swapped vector's moments are linear in the swap indicators."""
 
     def __init__(self, human: np.ndarray):
-        self.y = (human - human.mean()) / np.linalg.norm(human - human.mean())
+        centred = _centred(human)
+        self.y = centred / np.linalg.norm(centred)
         super().__init__(lambda batch: _unit_correlation(batch, self.y))
 
     def swapped(self, first: np.ndarray, second: np.ndarray, swap: np.ndarray) -> np.ndarray:

@@ -156,6 +156,36 @@ def test_ceiling_from_per_rater_ratings(frame, results):
     assert set(ceiling["per_rater"]) == set(raters)
 
 
+def test_the_numbers_do_not_depend_on_the_scale_of_the_ratings_or_a_metric(frame):
+    """Correlations and their tests are the same for ratings (or a metric) times 1e-160, 1e-15
+    or 1e160: no sum of squares overflows or underflows, no system is taken as tied with another
+    for a difference smaller than 1e-12 (a red team's ratings of 1e-15: "every system has the
+    same mean rating"; of 1e160: correlations of 0.000 [0.000, 0.000])."""
+    plain = frame.drop(columns=["ratings"])
+    def numbers(table: pd.DataFrame) -> dict:
+        result = audit(table, seed=3, n_resamples=100, n_permutations=100)
+        return {"agreement": result["agreement"], "skipped": result["skipped"],
+                "comparisons": [{k: v for k, v in row.items() if k != "delta"}
+                                for row in result["comparisons"]]}
+    expected = numbers(plain)
+    assert set(expected["agreement"]) == {"item", "within_task", "system"}
+    for factor in (1e-160, 1e-15, 1e160):
+        for column in ("rating", "score.weak"):
+            scaled = numbers(plain.assign(**{column: plain[column] * factor}))
+            assert _close(scaled, expected), (factor, column)
+
+
+def _close(a: object, b: object) -> bool:
+    """Equal nested results, floats to 1e-9."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    return a == b
+
+
 def test_the_mean_rating_s_reliability_bounds_a_metric_s_pearson(frame, results):
     """Three raters a row: Spearman-Brown of the interval alpha for 3, its square root the
     bound; a reason where the target is not each row's mean grade, or a row has none."""

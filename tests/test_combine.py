@@ -248,8 +248,12 @@ def test_hostile_parameters_are_refused():
         HybridMetric(model="lasso").fit([[0.0], [1.0]], [0.0, 1.0])
     with pytest.raises(ValueError, match="calibration"):
         HybridMetric(calibration="platt").fit([[0.0], [1.0]], [0.0, 1.0])
-    with pytest.raises(ValueError, match="bounds"):
-        HybridMetric(bounds=(4, 0)).fit([[0.0], [1.0]], [0.0, 1.0])
+    for bounds in ((4, 0), "04", 4, ("0", "4"), (0, math.nan), (True, 4)):  # ("04": (0, 4))
+        with pytest.raises(ValueError, match=re.escape(f"bounds must be (min, max), two "
+                                                       f"numbers with min <= max, got {bounds!r}")):
+            HybridMetric(bounds=bounds).fit([[0.0], [1.0]], [0.0, 1.0])
+    for bounds in ((0, 1), np.array([0.0, 1.0]), (0, math.inf)):
+        assert HybridMetric(bounds=bounds).fit([[0.0], [1.0]], [0.0, 1.0]).bounds_ == (0, bounds[1])
     with pytest.raises(ValueError, match="alpha must be a finite number >= 0, got True"):
         HybridMetric(model="ridge", alpha=True).fit([[0.0], [1.0]], [0.0, 1.0])
 
@@ -507,6 +511,25 @@ def test_a_card_edited_after_the_fit_is_refused_as_it_is_read(tmp_path):
     (tmp_path / "unsigned.json").write_text(json.dumps(unsigned))
     with pytest.raises(ValueError, match="its signature records no hash of its content"):
         MetricCard.load(tmp_path / "unsigned.json")
+
+
+def test_a_value_that_holds_the_signature_s_separators_forges_no_field(tmp_path):
+    """A target named ``r|content:0`` (a value with the field separator, a backslash, a line
+    end) is escaped in the signature: the card fitted on it loads back (its content hash is
+    the one its signature signs), and parse() gives each value back as it was."""
+    from hybridmetric.signature import parse, signature
+
+    name = "r|content:0\\n\nx"
+    frame = study_frame()
+    card = quick_card(frame.assign(**{name: frame["rating"]}), target=name, n_boot=0)
+    assert "\n" not in card.data["signature"]
+    assert MetricCard.load(card.save(tmp_path / "card.json")).data == card.data
+    fields = parse(card.data["signature"])
+    assert fields["content"] == card_content_hash(card.data) and fields["target"] == name
+    given = {"a": "x|y", "b": "back\\slash|", "c": "\r\n", "d": 0.1, "e": None}
+    assert parse(signature(given)) == {"a": "x|y", "b": "back\\slash|", "c": "\r\n",
+                                       "d": "0.1", "e": "none"}
+    assert signature({"a": "plain text: 1"}) == "a:plain text: 1"  # (most values as before)
 
 
 @pytest.mark.parametrize("model", ["ordinal", "mixed"])
