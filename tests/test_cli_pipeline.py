@@ -453,13 +453,14 @@ def test_audit_s_tie_threshold_and_constant_within_reach_the_numbers_and_the_rec
     study = tmp_path / "study"
     study.mkdir()
     write_generations(read_generations(slice_file), study / "generations.jsonl")
-    (study / "study.toml").write_text('name = "slice"\n[rating]\nmin = 0\nmax = 4\n')
+    (study / "study.toml").write_text('name = "sl\\u001b[41mice"\n[rating]\nmin = 0\nmax = 4\n')
     assert main(["run", str(study), "-o", str(tmp_path / "out"), "--scorers",
                  "edit_sim,exact_match", "--no-progress", "--repeats", "2", "--bootstrap", "10",
                  *draws, "--constant-within", "skip"]) == 0
     ran = json.loads((tmp_path / "out" / "report" / "results.json").read_text())
     assert ran["settings"]["constant_within"] == "skip"
-    capsys.readouterr()
+    # (the study's name as text: a terminal escape in it is shown, not sent)
+    assert "rows of 'sl\\x1b[41mice' with" in capsys.readouterr().err
     assert main(["audit", str(tmp_path / "out" / "audited.jsonl"), "-o",
                  str(tmp_path / "again")]) == 0
     assert "constant_within=skip" in capsys.readouterr().err

@@ -175,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
                          f"column; they write {', '.join(produced)}")
     if options["features"] is None and not default_features(scorers):
         raise ValueError("no selected scorer gives the hybrid a feature; select more scorers")
-    print(f"[1/3] scoring {len(frame)} rows of {study.name} with {args.scorers}", file=sys.stderr)
+    print(f"[1/3] scoring {len(frame)} rows of {study.name!r} with {args.scorers}", file=sys.stderr)
     try:
         table = score(study.path, scorers, out / "scores.jsonl", resume=args.resume,
                       progress=progress_of(args))
