@@ -65,9 +65,12 @@ resamples gave a defined value; ``None`` stands for an undefined statistic)::
           "n_raters": int, "n_ratings": int, "n_rows_multi_rated": int,
           "krippendorff_alpha": {"interval": float, "ordinal": float},
           "mean_rating": {               # or {"reason": str}: the target is no mean of grades
-              "raters_per_row": float,   # harmonic mean
-              "reliability": float,      # Spearman-Brown of the interval alpha
-              "pearson_bound": float},   # its square root: an item-level Pearson's bound
+              "method": str,             # ICC(C,k) where every rater graded every row, else
+                                         # Spearman-Brown of the interval alpha
+              "raters_per_row": float,   # (harmonic mean)
+              "reliability": float,
+              "perfect_metric_pearson": float},  # its square root: the item-level Pearson of
+                                         # a metric that matched the raters' shared judgement
           "leave_one_rater_out": {       # each rating against the mean of the other raters'
               "item": {"pearson": Estimate, "spearman": Estimate,
                        "kendall_tau_b": Estimate},                  # this one without CI
@@ -439,25 +442,35 @@ def _ceiling(data: _Data, frame: pd.DataFrame, counts: np.ndarray, confidence: f
 
 
 def _mean_rating(matrix: np.ndarray, human: np.ndarray, alpha: float | None) -> dict[str, Any]:
-    """How reliable the target is as the mean of the raters' grades (``matrix``, raters x rows):
-    the harmonic mean of the raters per row, Spearman-Brown's reliability of the rows' means
-    from one grade's (Krippendorff's interval ``alpha``), and its square root, the most a
-    metric's item-level Pearson with the mean can reach for the raters' noise
-    (:func:`stats.mean_rating_reliability`); a reason where the target is not each row's mean
-    grade (another column, or rows without grades), or ``alpha`` is not above 0."""
+    """How reliable the target is as the mean of the raters' grades (``matrix``, raters x rows),
+    and the item-level Pearson with it of a metric that matched the raters' shared judgement
+    exactly (the reliability's square root): where every rater graded every row, ICC(C,k)
+    (:func:`stats.consistency_icc`: a rater's leniency shifts every mean alike); else
+    Spearman-Brown's reliability of the rows' means from one grade's, Krippendorff's interval
+    ``alpha``, over the harmonic mean of the raters per row
+    (:func:`stats.mean_rating_reliability`: a rater's leniency counts as error, as it does
+    where rows have raters of their own, and a little too much where they share some). A
+    reason where the target is not each row's mean grade (another column, or rows without
+    grades), or the reliability is not above 0."""
     graded = np.isfinite(matrix).sum(axis=0)
     if not graded.all():
         return {"reason": f"{int((graded == 0).sum())} of the rows audited have no grade in "
                           "'ratings': their target is no mean of raters"}
     means = np.nanmean(matrix, axis=0)
-    if not np.allclose(means, human, rtol=1e-9, atol=1e-9):
+    if not np.allclose(means, human, rtol=1e-9, atol=0):
         return {"reason": "the target is not each row's mean grade over its raters"}
-    if alpha is None or alpha <= 0:
-        return {"reason": f"Krippendorff's interval alpha is {alpha}: no reliability above "
-                          "chance to bound a correlation with"}
-    k, reliability = stats.mean_rating_reliability(alpha, graded)
-    return {"raters_per_row": _number(k), "reliability": _number(reliability),
-            "pearson_bound": _number(math.sqrt(reliability))}
+    if (graded == matrix.shape[0]).all() and matrix.shape[0] >= 2:
+        method, k = "ICC(C,k): every rater graded every row", float(matrix.shape[0])
+        reliability = stats.consistency_icc(matrix)
+    else:
+        method = "Spearman-Brown of the interval alpha over the harmonic mean of raters per row"
+        k, reliability = stats.mean_rating_reliability(math.nan if alpha is None else alpha,
+                                                       graded)
+    if not reliability > 0:
+        return {"reason": f"the mean rating's reliability ({method}) is {_number(reliability)}: "
+                          "no agreement above chance to measure a metric against"}
+    return {"method": method, "raters_per_row": _number(k), "reliability": _number(reliability),
+            "perfect_metric_pearson": _number(math.sqrt(reliability))}
 
 
 def _by_system(data: _Data, counts: np.ndarray, confidence: float) -> dict[str, Any]:

@@ -284,9 +284,8 @@ def where_conditions(where: str | Sequence[str]) -> list[str]:
 
 
 def where_signature(conditions: Sequence[str]) -> str:
-    """``conditions`` as a signature's value: JSON, its ``|`` (the signature's separator)
-    escaped."""
-    return json.dumps(list(conditions)).replace("|", "\\u007c")
+    """``conditions`` as a signature's value: JSON (which the signature escapes as any value)."""
+    return json.dumps(list(conditions))
 
 
 def _by_field(conditions: Sequence[str]) -> dict[str, list[str]]:

@@ -44,20 +44,20 @@ def signature(fields: Mapping[str, Any]) -> str:
 def parse(text: str) -> dict[str, str]:
     """The ``key:value`` fields of a signature, each value as it was given to
     :func:`format_value` (its escapes undone; ``yes``, ``none`` and numbers as text)."""
-    fields: dict[str, str] = {}
+    items: list[str] = []
     item: list[str] = []
-    chars = iter(text + "|")
+    chars = iter(text)
     for char in chars:
         if char == "\\":
-            code = next(chars, "")
+            code = next(chars, "")  # (a backslash that ends the text stays one)
             item.append(_UNESCAPED.get(code, "\\" + code))
         elif char == "|":
-            key, _, value = "".join(item).partition(":")
-            fields[key] = value
+            items.append("".join(item))
             item = []
         else:
             item.append(char)
-    return fields
+    items.append("".join(item))
+    return dict(entry.partition(":")[::2] for entry in items)
 
 
 def changed(a: str, b: str) -> list[str]:

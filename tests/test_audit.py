@@ -186,17 +186,33 @@ def _close(a: object, b: object) -> bool:
     return a == b
 
 
-def test_the_mean_rating_s_reliability_bounds_a_metric_s_pearson(frame, results):
-    """Three raters a row: Spearman-Brown of the interval alpha for 3, its square root the
-    bound; a reason where the target is not each row's mean grade, or a row has none."""
+def test_the_mean_rating_s_reliability_and_what_a_perfect_metric_reaches(frame, results):
+    """Three of five raters a row: Spearman-Brown of the interval alpha for 3, its square root
+    what a perfect metric reaches; where every rater grades every row, ICC(C,k), which a rater's
+    leniency does not lower (a reviewer's case: raters 1 apart, where alpha's 0.77 was below
+    the 0.98 that the true score reaches); a reason where the target is not each row's mean
+    grade, or a row has none."""
     ceiling = results["ceiling"]
     alpha = ceiling["krippendorff_alpha"]["interval"]
     mean = ceiling["mean_rating"]
+    assert mean["method"].startswith("Spearman-Brown")
     assert mean["raters_per_row"] == pytest.approx(3.0)
     assert mean["reliability"] == pytest.approx(3 * alpha / (1 + 2 * alpha))
-    assert mean["pearson_bound"] == pytest.approx(math.sqrt(mean["reliability"]))
-    assert results["agreement"]["item"]["score.hybrid"]["pearson"]["value"] < mean[
-        "pearson_bound"]
+    assert mean["perfect_metric_pearson"] == pytest.approx(math.sqrt(mean["reliability"]))
+    rng = np.random.default_rng(1)
+    truth = rng.normal(size=300)
+    grades = truth[None, :] + np.array([[-1.0], [0.0], [1.0]]) + 0.3 * rng.normal(size=(3, 300))
+    crossed = pd.DataFrame({"task_id": [f"t{i // 4}" for i in range(300)], "candidate": "x",
+                            "rating": grades.mean(axis=0), "score.truth": truth,
+                            "ratings": [{f"r{j}": float(grades[j, i]) for j in range(3)}
+                                        for i in range(300)]})
+    result = audit(crossed, n_resamples=20, n_permutations=20)
+    mean = result["ceiling"]["mean_rating"]
+    assert mean["method"].startswith("ICC(C,k)")
+    assert mean["reliability"] == pytest.approx(stats.consistency_icc(grades))
+    reached = result["agreement"]["item"]["score.truth"]["pearson"]["value"]
+    assert mean["perfect_metric_pearson"] == pytest.approx(reached, abs=0.01)
+    assert result["ceiling"]["krippendorff_alpha"]["interval"] < 0.4  # (leniency as error)
     median = frame.assign(rating=[float(np.median(list(g.values()))) for g in frame["ratings"]])
     assert audit(median, n_resamples=20, n_permutations=20)["ceiling"]["mean_rating"] == {
         "reason": "the target is not each row's mean grade over its raters"}

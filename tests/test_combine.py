@@ -530,6 +530,7 @@ def test_a_value_that_holds_the_signature_s_separators_forges_no_field(tmp_path)
     assert parse(signature(given)) == {"a": "x|y", "b": "back\\slash|", "c": "\r\n",
                                        "d": "0.1", "e": "none"}
     assert signature({"a": "plain text: 1"}) == "a:plain text: 1"  # (most values as before)
+    assert parse("a:1|b:x\\") == {"a": "1", "b": "x\\"}  # (a last lone backslash kept)
 
 
 @pytest.mark.parametrize("model", ["ordinal", "mixed"])

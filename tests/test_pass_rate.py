@@ -200,15 +200,24 @@ def test_a_case_starts_on_a_line_of_its_own(scorer: PassRate) -> None:
     bare_py = {"prefix": "", "suffix": "", "cases": ["assert f(1) == 3\n"]}
     bare_js = {"language": "javascript", "suffix": "",
                "cases": ["if (f(1) !== 3) throw new Error('f(1) is not 3');\n"]}
+    bare_cpp = {"language": "cpp", "cases": ["int main() {\n  assert(f(1) == 3);\n}\n"]}
+    wrong_cpp = ("#include <cassert>\nint f(int x) { return x + 1; }\nint main() { return 0; }\n"
+                 "void g() { // \\")
     frame = frame_of([
         {"task_id": "a", "candidate": "def f(x):\n    return x + 1\n#", "tests": bare_py},
         {"task_id": "a", "candidate": "def f(x):\n    return x + 2", "tests": bare_py},
         {"task_id": "b", "candidate": "const f = (x) => x + 1; //", "tests": bare_js},
         {"task_id": "b", "candidate": "const f = (x) => x + 2;", "tests": bare_js},
+        # a line continuation, which would join the case's first line to the candidate's last
+        {"task_id": "a", "candidate": "def f(x):\n    return x + 1\nif 0: \\", "tests": bare_py},
+        {"task_id": "a", "candidate": "def f(x):\n    return x + 1\nif 0: \\\n",
+         "tests": bare_py},
+        {"task_id": "c", "candidate": wrong_cpp, "tests": bare_cpp},
     ])
     outcomes = [case["outcome"] for row in scorer.score(frame)["outcomes.pass_rate"]
                 for case in row]
-    assert outcomes == ["failed", "passed", "failed", "passed"]
+    assert outcomes == ["failed", "passed", "failed", "passed", "syntax_error", "syntax_error",
+                        "syntax_error"]
     [[program]] = scorer.programs_of(frame.iloc[:1])
     assert program.source == "def f(x):\n    return x + 1\n#\nassert f(1) == 3\n"
     assert program.source[program.tail_at:] == bare_py["cases"][0]

@@ -171,11 +171,12 @@ def test_ceiling_is_prominent_and_signatures_at_the_bottom(written) -> None:
     estimate = fmt_estimate(best[1]["pearson"])
     assert f"Item level, pearson: best metric {best[0]}, {estimate}, " in lead
     ceiling = " (one rater against the others: a conservative ceiling)"
-    bound = fmt(results["ceiling"]["mean_rating"]["pearson_bound"])
-    assert (f"human ceiling {fmt_estimate(loo['item']['pearson'])}{ceiling}; the noise in the "
-            f"mean rating bounds any metric at about {bound} (its reliability).") in lead
+    perfect = fmt(results["ceiling"]["mean_rating"]["perfect_metric_pearson"])
+    assert (f"human ceiling {fmt_estimate(loo['item']['pearson'])}{ceiling}; a metric that "
+            f"matched the raters exactly would reach about {perfect} (the mean rating is noisy "
+            "too).") in lead
     ceiling += "."
-    assert (escape(f"Pearson correlation of about {bound} with them (Spearman's attenuation)")
+    assert (escape(f"would correlate with them at about {perfect} (item-level Pearson")
             in page[page.index('id="ceiling"'):page.index('id="agreement"')])
     assert f"human ceiling {fmt_estimate(loo['within_task']['tau_darr'])}{ceiling}" in lead
     footer = page[page.index("<footer>"):]

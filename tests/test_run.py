@@ -191,7 +191,9 @@ def test_a_study_outside_its_scale_or_without_its_target_is_refused_before_scori
     # too few tasks for the folds, or rows without a system where others have one
     frame = read_study(small_study).generations
     write_generations(frame, broken / "generations.jsonl")
-    assert main(["run", str(broken), "-o", str(out), *FAST[:-1], "40"]) == 2
+    folds = FAST.index("--folds")
+    more_folds = [*FAST[:folds], "--folds", "40", *FAST[folds + 2:]]
+    assert main(["run", str(broken), "-o", str(out), *more_folds]) == 2
     assert "16 distinct tasks cannot fill 40 folds; use fewer folds (--folds)" in (
         capsys.readouterr().err)
     frame.loc[[2, 7], "system"] = None

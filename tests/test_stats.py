@@ -652,3 +652,24 @@ def test_mean_rating_reliability_by_hand_and_against_a_simulated_true_score():
     observed = np.corrcoef(truth, np.nanmean(matrix, axis=0))[0, 1]
     assert observed == pytest.approx(math.sqrt(reliability), abs=0.02)
     assert observed == pytest.approx(0.8, abs=0.02)
+
+
+def test_consistency_icc_by_shrout_and_fleiss_and_against_a_simulated_true_score():
+    """ICC(3,k) of Shrout & Fleiss (1979), Table 2 (6 targets, 4 judges): 0.91; on raters who
+    grade every unit at their own leniency, its square root is the correlation of the true score
+    with the mean ratings (the leniency moves every mean alike)."""
+    table = np.array([[9, 2, 5, 8], [6, 1, 3, 2], [8, 4, 6, 8], [7, 1, 2, 6], [10, 5, 6, 9],
+                      [6, 2, 4, 7]], float).T  # (judges x targets)
+    assert round(stats.consistency_icc(table), 2) == 0.91
+    for factor in (1e-200, 1e200):  # (the same on any scale)
+        assert stats.consistency_icc(table * factor) == pytest.approx(
+            stats.consistency_icc(table))
+    with pytest.raises(ValueError, match="complete raters x units matrix"):
+        stats.consistency_icc(np.array([[1.0, np.nan], [2.0, 3.0]]))
+    rng = np.random.default_rng(0)
+    truth = rng.normal(size=3000)
+    grades = truth[None, :] + rng.normal(0, 2, size=(4, 1)) + rng.normal(size=(4, 3000))
+    reliability = stats.consistency_icc(grades)
+    assert reliability == pytest.approx(4 / 5, abs=0.02)  # (1 / (1 + 1/4))
+    observed = np.corrcoef(truth, grades.mean(axis=0))[0, 1]
+    assert observed == pytest.approx(math.sqrt(reliability), abs=0.01)

@@ -182,26 +182,33 @@ def _ceiling(results: Mapping[str, Any]) -> Section:
     )
     mean = ceiling.get("mean_rating")
     if isinstance(mean, Mapping) and mean.get("reliability") is not None:
+        crossed = str(mean.get("method", "")).startswith("ICC(C,k)")
+        how = ("every rater graded every row, so the intraclass correlation ICC(C,k) (McGraw "
+               "& Wong 1996), which does not count a rater's overall leniency as error (it moves "
+               "every mean alike)," if crossed else
+               "from Krippendorff's interval alpha (the reliability of one grade) and the "
+               f"{fmt(mean['raters_per_row'], 2)} raters a row has (harmonic mean), the "
+               "Spearman-Brown formula, which counts a rater's overall leniency as error (right "
+               "where rows have raters of their own; where they share raters, the reliability "
+               "is somewhat higher than this),")
         section.blocks.append(
-            "The mean rating is itself a noisy measure of what the raters judge. From "
-            "Krippendorff's interval alpha (the reliability of one grade) and the "
-            f"{fmt(mean['raters_per_row'], 2)} raters a row has (harmonic mean), the "
-            "Spearman-Brown formula puts the reliability of the rows' mean ratings at "
-            f"{fmt(mean['reliability'])}: a metric that tracked the raters' shared judgement "
-            f"exactly would reach an item-level Pearson correlation of about "
-            f"{fmt(mean['pearson_bound'])} with them (Spearman's attenuation), not 1. This bound "
-            "is a point estimate (no interval), and assumes the raters' errors independent."
+            f"The mean rating is itself a noisy measure of what the raters judge: {how} puts "
+            f"the reliability of the rows' mean ratings at {fmt(mean['reliability'])}. A metric "
+            "that matched the raters' shared judgement exactly would correlate with them at "
+            f"about {fmt(mean['perfect_metric_pearson'])} (item-level Pearson: the square root "
+            "of the reliability, Spearman's attenuation), not 1. A point estimate, with no "
+            "interval; it takes the raters' errors as independent."
         )
     section.blocks.extend(ceiling_tables(ceiling))
     return section
 
 
-def _pearson_bound(results: Mapping[str, Any]) -> float | None:
-    """The most an item-level Pearson with the mean rating can reach for the raters' noise
-    (``ceiling.mean_rating.pearson_bound``), or None."""
+def _perfect_metric(results: Mapping[str, Any]) -> float | None:
+    """The item-level Pearson with the mean rating of a metric that matched the raters' shared
+    judgement exactly (``ceiling.mean_rating.perfect_metric_pearson``), or None."""
     ceiling = results.get("ceiling")
     mean = ceiling.get("mean_rating") if isinstance(ceiling, Mapping) else None
-    return mean.get("pearson_bound") if isinstance(mean, Mapping) else None
+    return mean.get("perfect_metric_pearson") if isinstance(mean, Mapping) else None
 
 
 def _agreement(results: Mapping[str, Any]) -> Section:
@@ -424,10 +431,10 @@ def headline(results: Mapping[str, Any]) -> str:
         if stat in reference.get(level, {}):
             text += (f"; human ceiling {fmt_estimate(reference[level][stat])} (one rater "
                      "against the others: a conservative ceiling)")
-            bound = _pearson_bound(results)
-            if level == "item" and stat == "pearson" and bound is not None:
-                text += (f"; the noise in the mean rating bounds any metric at about "
-                         f"{fmt(bound)} (its reliability)")
+            perfect = _perfect_metric(results)
+            if level == "item" and stat == "pearson" and perfect is not None:
+                text += (f"; a metric that matched the raters exactly would reach about "
+                         f"{fmt(perfect)} (the mean rating is noisy too)")
         sentences.append(text + ".")
     if not reference:
         ceiling = results.get("ceiling")

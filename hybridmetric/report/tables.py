@@ -32,6 +32,9 @@ LEVEL_NOTES = {
               "tests swap whole systems' means, so with S systems no p-value falls below 1/2^S: "
               "the two answer different questions, and can disagree.",
 }
+DASH = "—"
+#: Decimals a number is shown to (more where its scale is small: :func:`scale_decimals`).
+DECIMALS = 3
 
 
 def within_task_note(settings: dict) -> str:
@@ -50,9 +53,6 @@ def within_task_note(settings: dict) -> str:
             f"too, human ties dropped, pooled over tasks (CodeBERTScore's statistic, with {ties}); "
             "the other statistics: the mean over tasks of each task's value (a metric that scores "
             f"alike the rows of a task that the ratings score apart {constant}).")
-DASH = "—"
-#: Decimals a number is shown to (more where its scale is small: :func:`scale_decimals`).
-DECIMALS = 3
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,9 @@
 """Unit-test pass rate: run each candidate's tests in the sandbox (``hybridmetric.sandbox``).
 
 For a row with ``tests``, case ``i`` runs ``prefix + candidate + suffix + cases[i]`` in the tests'
-language (else the row's), a newline put before the case where neither side has a line break
-there (:func:`own_line`). A case passes only when the sandbox receives the run's secret token
-after the test code finished (see ``hybridmetric/sandbox/languages.py``).
+language (else the row's), the case on a line of its own that no comment or line continuation
+of the candidate's reaches (:func:`own_line`). A case passes only when the sandbox receives the
+run's secret token after the test code finished (see ``hybridmetric/sandbox/languages.py``).
 
 Columns:
 
@@ -61,11 +61,19 @@ def check_sandbox_settings(settings: dict[str, Any], owner: str) -> None:
 
 
 def own_line(head: str, case: str) -> str:
-    """``head`` (prefix, candidate and suffix), with a newline after it where neither it ends
-    nor ``case`` starts with a line break: a case starts on a line of its own, so that a
-    candidate that ends in an open comment (``#``, ``//``) cannot make the case's first line
-    part of it (a pass no test confirmed), nor continue its own last line into it."""
-    if head.endswith(("\n", "\r")) or case.startswith(("\n", "\r")):
+    """``head`` (prefix, candidate and suffix) as a case follows it: the case starts on a line of
+    its own, which neither an open comment (``#``, ``//``) nor a line continuation (a backslash at
+    the end of the head's last line) reaches, so that the candidate cannot make the case's first
+    line part of its own last line (an assert commented out, or joined to ``if 0:``). Where the
+    head ends without a line break, and the case starts without one, a newline goes between them;
+    where its last line ends in a backslash, a blank line more, which the continuation takes.
+    (What the candidate's code does to the tests that follow, as a macro that redefines
+    ``assert``, is its own: see docs/SANDBOX.md.)"""
+    ended = head.endswith(("\n", "\r"))
+    last = head[:-2] if head.endswith("\r\n") else head[:-1] if ended else head
+    if last.endswith("\\"):
+        return head + ("\n" if ended else "\n\n")
+    if ended or case.startswith(("\n", "\r")):
         return head
     return head + "\n"
 
@@ -73,7 +81,7 @@ def own_line(head: str, case: str) -> str:
 class PassRate(Scorer):
     name = "pass_rate"
     needs = ("tests",)
-    version = "1"
+    version = "2"  # 2: a case starts on a line of its own (own_line)
     description = ("fraction of unit-test cases passed, run in an isolated sandbox (Python, "
                    "JavaScript, C++, Java)")
     settings_spec: ClassVar[dict[str, Setting]] = {
