@@ -449,15 +449,17 @@ def _mean_rating(matrix: np.ndarray, human: np.ndarray, alpha: float | None) -> 
     Spearman-Brown's reliability of the rows' means from one grade's, Krippendorff's interval
     ``alpha``, over the harmonic mean of the raters per row
     (:func:`stats.mean_rating_reliability`: a rater's leniency counts as error, as it does
-    where rows have raters of their own, and a little too much where they share some). A
-    reason where the target is not each row's mean grade (another column, or rows without
-    grades), or the reliability is not above 0."""
+    where rows have raters of their own; where rows share raters who differ in leniency, far
+    too much: raters 1 apart who grade all but one of 60 rows give 0.54 where ICC(C,k) of the
+    complete rows gives 0.97). A reason where the target is not each row's mean grade (another
+    column, or rows without grades), or the reliability is not above 0."""
     graded = np.isfinite(matrix).sum(axis=0)
     if not graded.all():
         return {"reason": f"{int((graded == 0).sum())} of the rows audited have no grade in "
                           "'ratings': their target is no mean of raters"}
     means = np.nanmean(matrix, axis=0)
-    if not np.allclose(means, human, rtol=1e-9, atol=0):
+    size = np.maximum(np.nanmax(np.abs(matrix), axis=0), np.abs(human))  # (grades that cancel)
+    if np.any(np.abs(means - human) > 1e-9 * size):
         return {"reason": "the target is not each row's mean grade over its raters"}
     if (graded == matrix.shape[0]).all() and matrix.shape[0] >= 2:
         method, k = "ICC(C,k): every rater graded every row", float(matrix.shape[0])
@@ -467,8 +469,9 @@ def _mean_rating(matrix: np.ndarray, human: np.ndarray, alpha: float | None) -> 
         k, reliability = stats.mean_rating_reliability(math.nan if alpha is None else alpha,
                                                        graded)
     if not reliability > 0:
-        return {"reason": f"the mean rating's reliability ({method}) is {_number(reliability)}: "
-                          "no agreement above chance to measure a metric against"}
+        value = "undefined" if math.isnan(reliability) else f"{reliability:.3g}"
+        return {"reason": f"the mean rating's reliability ({method}) is {value}: no agreement "
+                          "above chance to measure a metric against"}
     return {"method": method, "raters_per_row": _number(k), "reliability": _number(reliability),
             "perfect_metric_pearson": _number(math.sqrt(reliability))}
 

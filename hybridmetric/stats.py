@@ -997,7 +997,9 @@ def consistency_icc(ratings: np.ndarray) -> float:
     ms_units = k * np.sum(units**2) / (n - 1)
     residual = data - units[None, :] - raters[:, None]
     ms_error = np.sum(residual**2) / ((n - 1) * (k - 1))
-    return float((ms_units - ms_error) / ms_units) if ms_units > 0 else math.nan
+    if np.ptp(units) <= 1e-12:  # (units alike but for rounding: of the largest deviation, 1)
+        return math.nan
+    return float((ms_units - ms_error) / ms_units)
 
 
 def rater_vs_rest(reliability: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

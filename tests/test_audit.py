@@ -213,6 +213,11 @@ def test_the_mean_rating_s_reliability_and_what_a_perfect_metric_reaches(frame, 
     reached = result["agreement"]["item"]["score.truth"]["pearson"]["value"]
     assert mean["perfect_metric_pearson"] == pytest.approx(reached, abs=0.01)
     assert result["ceiling"]["krippendorff_alpha"]["interval"] < 0.4  # (leniency as error)
+    cancelling = frame.copy()  # (grades whose mean is 0 but for rounding: 1.85e-17)
+    cancelling.at[0, "ratings"] = {"r0": 0.1, "r1": 0.2, "r2": -0.3}
+    cancelling.at[0, "rating"] = 0.0
+    assert "method" in audit(cancelling, n_resamples=20, n_permutations=20)["ceiling"][
+        "mean_rating"]
     median = frame.assign(rating=[float(np.median(list(g.values()))) for g in frame["ratings"]])
     assert audit(median, n_resamples=20, n_permutations=20)["ceiling"]["mean_rating"] == {
         "reason": "the target is not each row's mean grade over its raters"}

@@ -11,7 +11,7 @@ import pytest
 
 from hybridmetric.scorers import get
 from hybridmetric.scorers.dibia_combined import DibiaCombined
-from hybridmetric.scorers.pass_rate import PassRate
+from hybridmetric.scorers.pass_rate import PassRate, own_line
 
 pytestmark = pytest.mark.skipif(os.getuid() != 0, reason="the full sandbox needs root")
 
@@ -213,11 +213,16 @@ def test_a_case_starts_on_a_line_of_its_own(scorer: PassRate) -> None:
         {"task_id": "a", "candidate": "def f(x):\n    return x + 1\nif 0: \\\n",
          "tests": bare_py},
         {"task_id": "c", "candidate": wrong_cpp, "tests": bare_cpp},
+        # a lone carriage return, which an added newline would make one line break with
+        {"task_id": "a", "candidate": "def f(x):\n    return x + 1\nif 0: \\\r",
+         "tests": bare_py},
+        {"task_id": "c", "candidate": wrong_cpp + "\r", "tests": bare_cpp},
+        {"task_id": "c", "candidate": wrong_cpp + " \t\n", "tests": bare_cpp},  # (g++ splices)
     ])
     outcomes = [case["outcome"] for row in scorer.score(frame)["outcomes.pass_rate"]
                 for case in row]
     assert outcomes == ["failed", "passed", "failed", "passed", "syntax_error", "syntax_error",
-                        "syntax_error"]
+                        "syntax_error", "syntax_error", "syntax_error", "syntax_error"]
     [[program]] = scorer.programs_of(frame.iloc[:1])
     assert program.source == "def f(x):\n    return x + 1\n#\nassert f(1) == 3\n"
     assert program.source[program.tail_at:] == bare_py["cases"][0]
@@ -226,6 +231,18 @@ def test_a_case_starts_on_a_line_of_its_own(scorer: PassRate) -> None:
                                                 "tests": DESIGN_EXAMPLE}]))
     assert program.source == "def f_3844801(myList):\n    return x\n" + DESIGN_EXAMPLE[
         "cases"][0]
+
+
+@pytest.mark.parametrize(("head", "case", "joined"), [
+    ("a", "b", "a\nb"), ("a\n", "b", "a\nb"), ("a\r", "b", "a\rb"), ("a", "\r\nb", "a\r\nb"),
+    ("", "b", "b"),
+    # a last line that may continue: a blank line more, which the continuation takes
+    ("a \\", "b", "a \\\n\nb"), ("a \\\n", "b", "a \\\n\nb"),
+    ("a \\\r\n", "b", "a \\\r\n\nb"), ("a \\\r", "b", "a \\\r\n\nb"),
+    ("a \\ \t", "\nb", "a \\ \t\n\n\nb"), ("a ??/", "b", "a ??/\n\nb"),
+])
+def test_own_line_by_hand(head: str, case: str, joined: str) -> None:
+    assert own_line(head, case) + case == joined
 
 
 def test_row_timeout_overrides_setting(scorer: PassRate) -> None:

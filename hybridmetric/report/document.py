@@ -189,8 +189,8 @@ def _ceiling(results: Mapping[str, Any]) -> Section:
                "from Krippendorff's interval alpha (the reliability of one grade) and the "
                f"{fmt(mean['raters_per_row'], 2)} raters a row has (harmonic mean), the "
                "Spearman-Brown formula, which counts a rater's overall leniency as error (right "
-               "where rows have raters of their own; where they share raters, the reliability "
-               "is somewhat higher than this),")
+               "where rows have raters of their own; where rows share raters who differ in "
+               "leniency, it can be far too low, and a metric may well exceed what it gives),")
         section.blocks.append(
             f"The mean rating is itself a noisy measure of what the raters judge: {how} puts "
             f"the reliability of the rows' mean ratings at {fmt(mean['reliability'])}. A metric "
@@ -203,12 +203,17 @@ def _ceiling(results: Mapping[str, Any]) -> Section:
     return section
 
 
-def _perfect_metric(results: Mapping[str, Any]) -> float | None:
-    """The item-level Pearson with the mean rating of a metric that matched the raters' shared
-    judgement exactly (``ceiling.mean_rating.perfect_metric_pearson``), or None."""
+def _perfect_metric(results: Mapping[str, Any]) -> str:
+    """What the headline says of the item-level Pearson with the mean rating of a metric that
+    matched the raters' shared judgement exactly (``ceiling.mean_rating``), or ""."""
     ceiling = results.get("ceiling")
     mean = ceiling.get("mean_rating") if isinstance(ceiling, Mapping) else None
-    return mean.get("perfect_metric_pearson") if isinstance(mean, Mapping) else None
+    if not isinstance(mean, Mapping) or mean.get("perfect_metric_pearson") is None:
+        return ""
+    crossed = str(mean.get("method", "")).startswith("ICC(C,k)")
+    return (f"; a metric that matched the raters exactly would reach about "
+            f"{fmt(mean['perfect_metric_pearson'])} (the mean rating is noisy too"
+            + ("" if crossed else "; an estimate that is low where rows share raters") + ")")
 
 
 def _agreement(results: Mapping[str, Any]) -> Section:
@@ -431,10 +436,8 @@ def headline(results: Mapping[str, Any]) -> str:
         if stat in reference.get(level, {}):
             text += (f"; human ceiling {fmt_estimate(reference[level][stat])} (one rater "
                      "against the others: a conservative ceiling)")
-            perfect = _perfect_metric(results)
-            if level == "item" and stat == "pearson" and perfect is not None:
-                text += (f"; a metric that matched the raters exactly would reach about "
-                         f"{fmt(perfect)} (the mean rating is noisy too)")
+            if level == "item" and stat == "pearson":
+                text += _perfect_metric(results)
         sentences.append(text + ".")
     if not reference:
         ceiling = results.get("ceiling")

@@ -62,17 +62,21 @@ def check_sandbox_settings(settings: dict[str, Any], owner: str) -> None:
 
 def own_line(head: str, case: str) -> str:
     """``head`` (prefix, candidate and suffix) as a case follows it: the case starts on a line of
-    its own, which neither an open comment (``#``, ``//``) nor a line continuation (a backslash at
-    the end of the head's last line) reaches, so that the candidate cannot make the case's first
-    line part of its own last line (an assert commented out, or joined to ``if 0:``). Where the
-    head ends without a line break, and the case starts without one, a newline goes between them;
-    where its last line ends in a backslash, a blank line more, which the continuation takes.
-    (What the candidate's code does to the tests that follow, as a macro that redefines
-    ``assert``, is its own: see docs/SANDBOX.md.)"""
+    its own, which neither an open comment (``#``, ``//``) nor a line continuation at the end of
+    the head reaches, so that the candidate cannot make the case's first line part of its own
+    last line (an assert commented out, or joined to ``if 0:``). Where the head ends without a
+    line break, and the case starts without one, a newline goes between them; where its last
+    line may continue (it ends in a backslash, or g++'s ``??/`` trigraph, spaces after either
+    allowed), a blank line more, which the continuation takes. (What the candidate's code does
+    to the tests that follow, as a macro that redefines ``assert``, or JavaScript's ``if (0)``
+    before a case's first statement, is its own: see docs/SANDBOX.md.)"""
+    if not head:
+        return head
     ended = head.endswith(("\n", "\r"))
     last = head[:-2] if head.endswith("\r\n") else head[:-1] if ended else head
-    if last.endswith("\\"):
-        return head + ("\n" if ended else "\n\n")
+    if last.rstrip(" \t\f\v").endswith(("\\", "??/")):
+        # (a lone carriage return and an added newline would make one line break, "\r\n")
+        return head + ("\n" if head.endswith("\n") else "\n\n")
     if ended or case.startswith(("\n", "\r")):
         return head
     return head + "\n"
