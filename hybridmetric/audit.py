@@ -65,8 +65,8 @@ resamples gave a defined value; ``None`` stands for an undefined statistic)::
           "n_raters": int, "n_ratings": int, "n_rows_multi_rated": int,
           "krippendorff_alpha": {"interval": float, "ordinal": float},
           "mean_rating": {               # or {"reason": str}: the target is no mean of grades
-              "method": str,             # ICC(C,k) where every rater graded every row, else
-                                         # Spearman-Brown of the interval alpha
+              "method": str,             # two-way (leniency fitted), else Spearman-Brown of
+                                         # the interval alpha
               "raters_per_row": float,   # (harmonic mean)
               "reliability": float,
               "perfect_metric_pearson": float},  # its square root: the item-level Pearson of
@@ -444,15 +444,13 @@ def _ceiling(data: _Data, frame: pd.DataFrame, counts: np.ndarray, confidence: f
 def _mean_rating(matrix: np.ndarray, human: np.ndarray, alpha: float | None) -> dict[str, Any]:
     """How reliable the target is as the mean of the raters' grades (``matrix``, raters x rows),
     and the item-level Pearson with it of a metric that matched the raters' shared judgement
-    exactly (the reliability's square root): where every rater graded every row, ICC(C,k)
-    (:func:`stats.consistency_icc`: a rater's leniency shifts every mean alike); else
-    Spearman-Brown's reliability of the rows' means from one grade's, Krippendorff's interval
-    ``alpha``, over the harmonic mean of the raters per row
-    (:func:`stats.mean_rating_reliability`: a rater's leniency counts as error, as it does
-    where rows have raters of their own; where rows share raters who differ in leniency, far
-    too much: raters 1 apart who grade all but one of 60 rows give 0.54 where ICC(C,k) of the
-    complete rows gives 0.97). A reason where the target is not each row's mean grade (another
-    column, or rows without grades), or the reliability is not above 0."""
+    exactly (the reliability's square root): the two-way estimate
+    (:func:`stats.two_way_reliability`: each rater's leniency fitted, ICC(C,k) where every
+    rater graded every row); where the design cannot tell leniency from the rows, Spearman-Brown
+    from Krippendorff's interval ``alpha`` over the harmonic mean of the raters per row
+    (:func:`stats.mean_rating_reliability`), which counts leniency as error. A reason where the
+    target is not each row's mean grade (another column, or rows without grades), or the
+    reliability is not above 0."""
     graded = np.isfinite(matrix).sum(axis=0)
     if not graded.all():
         return {"reason": f"{int((graded == 0).sum())} of the rows audited have no grade in "
@@ -461,11 +459,14 @@ def _mean_rating(matrix: np.ndarray, human: np.ndarray, alpha: float | None) -> 
     size = np.maximum(np.nanmax(np.abs(matrix), axis=0), np.abs(human))  # (grades that cancel)
     if np.any(np.abs(means - human) > 1e-9 * size):
         return {"reason": "the target is not each row's mean grade over its raters"}
-    if (graded == matrix.shape[0]).all() and matrix.shape[0] >= 2:
-        method, k = "ICC(C,k): every rater graded every row", float(matrix.shape[0])
-        reliability = stats.consistency_icc(matrix)
+    reliability = stats.two_way_reliability(matrix)
+    k = graded.size / float(np.sum(1 / graded))  # (the harmonic mean)
+    if reliability is not None:
+        method = ("two-way: each rater's leniency fitted (ICC(C,k) where every rater graded "
+                  "every row)")
     else:
-        method = "Spearman-Brown of the interval alpha over the harmonic mean of raters per row"
+        method = ("Spearman-Brown of the interval alpha over the harmonic mean of raters per "
+                  "row (the design does not tell the raters' leniency from the rows)")
         k, reliability = stats.mean_rating_reliability(math.nan if alpha is None else alpha,
                                                        graded)
     if not reliability > 0:

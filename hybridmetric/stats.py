@@ -21,6 +21,8 @@ from collections.abc import Callable, Sequence
 
 import krippendorff
 import numpy as np
+import scipy.sparse.csgraph
+import scipy.sparse.linalg
 import scipy.stats
 from scipy import sparse
 
@@ -982,24 +984,45 @@ def mean_rating_reliability(single: float, raters_per_unit: np.ndarray) -> tuple
     return k, k * single / (1 + (k - 1) * single)
 
 
-def consistency_icc(ratings: np.ndarray) -> float:
-    """ICC(C,k) (McGraw & Wong 1996; ICC(3,k) of Shrout & Fleiss 1979): the reliability of the
-    mean of the k raters of a complete design (raters x units, every unit graded by every
-    rater), a rater's overall leniency not counted as error (it shifts every unit's mean alike,
-    and no correlation with the means): ``(MS_units - MS_error) / MS_units`` of the two-way
-    analysis of variance. Shrout & Fleiss's Table 2 (6 targets, 4 judges) gives 0.91."""
+def two_way_reliability(ratings: np.ndarray) -> float | None:
+    """The reliability of units' mean ratings (raters x units, nan where a rater did not grade),
+    a rater's overall leniency taken apart: the additive model grade = unit + rater + error,
+    fitted by least squares, gives the error variance (on its residual degrees of freedom) and
+    each rater's leniency; a unit's mean is then noisy by the error over its k raters and by
+    the mean leniency of the raters it happens to have, and the reliability is 1 - that noise
+    over the variance of the means. Where every rater grades every unit this is ICC(C,k)
+    (McGraw & Wong 1996; ICC(3,k) of Shrout & Fleiss 1979, whose Table 2 gives 0.91): leniency
+    moves every mean alike. Its square root is the Pearson correlation with the means of a
+    metric that matched the raters' shared judgement exactly (Spearman's attenuation). None
+    where the design does not tell leniency from the units (no residual degrees of freedom, as
+    with raters who each grade one unit; or groups of raters that share no unit), nan where the
+    means are alike but for rounding."""
     data = np.asarray(ratings, float)
-    if data.ndim != 2 or min(data.shape) < 2 or not np.all(np.isfinite(data)):
-        raise ValueError("ICC(C,k) needs a complete raters x units matrix of 2 or more of each")
-    k, n = data.shape
-    data = _centred(data.ravel()).reshape(k, n)  # (the same ICC; no square overflows)
-    units, raters = data.mean(axis=0), data.mean(axis=1)
-    ms_units = k * np.sum(units**2) / (n - 1)
-    residual = data - units[None, :] - raters[:, None]
-    ms_error = np.sum(residual**2) / ((n - 1) * (k - 1))
-    if np.ptp(units) <= 1e-12:  # (units alike but for rounding: of the largest deviation, 1)
+    if data.ndim != 2:
+        raise ValueError("the ratings must be a raters x units matrix")
+    n_raters, n = data.shape
+    rater, unit = np.nonzero(np.isfinite(data))
+    graded = np.bincount(unit, minlength=n)
+    if (graded == 0).any():
+        raise ValueError("each unit's mean needs at least one rating")
+    values = _centred(data[rater, unit])  # (the same reliability; no square overflows)
+    freedom = values.size - n - n_raters + 1
+    cells = (np.r_[np.arange(values.size), np.arange(values.size)], np.r_[unit, n + rater])
+    design = sparse.csr_matrix((np.ones(2 * values.size), cells), shape=(values.size, n + n_raters))
+    linked = sparse.csgraph.connected_components(design.T @ design, directed=False)[0] == 1
+    if freedom < 1 or not linked:
+        return None
+    effects = sparse.linalg.lsqr(design, values, atol=1e-14, btol=1e-14,
+                                 iter_lim=100 * (n + n_raters))[0]
+    residual = values - design @ effects
+    means = np.bincount(unit, values, n) / graded
+    if np.ptp(means) <= 1e-12:  # (alike but for rounding: of the largest deviation, 1)
         return math.nan
-    return float((ms_units - ms_error) / ms_units)
+    # each unit's mean leniency of its raters (a constant that least squares may move between
+    # the units' effects and the raters' moves every unit alike: no variance)
+    leniency = np.bincount(unit, effects[n + rater], n) / graded
+    noise = leniency.var(ddof=1) + np.mean(residual @ residual / freedom / graded)
+    return float(1 - noise / means.var(ddof=1))
 
 
 def rater_vs_rest(reliability: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:

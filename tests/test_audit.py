@@ -187,18 +187,26 @@ def _close(a: object, b: object) -> bool:
 
 
 def test_the_mean_rating_s_reliability_and_what_a_perfect_metric_reaches(frame, results):
-    """Three of five raters a row: Spearman-Brown of the interval alpha for 3, its square root
-    what a perfect metric reaches; where every rater grades every row, ICC(C,k), which a rater's
-    leniency does not lower (a reviewer's case: raters 1 apart, where alpha's 0.77 was below
-    the 0.98 that the true score reaches); a reason where the target is not each row's mean
-    grade, or a row has none."""
-    ceiling = results["ceiling"]
-    alpha = ceiling["krippendorff_alpha"]["interval"]
-    mean = ceiling["mean_rating"]
-    assert mean["method"].startswith("Spearman-Brown")
+    """The two-way estimate, leniency fitted (three of five raters a row here), its square root
+    what a perfect metric reaches; where every rater grades every row, with or without one
+    grade, leniency does not lower it (a reviewer's case: raters 1 apart, where alpha's 0.77
+    was below the 0.98 that the true score reaches); Spearman-Brown of alpha where the design
+    cannot tell leniency apart; a reason where the target is not each row's mean grade, or a
+    row has none."""
+    mean = results["ceiling"]["mean_rating"]
+    assert mean["method"].startswith("two-way")
     assert mean["raters_per_row"] == pytest.approx(3.0)
-    assert mean["reliability"] == pytest.approx(3 * alpha / (1 + 2 * alpha))
+    raters = sorted({r for cell in frame["ratings"] for r in cell})
+    matrix = np.array([[cell.get(r, np.nan) for cell in frame["ratings"]] for r in raters])
+    assert mean["reliability"] == pytest.approx(stats.two_way_reliability(matrix))
     assert mean["perfect_metric_pearson"] == pytest.approx(math.sqrt(mean["reliability"]))
+    one_each = frame.assign(ratings=[{f"own{i}-{k}": grade for k, grade in enumerate(g.values())}
+                                     for i, g in enumerate(frame["ratings"])])
+    fallback = audit(one_each, n_resamples=20, n_permutations=20)["ceiling"]
+    assert fallback["mean_rating"]["method"].startswith("Spearman-Brown")
+    assert fallback["mean_rating"]["reliability"] == pytest.approx(
+        3 * fallback["krippendorff_alpha"]["interval"]
+        / (1 + 2 * fallback["krippendorff_alpha"]["interval"]))
     rng = np.random.default_rng(1)
     truth = rng.normal(size=300)
     grades = truth[None, :] + np.array([[-1.0], [0.0], [1.0]]) + 0.3 * rng.normal(size=(3, 300))
@@ -208,11 +216,14 @@ def test_the_mean_rating_s_reliability_and_what_a_perfect_metric_reaches(frame, 
                                         for i in range(300)]})
     result = audit(crossed, n_resamples=20, n_permutations=20)
     mean = result["ceiling"]["mean_rating"]
-    assert mean["method"].startswith("ICC(C,k)")
-    assert mean["reliability"] == pytest.approx(stats.consistency_icc(grades))
+    assert mean["method"].startswith("two-way")
     reached = result["agreement"]["item"]["score.truth"]["pearson"]["value"]
     assert mean["perfect_metric_pearson"] == pytest.approx(reached, abs=0.01)
     assert result["ceiling"]["krippendorff_alpha"]["interval"] < 0.4  # (leniency as error)
+    crossed.at[0, "ratings"] = {"r1": crossed.at[0, "ratings"]["r1"]}  # (one rater, its mean)
+    crossed.at[0, "rating"] = crossed.at[0, "ratings"]["r1"]
+    less = audit(crossed, n_resamples=20, n_permutations=20)["ceiling"]["mean_rating"]
+    assert less["perfect_metric_pearson"] == pytest.approx(reached, abs=0.01)
     cancelling = frame.copy()  # (grades whose mean is 0 but for rounding: 1.85e-17)
     cancelling.at[0, "ratings"] = {"r0": 0.1, "r1": 0.2, "r2": -0.3}
     cancelling.at[0, "rating"] = 0.0

@@ -654,22 +654,41 @@ def test_mean_rating_reliability_by_hand_and_against_a_simulated_true_score():
     assert observed == pytest.approx(0.8, abs=0.02)
 
 
-def test_consistency_icc_by_shrout_and_fleiss_and_against_a_simulated_true_score():
-    """ICC(3,k) of Shrout & Fleiss (1979), Table 2 (6 targets, 4 judges): 0.91; on raters who
-    grade every unit at their own leniency, its square root is the correlation of the true score
-    with the mean ratings (the leniency moves every mean alike)."""
+def test_two_way_reliability_by_shrout_and_fleiss_and_against_simulated_true_scores():
+    """ICC(3,k) of Shrout & Fleiss (1979), Table 2 (6 targets, 4 judges): 0.91, on any scale;
+    and, on raters of their own leniency who grade every unit, all but one, or 3 of 6 at
+    random, its square root is the correlation of the true score with the mean ratings, where
+    Spearman-Brown of alpha, which counts leniency as error, is below it. None where the design
+    does not tell leniency from the units: raters who each grade one unit, or two groups of
+    raters that share no unit."""
     table = np.array([[9, 2, 5, 8], [6, 1, 3, 2], [8, 4, 6, 8], [7, 1, 2, 6], [10, 5, 6, 9],
                       [6, 2, 4, 7]], float).T  # (judges x targets)
-    assert round(stats.consistency_icc(table), 2) == 0.91
-    for factor in (1e-200, 1e200):  # (the same on any scale)
-        assert stats.consistency_icc(table * factor) == pytest.approx(
-            stats.consistency_icc(table))
-    with pytest.raises(ValueError, match="complete raters x units matrix"):
-        stats.consistency_icc(np.array([[1.0, np.nan], [2.0, 3.0]]))
+    assert round(stats.two_way_reliability(table), 2) == 0.91
+    for factor in (1e-200, 1e200):
+        assert stats.two_way_reliability(table * factor) == pytest.approx(
+            stats.two_way_reliability(table))
     rng = np.random.default_rng(0)
-    truth = rng.normal(size=3000)
-    grades = truth[None, :] + rng.normal(0, 2, size=(4, 1)) + rng.normal(size=(4, 3000))
-    reliability = stats.consistency_icc(grades)
-    assert reliability == pytest.approx(4 / 5, abs=0.02)  # (1 / (1 + 1/4))
-    observed = np.corrcoef(truth, grades.mean(axis=0))[0, 1]
-    assert observed == pytest.approx(math.sqrt(reliability), abs=0.01)
+    n, raters = 2000, 6
+    for design in ("all", "all but one", "3 of 6"):
+        truth = rng.normal(size=n)
+        grades = (truth[None, :] + np.array([[-1.0], [-0.5], [0.0], [0.3], [0.8], [1.2]])
+                  + rng.normal(size=(raters, n)))
+        if design == "all but one":
+            grades[0, 0] = np.nan
+        if design == "3 of 6":
+            for unit in range(n):
+                grades[rng.choice(raters, 3, replace=False), unit] = np.nan
+        reliability = stats.two_way_reliability(grades)
+        observed = np.corrcoef(truth, np.nanmean(grades, axis=0))[0, 1]
+        assert math.sqrt(reliability) == pytest.approx(observed, abs=0.01), design
+        alpha = stats.krippendorff_alpha(np.round(grades, 1), "interval")
+        _, spearman_brown = stats.mean_rating_reliability(alpha, np.isfinite(grades).sum(0))
+        assert math.sqrt(spearman_brown) < observed - 0.02, design
+    one_each = np.full((8, 4), np.nan)
+    one_each[np.arange(8), np.arange(8) // 2] = 1.0 + np.arange(8)
+    assert stats.two_way_reliability(one_each) is None
+    apart = np.full((4, 6), np.nan)
+    apart[:2, :3], apart[2:, 3:] = rng.normal(size=(2, 3)), rng.normal(size=(2, 3))
+    assert stats.two_way_reliability(apart) is None
+    with pytest.raises(ValueError, match="at least one rating"):
+        stats.two_way_reliability(np.array([[1.0, np.nan], [2.0, np.nan]]))

@@ -182,15 +182,17 @@ def _ceiling(results: Mapping[str, Any]) -> Section:
     )
     mean = ceiling.get("mean_rating")
     if isinstance(mean, Mapping) and mean.get("reliability") is not None:
-        crossed = str(mean.get("method", "")).startswith("ICC(C,k)")
-        how = ("every rater graded every row, so the intraclass correlation ICC(C,k) (McGraw "
-               "& Wong 1996), which does not count a rater's overall leniency as error (it moves "
-               "every mean alike)," if crossed else
-               "from Krippendorff's interval alpha (the reliability of one grade) and the "
+        fitted = str(mean.get("method", "")).startswith("two-way")
+        how = ("fitting each rater's overall leniency apart (a two-way model: grade = row + "
+               "rater + error; where every rater graded every row, the intraclass correlation "
+               "ICC(C,k) of McGraw & Wong 1996), the noise of a row's mean is its error over "
+               f"its {fmt(mean['raters_per_row'], 2)} raters (harmonic mean) and the mean "
+               "leniency of the raters it happens to have, which" if fitted else
+               "the raters' design does not tell their leniency from the rows, so from "
+               "Krippendorff's interval alpha (the reliability of one grade) and the "
                f"{fmt(mean['raters_per_row'], 2)} raters a row has (harmonic mean), the "
-               "Spearman-Brown formula, which counts a rater's overall leniency as error (right "
-               "where rows have raters of their own; where rows share raters who differ in "
-               "leniency, it can be far too low, and a metric may well exceed what it gives),")
+               "Spearman-Brown formula, which counts a rater's overall leniency as error (it "
+               "can be far too low where rows share raters who differ in leniency),")
         section.blocks.append(
             f"The mean rating is itself a noisy measure of what the raters judge: {how} puts "
             f"the reliability of the rows' mean ratings at {fmt(mean['reliability'])}. A metric "
@@ -210,10 +212,10 @@ def _perfect_metric(results: Mapping[str, Any]) -> str:
     mean = ceiling.get("mean_rating") if isinstance(ceiling, Mapping) else None
     if not isinstance(mean, Mapping) or mean.get("perfect_metric_pearson") is None:
         return ""
-    crossed = str(mean.get("method", "")).startswith("ICC(C,k)")
+    fitted = str(mean.get("method", "")).startswith("two-way")
     return (f"; a metric that matched the raters exactly would reach about "
             f"{fmt(mean['perfect_metric_pearson'])} (the mean rating is noisy too"
-            + ("" if crossed else "; an estimate that is low where rows share raters") + ")")
+            + ("" if fitted else "; an estimate that is low where rows share raters") + ")")
 
 
 def _agreement(results: Mapping[str, Any]) -> Section:
