@@ -690,5 +690,14 @@ def test_two_way_reliability_by_shrout_and_fleiss_and_against_simulated_true_sco
     apart = np.full((4, 6), np.nan)
     apart[:2, :3], apart[2:, 3:] = rng.normal(size=(2, 3)), rng.normal(size=(2, 3))
     assert stats.two_way_reliability(apart) is None
+    # two groups of raters linked through one grade: their leniencies apart rest on it
+    truth = rng.normal(size=100)
+    bridged = truth[None, :] + rng.normal(0, 0.7, size=(6, 1)) + rng.normal(size=(6, 100))
+    bridged[:3, 50:], bridged[3:, :50] = np.nan, np.nan
+    bridged[0, 50] = truth[50] + rng.normal()
+    assert stats.two_way_reliability(bridged) is None
+    # a rater with no grade changes nothing
+    assert stats.two_way_reliability(np.vstack([table, np.full(6, np.nan)])) == pytest.approx(
+        stats.two_way_reliability(table))
     with pytest.raises(ValueError, match="at least one rating"):
         stats.two_way_reliability(np.array([[1.0, np.nan], [2.0, np.nan]]))

@@ -199,7 +199,8 @@ def _ceiling(results: Mapping[str, Any]) -> Section:
             "that matched the raters' shared judgement exactly would correlate with them at "
             f"about {fmt(mean['perfect_metric_pearson'])} (item-level Pearson: the square root "
             "of the reliability, Spearman's attenuation), not 1. A point estimate, with no "
-            "interval; it takes the raters' errors as independent."
+            "interval; it takes the raters' errors as independent, and which raters grade a "
+            "row as unrelated to its quality (lenient raters given the better rows make it low)."
         )
     section.blocks.extend(ceiling_tables(ceiling))
     return section
