@@ -156,7 +156,7 @@ from hybridmetric.signature import environment, signature
 #: twice, not 3 rater-vs-rest pairs, which two rows of two raters made, mirror images; 8:
 #: permutations at item and within-task level swap whole tasks, no Williams test at item level
 #: where tasks have several rows, and a metric constant in a task the ratings score apart
-#: counts 0 in within-task correlations).
+#: counts 0 in within-task correlations; 9: the ceiling gives the mean rating's reliability).
 AUDIT_VERSION = "9"
 ITEM_STATISTICS = ("pearson", "spearman", "kendall_tau_b", "kendall_tau_c", "pairwise_accuracy",
                    "pairwise_accuracy_tc")
@@ -459,16 +459,15 @@ def _mean_rating(matrix: np.ndarray, human: np.ndarray, alpha: float | None) -> 
     size = np.maximum(np.nanmax(np.abs(matrix), axis=0), np.abs(human))  # (grades that cancel)
     if np.any(np.abs(means - human) > 1e-9 * size):
         return {"reason": "the target is not each row's mean grade over its raters"}
-    reliability = stats.two_way_reliability(matrix)
-    k = graded.size / float(np.sum(1 / graded))  # (the harmonic mean)
-    if reliability is not None:
+    k, reliability = stats.mean_rating_reliability(math.nan if alpha is None else alpha, graded)
+    fitted = stats.two_way_reliability(matrix)
+    if fitted is not None:
         method = ("two-way: each rater's leniency fitted (ICC(C,k) where every rater graded "
                   "every row)")
+        reliability = fitted
     else:
         method = ("Spearman-Brown of the interval alpha over the harmonic mean of raters per "
                   "row (the design does not tell the raters' leniency from the rows)")
-        k, reliability = stats.mean_rating_reliability(math.nan if alpha is None else alpha,
-                                                       graded)
     if not reliability > 0:
         value = "undefined" if math.isnan(reliability) else f"{reliability:.3g}"
         return {"reason": f"the mean rating's reliability ({method}) is {value}: no agreement "

@@ -24,6 +24,7 @@ def package_version(name: str) -> str:
 #: and line ends, so that a value (a column named ``a|content:0``) cannot end its field and
 #: forge another, nor break the signature's line.
 _ESCAPED = {"\\": "\\", "|": "|", "\n": "n", "\r": "r"}
+_ESCAPE = str.maketrans({char: "\\" + code for char, code in _ESCAPED.items()})
 _UNESCAPED = {code: char for char, code in _ESCAPED.items()}
 
 
@@ -32,8 +33,7 @@ def format_value(value: Any) -> str:
         return "yes" if value else "no"
     if value is None:
         return "none"
-    text = repr(value) if isinstance(value, float) else str(value)
-    return "".join("\\" + _ESCAPED[char] if char in _ESCAPED else char for char in text)
+    return (repr(value) if isinstance(value, float) else str(value)).translate(_ESCAPE)
 
 
 def signature(fields: Mapping[str, Any]) -> str:

@@ -1006,10 +1006,9 @@ def two_way_reliability(ratings: np.ndarray) -> float | None:
     which raters grade a unit does not depend on its quality (lenient raters given the better
     units make it low). None where the design does not tell leniency from the units well:
     fewer than :data:`MIN_FREEDOM` residual degrees of freedom (raters who each grade one unit
-    have none), groups of raters that share no unit, or leniencies whose
-    estimation error adds over :data:`INFLATION_SHARE` of the variance of the means (raters
-    linked through a few units, or with few grades each). Nan where the means are alike but
-    for rounding."""
+    have none), groups of raters that share no unit, or leniencies whose estimation error adds
+    over :data:`INFLATION_SHARE` of the variance of the means (raters linked through a few
+    units, or with few grades each). Nan where the means are alike but for rounding."""
     data = np.asarray(ratings, float)
     if data.ndim != 2:
         raise ValueError("the ratings must be a raters x units matrix")
@@ -1032,14 +1031,15 @@ def two_way_reliability(ratings: np.ndarray) -> float | None:
         return math.nan
     inverse = np.linalg.pinv(reduced)
     leniencies = inverse @ (np.bincount(rater, values, n_raters) - incidence.T @ means)  # C+ Q
-    residual = values - (means - shares @ leniencies)[unit] - leniencies[rater]
+    lenient = shares @ leniencies  # each unit's mean leniency of its raters
+    residual = values - (means - lenient)[unit] - leniencies[rater]
     error = residual @ residual / freedom
     # what the leniencies' error (error * C+) adds to the variance of the units' mean leniency:
     # the trace of C+ times the centred shares' cross-products, over n - 1
     average = np.asarray(shares.mean(axis=0)).ravel()
     products = (shares.T @ shares).toarray() - n * np.outer(average, average)
     inflation = error * float(np.sum(inverse * products)) / (n - 1)
-    spread = float(np.var(shares @ leniencies, ddof=1))
+    spread = float(np.var(lenient, ddof=1))
     variance = float(means.var(ddof=1))
     if inflation > INFLATION_SHARE * variance:
         return None

@@ -182,12 +182,11 @@ def _ceiling(results: Mapping[str, Any]) -> Section:
     )
     mean = ceiling.get("mean_rating")
     if isinstance(mean, Mapping) and mean.get("reliability") is not None:
-        fitted = str(mean.get("method", "")).startswith("two-way")
         how = ("fitting each rater's overall leniency apart (a two-way model: grade = row + "
                "rater + error; where every rater graded every row, the intraclass correlation "
                "ICC(C,k) of McGraw & Wong 1996), the noise of a row's mean is its error over "
                f"its {fmt(mean['raters_per_row'], 2)} raters (harmonic mean) and the mean "
-               "leniency of the raters it happens to have, which" if fitted else
+               "leniency of the raters it happens to have, which" if _leniency_fitted(mean) else
                "the raters' design does not tell their leniency from the rows, so from "
                "Krippendorff's interval alpha (the reliability of one grade) and the "
                f"{fmt(mean['raters_per_row'], 2)} raters a row has (harmonic mean), the "
@@ -213,10 +212,15 @@ def _perfect_metric(results: Mapping[str, Any]) -> str:
     mean = ceiling.get("mean_rating") if isinstance(ceiling, Mapping) else None
     if not isinstance(mean, Mapping) or mean.get("perfect_metric_pearson") is None:
         return ""
-    fitted = str(mean.get("method", "")).startswith("two-way")
     return (f"; a metric that matched the raters exactly would reach about "
             f"{fmt(mean['perfect_metric_pearson'])} (the mean rating is noisy too"
-            + ("" if fitted else "; an estimate that is low where rows share raters") + ")")
+            + ("" if _leniency_fitted(mean) else "; an estimate that is low where rows share "
+               "raters") + ")")
+
+
+def _leniency_fitted(mean: Mapping[str, Any]) -> bool:
+    """Whether ``ceiling.mean_rating`` is the two-way estimate (else Spearman-Brown of alpha)."""
+    return str(mean.get("method", "")).startswith("two-way")
 
 
 def _agreement(results: Mapping[str, Any]) -> Section:

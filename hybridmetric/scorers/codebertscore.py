@@ -45,7 +45,13 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hybridmetric.scorers.base import Scorer, Setting, check_text_lengths, references_of
+from hybridmetric.scorers.base import (
+    TEXT_FIELDS,
+    Scorer,
+    Setting,
+    check_text_lengths,
+    references_of,
+)
 
 #: Layer of each known encoder whose output is matched. Embedded: chosen on the CoNaLa dev folds
 #: (analysis/codebertscore_agreement.py --layers); the others are the reference package's defaults.
@@ -551,8 +557,8 @@ class CodeBertScore(Scorer):
                            "each token's embedding is held several times over as it is encoded "
                            "and matched, ~8 KB a token (1 MB of code took 5.4 GB of memory and "
                            "3.5 minutes on 2 cores)",
-                           fields=("candidate", "references", "context")
-                           if self.settings["use_context"] else ("candidate", "references"))
+                           fields=TEXT_FIELDS if self.settings["use_context"]
+                           else ("candidate", "references"))
 
     def score(self, frame: pd.DataFrame) -> pd.DataFrame:
         self._load()
