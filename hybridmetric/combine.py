@@ -136,7 +136,7 @@ from hybridmetric.schema import (
     where_signature,
     where_text,
 )
-from hybridmetric.signature import changed, environment, signature
+from hybridmetric.signature import changed, environment, signature, visible
 from hybridmetric.signature import parse as parse_signature
 from hybridmetric.stats import (
     corrected_resampled_t,
@@ -1092,17 +1092,17 @@ class MetricCard:
         d, cv = self.data, self.data["cv"]
         t = d["training"]
         lines = [
-            f"hybrid metric: model {d['model']}, target {d['target']}, scale "
+            f"hybrid metric: model {d['model']}, target {visible(d['target'])}, scale "
             f"{d['scale'][0]:g} to {d['scale'][1]:g}, {t['n_rows']} rows, {t['n_tasks']} tasks"
             + (f" ({t['n_dropped_rows']} rows with missing values dropped)"
                if t["n_dropped_rows"] else "")
             + (f"; the rows where {where_text(t['where'])}, of the table's {t['n_table_rows']}"
                if t.get("where") else ""),
-            f"held-out agreement with {d['target']}: {cv['folds']}-fold CV grouped by task, "
-            f"{cv['repeats']} repeats (mean ± sd over {cv['n_folds_run']} folds)"
+            f"held-out agreement with {visible(d['target'])}: {cv['folds']}-fold CV grouped by "
+            f"task, {cv['repeats']} repeats (mean ± sd over {cv['n_folds_run']} folds)"
             + (f"; {cv['note']}" if cv.get("note") else ""),
         ]
-        width = max(len(n) for n in [*cv["features"], "dibia_combined"]) + 2
+        width = max(len(visible(n)) for n in [*cv["features"], "dibia_combined"]) + 2
         places = shown_decimals(largest_abs(np.asarray(d["scale"], float)))  # (the weights')
         lines.append(f"{'':{width}}{'kendall':>16}{'spearman':>16}{'pearson':>16}"
                      "   weight [95% CI] per SD")
@@ -1112,7 +1112,7 @@ class MetricCard:
             for metric in CORRELATIONS:
                 m, s = block[metric]["mean"], block[metric]["sd"]
                 cells.append("n/a" if m is None else f"{m:.3f} ± {s if s is not None else 0:.3f}")
-            text = f"{name:{width}}" + "".join(f"{c:>16}" for c in cells)
+            text = f"{visible(name):{width}}" + "".join(f"{c:>16}" for c in cells)
             if weight is not None:
                 ci = weight["ci"]
                 text += f"   {weight['value']:+.{places}f}" + (

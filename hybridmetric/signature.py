@@ -6,7 +6,9 @@ signature on the same input give the same numbers.
 
 from __future__ import annotations
 
+import itertools
 import platform
+import re
 from collections.abc import Iterable, Mapping
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -22,10 +24,26 @@ def package_version(name: str) -> str:
 
 #: What a value escapes in a signature (with a backslash): the separator, the backslash itself
 #: and line ends, so that a value (a column named ``a|content:0``) cannot end its field and
-#: forge another, nor break the signature's line.
+#: forge another, nor break the signature's line; and, as ``\\uXXXX`` (``\\UXXXXXXXX``
+#: above U+FFFF), every other character that ``repr`` escapes (see :func:`visible`).
 _ESCAPED = {"\\": "\\", "|": "|", "\n": "n", "\r": "r"}
 _ESCAPE = str.maketrans({char: "\\" + code for char, code in _ESCAPED.items()})
 _UNESCAPED = {code: char for char, code in _ESCAPED.items()}
+#: The hex digits after ``\\u`` and ``\\U``.
+_CODE_DIGITS = {"u": 4, "U": 8}
+_HEX = re.compile("[0-9a-f]+")
+
+
+def visible(text: str, keep: str = "") -> str:
+    """``text`` with every character that ``repr`` would escape (a control character, a bidi
+    override, a zero-width space, an unassigned code point) but those in ``keep`` written as
+    ``\\uXXXX`` (``\\UXXXXXXXX`` above U+FFFF), so that no name can reorder, hide or fake what
+    is shown around it (a metric named ``"ab\\u202ecd"`` shows as ``ab\\u202ecd``)."""
+    if text.isprintable():
+        return text
+    return "".join(char if char.isprintable() or char in keep
+                   else f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}"
+                   for char in text)
 
 
 def format_value(value: Any) -> str:
@@ -33,7 +51,8 @@ def format_value(value: Any) -> str:
         return "yes" if value else "no"
     if value is None:
         return "none"
-    return (repr(value) if isinstance(value, float) else str(value)).translate(_ESCAPE)
+    text = repr(value) if isinstance(value, float) else str(value)
+    return visible(text.translate(_ESCAPE))
 
 
 def signature(fields: Mapping[str, Any]) -> str:
@@ -50,7 +69,14 @@ def parse(text: str) -> dict[str, str]:
     for char in chars:
         if char == "\\":
             code = next(chars, "")  # (a backslash that ends the text stays one)
-            item.append(_UNESCAPED.get(code, "\\" + code))
+            if code in _CODE_DIGITS:
+                digits = "".join(itertools.islice(chars, _CODE_DIGITS[code]))
+                if len(digits) != _CODE_DIGITS[code] or not _HEX.fullmatch(digits):
+                    raise ValueError(f"a signature's \\{code} escape takes {_CODE_DIGITS[code]} "
+                                     f"hex digits, not {digits!r}: the signature was altered")
+                item.append(chr(int(digits, 16)))
+            else:
+                item.append(_UNESCAPED.get(code, "\\" + code))
         elif char == "|":
             items.append("".join(item))
             item = []

@@ -257,6 +257,25 @@ def test_a_row_scores_the_same_whatever_it_is_scored_with(tmp_path):
     np.testing.assert_array_equal(chunked, whole)
 
 
+def test_the_encoder_leaves_torch_s_threads_as_it_found_them():
+    """On the CPU each forward pass runs on one thread (see _run_encoder) for the encoding
+    alone: torch's own setting comes back, after an error too."""
+    import torch
+
+    from hybridmetric.scorers.codebertscore import _run_encoder
+
+    before = torch.get_num_threads()
+    seen = _run_encoder([lambda: {0: torch.get_num_threads()}, lambda: {1: 1}], on_cpu=True)
+    assert seen == {0: 1, 1: 1} and torch.get_num_threads() == before
+
+    def fails() -> dict:
+        raise RuntimeError("the encoder failed")
+
+    with pytest.raises(RuntimeError, match="the encoder failed"):
+        _run_encoder([fails], on_cpu=True)
+    assert torch.get_num_threads() == before
+
+
 def test_the_model_hash_covers_the_tokenizer_s_settings(tmp_path):
     """The window (model_max_length) and the casing are the tokenizer's settings: a copy of the
     model that changes them signs differently."""

@@ -374,6 +374,14 @@ def test_card_validation_numbers_are_recomputable():
     assert f"p {comparison['p']:.3g}" in summary
 
 
+def test_the_summary_shows_a_bidi_override_as_its_code():
+    name = "value\u202e"
+    frame = study_frame()
+    card = quick_card(frame.assign(**{name: frame["rating"]}), target=name, n_boot=0)
+    summary = card.summary()
+    assert "\u202e" not in summary and "held-out agreement with value\\u202e:" in summary
+
+
 def test_a_one_feature_hybrid_does_not_beat_that_feature():
     # A positive weight keeps the feature's order, so the held-out taus are equal: gain 0.
     card = quick_card(study_frame(), features=["chrf"], scale=(-10, 10), n_boot=0)

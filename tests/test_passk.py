@@ -185,3 +185,14 @@ def test_the_table_lines_up_wide_characters() -> None:
     shown = [sum(2 if "\u4e00" <= ch <= "\u9fff" else 1 for ch in line.split(" 3 ")[0])
              for line in lines[1:]]
     assert len(set(shown)) == 1, lines  # (the tasks column starts at one place)
+
+
+def test_the_table_shows_a_bidi_override_as_its_code() -> None:
+    """A system named with a right-to-left override reversed the rest of its line."""
+    from hybridmetric.cli.passk import format_table
+
+    rows = [{"group": name, "tasks": 3, "min_samples": 2, "max_samples": 2, "pass@1": 0.5}
+            for name in ("a\u202eb", "gpt")]
+    lines = format_table(rows, [1], with_ci=False, label="system").splitlines()
+    assert "\u202e" not in "".join(lines) and lines[1].startswith("a\\u202eb  ")
+    assert len({len(line) for line in lines}) == 1  # (its code's width counted)

@@ -27,10 +27,18 @@ from hybridmetric.report.document import (
     headline,
 )
 from hybridmetric.report.markdown import escape as md_escape
-from hybridmetric.report.plots import MAX_LEVELS, rating_groups, strip_plots, weights_plot
+from hybridmetric.report.plots import (
+    MAX_LEVELS,
+    literal,
+    rating_groups,
+    strip_plots,
+    weights_plot,
+)
 from hybridmetric.report.tables import DASH, fmt, fmt_estimate, fmt_p, significance_matrix
 
-HOSTILE = "<script>alert('x')</script>|$x_{|&amp;"
+#: Markup, Markdown and mathtext, a bidi override (which would show "exe.png" as "gnp.exe") and a
+#: NUL: escaped, or shown as their codes.
+HOSTILE = "<script>alert('x')</script>|$x_{|&amp;\u202egnp.exe\x00"
 SYSTEMS = ("alpha", "beta", "gamma", "delta")
 
 
@@ -191,11 +199,14 @@ def test_hostile_names_are_escaped(tmp_path: Path) -> None:
     paths = write_report(results, frame, tmp_path, card=card)
     page = paths["html"].read_text()
     assert "<script" not in page
-    hostile = "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;|$x_{|&amp;amp;"
+    hostile = ("&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;|$x_{|&amp;amp;"
+               "\\u202egnp.exe\\u0000")
     assert f"<td>score.{hostile}</td>" in page  # a metric
     assert f"<td>{hostile}</td>" in page  # a rater
     text = paths["markdown"].read_text()
-    assert md_escape(HOSTILE) in text
+    assert md_escape(HOSTILE) in text and "gnp.exe\\\\u0000" in md_escape(HOSTILE)
+    for written in (page, text):  # (nor in the signatures: see test_signature.py)
+        assert "\u202e" not in written and "\x00" not in written
     lines = text.splitlines()
     for i, line in enumerate(lines):  # every row has its table's column count; no pipe leaks
         if line.startswith("|---"):
@@ -209,6 +220,8 @@ def test_hostile_names_are_escaped(tmp_path: Path) -> None:
 def test_markdown_escape() -> None:
     assert md_escape("a|b_c<d>*e`[f]$") == r"a\|b\_c\<d\>\*e\`\[f\]\$"
     assert md_escape("two\nlines") == "two lines"
+    assert md_escape("ab\u202ecd\u200b") == r"ab\\u202ecd\\u200b"  # (the backslash escaped)
+    assert literal("$a\u2066b\tc\nd") == r"\$a\u2066b" + "\tc\nd"
 
 
 def test_number_formats() -> None:

@@ -14,7 +14,7 @@ from hybridmetric.io import atomic_path
 from hybridmetric.sandbox import pass_at_k_table
 from hybridmetric.scorers.pass_rate import PassRate
 from hybridmetric.scoring import read_scores
-from hybridmetric.signature import environment, signature
+from hybridmetric.signature import environment, signature, visible
 
 PASSK_VERSION = "1"
 DEFAULT_KS = (1, 10, 100)
@@ -124,7 +124,7 @@ def format_table(table: list[dict], ks: list[int], with_ci: bool, label: str) ->
     for row in table:
         spread = (str(row["min_samples"]) if row["min_samples"] == row["max_samples"]
                   else f"{row['min_samples']}-{row['max_samples']}")
-        cells = [str(row["group"]), str(row["tasks"]), spread]
+        cells = [visible(str(row["group"])), str(row["tasks"]), spread]
         for k in ks:
             cell = f"{100 * row[f'pass@{k}']:.2f}"
             if with_ci:

@@ -1,16 +1,18 @@
 """``report.html``: one self-contained page (inline CSS, PNG figures as data URIs, no scripts).
 
-Every piece of text from the data (metric, system, feature names, settings) is HTML-escaped.
+Every piece of text from the data (metric, system, feature names, settings) is HTML-escaped,
+and what would not show as itself (a bidi override, a control character) shows as its code.
 """
 
 from __future__ import annotations
 
 import base64
+import html
 import re
-from html import escape
 
 from hybridmetric.report.document import Code, Plot, Section
 from hybridmetric.report.tables import Table
+from hybridmetric.signature import visible
 
 _ESTIMATE = re.compile(r"^(\S+) (\[[^\]]+\])$")  # "0.412 [0.380, 0.441]"
 
@@ -45,6 +47,11 @@ footer { margin-top: 2.5em; font-size: 0.82em; color: #55555a; }
 code.signature { display: block; white-space: pre-wrap; word-break: break-all;
   background: #f4f4f5; padding: 8px 10px; border-radius: 4px; }
 """
+
+
+def escape(text: str) -> str:
+    """``text`` as HTML that shows it as it is (see :func:`hybridmetric.signature.visible`)."""
+    return html.escape(visible(text, keep="\t\n\r"))
 
 
 def _cell_text(text: str) -> str:

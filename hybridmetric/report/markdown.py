@@ -1,7 +1,8 @@
 """``report.md``: the report's text and tables in GitHub-flavoured Markdown (figures stay in HTML).
 
 Text from the data is escaped (CommonMark backslash escapes), so a name can neither break a table
-nor inject markup.
+nor inject markup, and what would not show as itself (a bidi override, a control character) shows
+as its code.
 """
 
 from __future__ import annotations
@@ -10,17 +11,19 @@ import re
 
 from hybridmetric.report.document import Code, Plot, Section
 from hybridmetric.report.tables import Table
+from hybridmetric.signature import visible
 
 _SPECIAL = re.compile(r"([\\`*_\[\]<>|~&#!$])")
 
 
 def escape(text: str) -> str:
     """``text`` as literal Markdown: special characters backslash-escaped, newlines as spaces."""
-    return _SPECIAL.sub(r"\\\1", " ".join(text.splitlines()))
+    return _SPECIAL.sub(r"\\\1", " ".join(visible(text, keep="\t\n\r").splitlines()))
 
 
 def _fenced(text: str) -> str:
     """``text`` in a code fence longer than any run of backticks inside it."""
+    text = visible(text, keep="\t\n\r")
     fence = "`" * max(3, 1 + max((len(run) for run in re.findall("`+", text)), default=0))
     return f"{fence}\n{text}\n{fence}"
 

@@ -17,6 +17,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from hybridmetric.report.tables import LEVEL_TITLES, grading, label
+from hybridmetric.signature import visible
 
 DPI = 110
 COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
@@ -26,8 +27,9 @@ MAX_LEVELS = 12  # most rating values the strip plots' mean line takes one by on
 
 
 def literal(text: str) -> str:
-    """``text`` as matplotlib shows it verbatim (dollar signs escaped, so no mathtext)."""
-    return text.replace("$", r"\$")
+    """``text`` as matplotlib shows it verbatim (dollar signs escaped, so no mathtext; see
+    :func:`hybridmetric.signature.visible`)."""
+    return visible(text, keep="\t\n").replace("$", r"\$")
 
 
 def to_png(figure: Figure) -> bytes:

@@ -30,6 +30,8 @@ the scorer works offline. Its tokenizer lowercases and drops newlines and indent
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import io
 import json
@@ -37,7 +39,8 @@ import math
 import pickle
 import string
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,8 +82,9 @@ _DTYPES = ("auto", "float32", "bfloat16", "float16")
 _DEVICES = ("auto", "cpu", "cuda", "mps")
 #: A text is encoded padded to its own length rounded up to a multiple of this, in a batch of
 #: texts padded alike: the padded width shifts the encoder's float32 sums (in the 7th decimal),
-#: and so the rounded scores, where the other rows of a batch do not (on the CPU), so a text's
-#: numbers do not depend on what it is scored with (chunks, resumes, other rows).
+#: and so the rounded scores, where the other rows of a batch do not (on the CPU, where each
+#: pass runs on one thread: see _run_encoder), so a text's numbers do not depend on what it is
+#: scored with (chunks, resumes, other rows).
 PAD_MULTIPLE = 16
 #: Matching works on chunks of pairs holding at most this many similarity entries.
 _MATCH_BUDGET = 8_000_000
@@ -447,38 +451,40 @@ class CodeBertScore(Scorer):
         long = [i for i in order if len(encoded["input_ids"][i]) > self._window]
         short = [i for i in order if len(encoded["input_ids"][i]) <= self._window]
         pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-        outputs: dict[int, Any] = {}
         size = self.settings["batch_size"]
-        with torch.inference_mode():
-            for i in long:  # its windows, ``size`` at a time (a long text's memory is bounded)
-                ids = torch.tensor(encoded["input_ids"][i], device=self.device)
-                spans = window_spans(len(ids), self._window)
-                kept = []
-                for first in range(0, len(spans), size):
-                    group = spans[first:first + size]
-                    chunks = torch.stack([ids[start:end] for start, end, _, _ in group])
-                    hidden = model(chunks, attention_mask=torch.ones_like(chunks))[0]
-                    kept.append(torch.cat([hidden[k, keep_from:keep_to] for k, (_, _, keep_from,
-                                           keep_to) in enumerate(group)]).float().cpu())
-                outputs[i] = torch.cat(kept)
-            widths: dict[int, list[int]] = {}  # (longest first, as ``short``)
-            for i in short:
-                length = len(encoded["input_ids"][i])
-                width = min(-(-length // PAD_MULTIPLE) * PAD_MULTIPLE, self._window)
-                widths.setdefault(width, []).append(i)
-            batches = [(width, alike[start:start + size]) for width, alike in widths.items()
-                       for start in range(0, len(alike), size)]
-            for width, batch in batches:
-                ids = torch.full((len(batch), width), pad, dtype=torch.long)
-                mask = torch.zeros((len(batch), width), dtype=torch.long)
-                for row, i in enumerate(batch):
-                    sequence = encoded["input_ids"][i]
-                    ids[row, :len(sequence)] = torch.tensor(sequence)
-                    mask[row, :len(sequence)] = 1
-                hidden = model(ids.to(self.device), attention_mask=mask.to(self.device))[0]
-                hidden = hidden.float().cpu()  # one transfer per batch
-                for row, i in enumerate(batch):
-                    outputs[i] = hidden[row, :len(encoded["input_ids"][i])]
+
+        def windows(i: int) -> Any:  # a long text's, ``size`` at a time (its memory bounded)
+            ids = torch.tensor(encoded["input_ids"][i], device=self.device)
+            spans = window_spans(len(ids), self._window)
+            kept = []
+            for first in range(0, len(spans), size):
+                group = spans[first:first + size]
+                chunks = torch.stack([ids[start:end] for start, end, _, _ in group])
+                hidden = model(chunks, attention_mask=torch.ones_like(chunks))[0]
+                kept.append(torch.cat([hidden[k, keep_from:keep_to] for k, (_, _, keep_from,
+                                       keep_to) in enumerate(group)]).float().cpu())
+            return {i: torch.cat(kept)}
+
+        def batch_of(width: int, batch: list[int]) -> dict[int, Any]:  # texts padded alike
+            ids = torch.full((len(batch), width), pad, dtype=torch.long)
+            mask = torch.zeros((len(batch), width), dtype=torch.long)
+            for row, i in enumerate(batch):
+                sequence = encoded["input_ids"][i]
+                ids[row, :len(sequence)] = torch.tensor(sequence)
+                mask[row, :len(sequence)] = 1
+            hidden = model(ids.to(self.device), attention_mask=mask.to(self.device))[0]
+            hidden = hidden.float().cpu()  # one transfer per batch
+            return {i: hidden[row, :len(encoded["input_ids"][i])] for row, i in enumerate(batch)}
+
+        widths: dict[int, list[int]] = {}  # (longest first, as ``short``)
+        for i in short:
+            length = len(encoded["input_ids"][i])
+            width = min(-(-length // PAD_MULTIPLE) * PAD_MULTIPLE, self._window)
+            widths.setdefault(width, []).append(i)
+        work = [functools.partial(windows, i) for i in long]
+        work += [functools.partial(batch_of, width, alike[start:start + size])
+                 for width, alike in widths.items() for start in range(0, len(alike), size)]
+        outputs = _run_encoder(work, on_cpu=self.device == "cpu")
         for i, key in enumerate(keys):
             keep = self._kept_tokens(key, encoded["input_ids"][i], encoded["offset_mapping"][i],
                                      encoded["special_tokens_mask"][i])
@@ -647,3 +653,39 @@ class CodeBertScore(Scorer):
                 f3 = 10 * p * r / (9 * p + r) if 9 * p + r != 0 else 0.0
                 out[i] = (p, r, f1, f3)
         return out
+
+
+def _run_encoder(work: list[Callable[[], dict[int, Any]]], on_cpu: bool) -> dict[int, Any]:
+    """Run the encoder's forward passes (``work``) and merge what they give. On the CPU each pass
+    runs on one thread, and passes run side by side, one a thread of torch's: split between
+    threads, a matrix product sums in an order that depends on its row count, so that a text's
+    embeddings (and, in the 6th decimal, its rounded scores) moved with its batch-mates (seen on
+    2 threads of an AVX-512 Xeon); on one thread they do not."""
+    import torch
+
+    def run(part: Callable[[], dict[int, Any]]) -> dict[int, Any]:
+        with torch.inference_mode():  # (per thread)
+            return part()
+
+    outputs: dict[int, Any] = {}
+    if not on_cpu:
+        for part in work:
+            outputs.update(run(part))
+        return outputs
+    with _one_thread_each() as threads, ThreadPoolExecutor(threads) as pool:
+        for done in pool.map(run, work):
+            outputs.update(done)
+    return outputs
+
+
+@contextlib.contextmanager
+def _one_thread_each() -> Iterator[int]:
+    """torch's intra-op threads set to one for the block, which is given how many it had."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield threads
+    finally:
+        torch.set_num_threads(threads)
