@@ -313,7 +313,8 @@ def _constant(values: np.ndarray, source: np.ndarray | None = None) -> bool:
     largest of them, or of ``source``, the values they are means of (means that cancel to ~0
     have their terms' rounding). Relative, not absolute: ratings or a metric of 1e-15 vary."""
     size = float(np.max(np.abs(values if source is None else np.r_[values, source])))
-    return bool(np.ptp(values) <= 1e-12 * size)
+    with np.errstate(over="ignore"):  # (values of +-1e308: a spread of inf, not constant)
+        return bool(np.ptp(values) <= 1e-12 * size)
 
 
 def _williams(level: str, statistic: str, data: _Data, a: str, b: str) -> float | None:
@@ -487,8 +488,8 @@ def _by_system(data: _Data, counts: np.ndarray, confidence: float) -> dict[str, 
         out[str(name)] = {
             "n": int(rows.sum()),
             "n_tasks": int(np.unique(data.task_codes[rows]).size),
-            "mean": _estimate(data.human[rows].mean(), boot[:, k], confidence),
-            "metrics": {m: _number(values[rows].mean()) for m, values in data.scores.items()},
+            "mean": _estimate(stats.mean(data.human[rows]), boot[:, k], confidence),
+            "metrics": {m: _number(stats.mean(values[rows])) for m, values in data.scores.items()},
         }
     return out
 

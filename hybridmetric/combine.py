@@ -139,6 +139,7 @@ from hybridmetric.schema import (
 from hybridmetric.signature import changed, environment, signature, visible
 from hybridmetric.signature import parse as parse_signature
 from hybridmetric.stats import (
+    centred,
     corrected_resampled_t,
     largest_abs,
     round_significant,
@@ -276,6 +277,20 @@ def _two_ordered_numbers(bounds: Any) -> bool:
                 for b in (low, high)) and low <= high)
 
 
+def _mean_and_sd(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each column's mean and population SD; where their sums overflow (a feature of 1e300),
+    those of the column over its largest magnitude, scaled back: a feature of any finite size
+    gets the same weights per SD."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        mean, sd = X.mean(axis=0), X.std(axis=0)
+    wide = ~(np.isfinite(mean) & np.isfinite(sd))
+    if wide.any():
+        unit = np.max(np.abs(X[:, wide]), axis=0)
+        scaled = X[:, wide] / unit
+        mean[wide], sd[wide] = scaled.mean(axis=0) * unit, scaled.std(axis=0) * unit
+    return mean, sd
+
+
 class HybridMetric(RegressorMixin, BaseEstimator):
     """A scikit-learn regressor combining score columns into one value on the rating scale.
 
@@ -325,8 +340,7 @@ class HybridMetric(RegressorMixin, BaseEstimator):
         X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64)
         if raters is not None and self.model != "mixed":
             raise ValueError(f"raters are used only by model='mixed', not {self.model!r}")
-        self.mean_ = X.mean(axis=0)
-        scale = X.std(axis=0)
+        self.mean_, scale = _mean_and_sd(X)
         self.scale_ = np.where(scale > 0, scale, 1.0)
         Z = (X - self.mean_) / self.scale_
         if self.model == "nonneg":
@@ -434,7 +448,7 @@ def _collinear(X: np.ndarray, columns: Sequence[str]) -> list[list[Any]]:
     or more in size (r to 3 decimals)."""
     if len(columns) < 2:
         return []
-    r = np.corrcoef(X, rowvar=False)
+    r = np.corrcoef(centred(X, axis=0), rowvar=False)  # (no square overflows)
     return [[columns[i], columns[j], round(float(r[i, j]), 3)]
             for i in range(len(columns)) for j in range(i + 1, len(columns))
             if abs(r[i, j]) >= COLLINEAR]
@@ -651,7 +665,7 @@ def _cross_validate(
         except DegenerateFitError as error:
             features = list(baselines)[:design.X_train.shape[1]]  # (the features come first)
             constant = [name for j, name in enumerate(features)
-                        if np.ptp(design.X_train[train, j]) == 0]
+                        if design.X_train[train, j].max() == design.X_train[train, j].min()]
             why = (f"{', '.join(constant)} constant on its training rows" if constant else
                    "no feature constant on its training rows, but some collinear")
             raise DegenerateFitError(

@@ -65,18 +65,24 @@ def group_codes(labels: Sequence | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 # Point estimates (scipy where it has them)
 
 
+def _constant(values: np.ndarray, axis: int | None = None) -> np.ndarray | np.bool_:
+    """Whether ``values`` (along ``axis``) are all one value (``ptp == 0``, without the
+    subtraction that overflows for values of +-1e308)."""
+    return np.max(values, axis=axis) == np.min(values, axis=axis)
+
+
 def pearson(x: np.ndarray, y: np.ndarray) -> float:
     """Pearson's r (``scipy.stats.pearsonr``); nan when either input is constant."""
     x, y = _paired(x, y)
-    if np.ptp(x) == 0 or np.ptp(y) == 0:
+    if _constant(x) or _constant(y):
         return float("nan")
-    return float(scipy.stats.pearsonr(x, y).statistic)
+    return float(scipy.stats.pearsonr(_summable(x), _summable(y)).statistic)
 
 
 def spearman(x: np.ndarray, y: np.ndarray) -> float:
     """Spearman's rho with mid-ranks for ties (``scipy.stats.spearmanr``); nan when constant."""
     x, y = _paired(x, y)
-    if np.ptp(x) == 0 or np.ptp(y) == 0:
+    if _constant(x) or _constant(y):
         return float("nan")
     return float(scipy.stats.spearmanr(x, y).statistic)
 
@@ -84,7 +90,7 @@ def spearman(x: np.ndarray, y: np.ndarray) -> float:
 def kendall_tau_b(x: np.ndarray, y: np.ndarray) -> float:
     """Kendall's tau-b (Kendall 1945; ``scipy.stats.kendalltau(variant="b")``)."""
     x, y = _paired(x, y)
-    if np.ptp(x) == 0 or np.ptp(y) == 0:
+    if _constant(x) or _constant(y):
         return float("nan")
     return float(scipy.stats.kendalltau(x, y, variant="b").statistic)
 
@@ -92,7 +98,7 @@ def kendall_tau_b(x: np.ndarray, y: np.ndarray) -> float:
 def kendall_tau_c(x: np.ndarray, y: np.ndarray) -> float:
     """Stuart's tau-c (Stuart 1953; ``scipy.stats.kendalltau(variant="c")``)."""
     x, y = _paired(x, y)
-    if np.ptp(x) == 0 or np.ptp(y) == 0:
+    if _constant(x) or _constant(y):
         return float("nan")
     return float(scipy.stats.kendalltau(x, y, variant="c").statistic)
 
@@ -269,23 +275,49 @@ def rank_rows(values: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def _centred(values: np.ndarray, axis: int | None = None) -> np.ndarray:
+def _power_of_two_under(values: np.ndarray, times: float = 1.0) -> int:
+    """0; or, where ``times`` the sum of ``values``' magnitudes overflows (scores of 1e307), the
+    exponent of a power of two at least their largest magnitude: ``values`` over it (exactly:
+    only the exponents change) sum without overflow, and a mean of them, scaled back, is the
+    mean as it would be."""
+    with np.errstate(over="ignore"):
+        total = times * np.abs(values).sum()
+    if not values.size or np.isfinite(total) or not np.isfinite(values).all():
+        return 0
+    return int(np.frexp(np.max(np.abs(values)))[1])
+
+
+def _summable(values: np.ndarray) -> np.ndarray:
+    """``values``, over :func:`_power_of_two_under` them: what is scale-invariant (a
+    correlation) is as it was."""
+    return np.ldexp(values, -_power_of_two_under(values))
+
+
+def mean(values: np.ndarray) -> float:
+    """The mean of ``values``, whose sum may overflow (scores of 1e307: see
+    :func:`_power_of_two_under`)."""
+    exponent = _power_of_two_under(values)
+    return float(np.ldexp(np.ldexp(values, -exponent).mean(), exponent))
+
+
+def centred(values: np.ndarray, axis: int | None = None) -> np.ndarray:
     """``values`` less their mean, over their largest deviation (along ``axis``; a Pearson r is
     the same): sums of their squares neither overflow (ratings of 1e160) nor lose their digits
-    to underflow (1e-160)."""
-    centred = values - values.mean(axis=axis, keepdims=axis is not None)
-    if centred.size == 0:
-        return centred
-    largest = np.max(np.abs(centred), axis=axis, keepdims=axis is not None)
+    to underflow (1e-160); nor their sums (scores of 1e307: see :func:`_summable`)."""
+    values = _summable(values)
+    deviations = values - values.mean(axis=axis, keepdims=axis is not None)
+    if deviations.size == 0:
+        return deviations
+    largest = np.max(np.abs(deviations), axis=axis, keepdims=axis is not None)
     usable = (largest > 0) & np.isfinite(largest)
-    return centred / np.where(usable, largest, 1.0)
+    return deviations / np.where(usable, largest, 1.0)
 
 
 def _rowwise_pearson(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    xc, yc = _centred(x, axis=1), _centred(y, axis=1)
+    xc, yc = centred(x, axis=1), centred(y, axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         r = np.sum(xc * yc, axis=1) / np.sqrt(np.sum(xc**2, axis=1) * np.sum(yc**2, axis=1))
-    constant = (np.ptp(x, axis=1) == 0) | (np.ptp(y, axis=1) == 0)
+    constant = _constant(x, axis=1) | _constant(y, axis=1)
     return np.where(constant, np.nan, np.clip(r, -1.0, 1.0))
 
 
@@ -314,7 +346,7 @@ def rowwise(statistic: str, x: np.ndarray, y: np.ndarray, epsilon: float = 0.0) 
     if statistic == "pairwise_accuracy":
         return np.mean(sx == sy, axis=1)
     concordance = np.sum(sx * sy, axis=1, dtype=float)
-    constant = (np.ptp(x, axis=1) == 0) | (np.ptp(y, axis=1) == 0)
+    constant = _constant(x, axis=1) | _constant(y, axis=1)
     with np.errstate(invalid="ignore", divide="ignore"):
         if statistic == "kendall_tau_b":
             tau = concordance / np.sqrt(np.sum(sx != 0, axis=1) * np.sum(sy != 0, axis=1))
@@ -414,8 +446,9 @@ def system_means(values: np.ndarray, systems: np.ndarray) -> np.ndarray:
     """Mean of ``values`` per system, in the order of the sorted unique system labels
     (:func:`settled_means`)."""
     _, codes = group_codes(systems)
-    return settled_means(np.bincount(codes, weights=values) / np.bincount(codes),
-                         largest_abs(values))
+    exponent = _power_of_two_under(values)
+    means = np.bincount(codes, weights=np.ldexp(values, -exponent)) / np.bincount(codes)
+    return settled_means(np.ldexp(means, exponent), largest_abs(values))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -463,7 +496,7 @@ def bootstrap_difference_ci(resampled_a: np.ndarray, resampled_b: np.ndarray,
 
 def _weighted_pearson(x: np.ndarray, y: np.ndarray, w: np.ndarray) -> np.ndarray:
     """Pearson r per row of weights ``w`` (B, n) over values x, y of shape (n,)."""
-    x, y = _centred(x), _centred(y)  # (the sums well conditioned)
+    x, y = centred(x), centred(y)  # (the sums well conditioned)
     total = w.sum(axis=1)
     sx, sy = w @ x, w @ y
     vxx = w @ (x * x) - sx**2 / total
@@ -545,7 +578,7 @@ def bootstrap_correlation(statistic: str, human: np.ndarray, metric: np.ndarray,
         return _weighted(statistic, metric, human, lambda part: counts[part][:, codes],
                          counts.shape[0], chunk)
     x, y = _paired(metric, human)
-    x, y = _centred(x), _centred(y)  # (the sums well conditioned)
+    x, y = centred(x), centred(y)  # (the sums well conditioned)
     columns = np.stack([np.ones_like(x), x, y, x * x, y * y, x * y], axis=1)
     sums = np.zeros((counts.shape[1], 6))
     np.add.at(sums, codes, columns)
@@ -656,12 +689,14 @@ def bootstrap_system_means(values: np.ndarray, codes: np.ndarray, system_codes: 
     """Per-system means of ``values`` in each group resample: (B, S); nan for absent systems
     (:func:`settled_means`)."""
     n_groups, n_systems = counts.shape[1], int(system_codes.max()) + 1
+    exponent = _power_of_two_under(values, float(counts.max(initial=1.0)))
     cell_sum = np.zeros((n_groups, n_systems))
     cell_n = np.zeros((n_groups, n_systems))
-    np.add.at(cell_sum, (codes, system_codes), values)
+    np.add.at(cell_sum, (codes, system_codes), np.ldexp(values, -exponent))
     np.add.at(cell_n, (codes, system_codes), 1.0)
     with np.errstate(invalid="ignore", divide="ignore"):
-        return settled_means((counts @ cell_sum) / (counts @ cell_n), largest_abs(values))
+        means = np.ldexp((counts @ cell_sum) / (counts @ cell_n), exponent)
+    return settled_means(means, largest_abs(values))
 
 
 # ----------------------------------------------------------------------------------------------
@@ -710,7 +745,7 @@ def corrected_resampled_t(differences: np.ndarray, test_to_train: float) -> tupl
     d = as_vector(differences, "differences")
     if not test_to_train > 0:
         raise ValueError(f"test_to_train must be above 0, got {test_to_train}")
-    if len(d) < 2 or np.ptp(d) == 0:
+    if len(d) < 2 or _constant(d):
         return float("nan"), float("nan")
     t = float(d.mean() / math.sqrt((1 / len(d) + test_to_train) * d.var(ddof=1)))
     return t, float(scipy.stats.t.sf(t, len(d) - 1))
@@ -719,11 +754,11 @@ def corrected_resampled_t(differences: np.ndarray, test_to_train: float) -> tupl
 def zscore(values: np.ndarray) -> np.ndarray:
     """Standardised values (population sd), as PERM-BOTH swaps scores on a common scale."""
     values = as_vector(values, "values")
-    centred = _centred(values)  # (its std neither overflows nor underflows)
-    sd = centred.std()
+    deviations = centred(values)  # (its std neither overflows nor underflows)
+    sd = deviations.std()
     if sd == 0:
         raise ValueError("a constant metric cannot be standardised for the permutation test")
-    return centred / sd
+    return deviations / sd
 
 
 class BatchStatistic:
@@ -768,8 +803,8 @@ class _ItemPearson(BatchStatistic):
     """Item-level Pearson; a swapped vector's moments are linear in the swap indicators."""
 
     def __init__(self, human: np.ndarray):
-        centred = _centred(human)
-        self.y = centred / np.linalg.norm(centred)
+        deviations = centred(human)
+        self.y = deviations / np.linalg.norm(deviations)
         super().__init__(lambda batch: _unit_correlation(batch, self.y))
 
     def swapped(self, first: np.ndarray, second: np.ndarray, swap: np.ndarray) -> np.ndarray:
@@ -1019,7 +1054,7 @@ def two_way_reliability(ratings: np.ndarray) -> float | None:
     if (graded == 0).any():
         raise ValueError("each unit's mean needs at least one rating")
     rater, unit = np.nonzero(rated)
-    values = _centred(data[rater, unit])  # (the same reliability; no square overflows)
+    values = centred(data[rater, unit])  # (the same reliability; no square overflows)
     freedom = values.size - n - n_raters + 1
     incidence = sparse.csr_matrix((np.ones(values.size), (unit, rater)), shape=(n, n_raters))
     shares = sparse.diags(1 / graded) @ incidence  # a unit's mean leniency: shares @ leniencies

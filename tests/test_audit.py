@@ -157,10 +157,11 @@ def test_ceiling_from_per_rater_ratings(frame, results):
 
 
 def test_the_numbers_do_not_depend_on_the_scale_of_the_ratings_or_a_metric(frame):
-    """Correlations and their tests are the same for ratings (or a metric) times 1e-160, 1e-15
-    or 1e160: no sum of squares overflows or underflows, no system is taken as tied with another
-    for a difference smaller than 1e-12 (a red team's ratings of 1e-15: "every system has the
-    same mean rating"; of 1e160: correlations of 0.000 [0.000, 0.000])."""
+    """Correlations and their tests are the same for ratings (or a metric) times 1e-160, 1e-15,
+    1e160 or 1e307: no sum (or sum of squares) overflows or underflows, no system is
+    taken as tied with another for a difference smaller than 1e-12 (a red team's ratings of
+    1e-15: "every system has the same mean rating"; of 1e160: correlations of 0.000 [0.000,
+    0.000]; a metric of 1e307: a Pearson r of null, and another focus metric)."""
     plain = frame.drop(columns=["ratings"])
     def numbers(table: pd.DataFrame) -> dict:
         result = audit(table, seed=3, n_resamples=100, n_permutations=100)
@@ -169,8 +170,8 @@ def test_the_numbers_do_not_depend_on_the_scale_of_the_ratings_or_a_metric(frame
                                 for row in result["comparisons"]]}
     expected = numbers(plain)
     assert set(expected["agreement"]) == {"item", "within_task", "system"}
-    for factor in (1e-160, 1e-15, 1e160):
-        for column in ("rating", "score.weak"):
+    for column in ("rating", "score.weak"):
+        for factor in (1e-160, 1e-15, 1e160, 1e307):
             scaled = numbers(plain.assign(**{column: plain[column] * factor}))
             assert _close(scaled, expected), (factor, column)
 

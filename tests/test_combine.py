@@ -374,6 +374,28 @@ def test_card_validation_numbers_are_recomputable():
     assert f"p {comparison['p']:.3g}" in summary
 
 
+def test_a_feature_of_any_finite_size_gets_the_same_weights():
+    """A feature times 1e300 or 1e307 (its squares, then its sums, overflow) gets the weight per
+    SD and the predictions it gets as it is, and is found collinear with a copy of itself (a
+    fit that failed: "Out of range float values are not JSON compliant", "array must not contain
+    infs or NaNs")."""
+    frame = study_frame().assign(**{"score.twin": lambda f: f["score.chrf"]})
+    signatures = {**SIGNATURES, "twin": "twin|v1"}
+    options = {"features": ["chrf", "edit_sim", "twin"], "scorer_signatures": signatures}
+    plain = quick_card(frame, n_boot=5, **options)
+    assert plain.data["training"]["collinear"] == [["score.chrf", "score.twin", 1.0]]
+    for factor in (1e300, 1e307):
+        scaled = frame.assign(**{"score.chrf": frame["score.chrf"] * factor})
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)
+            card = quick_card(scaled, n_boot=5, **options)
+        assert card.data["weights"]["score.chrf"]["value"] == pytest.approx(
+            plain.data["weights"]["score.chrf"]["value"], rel=1e-12)
+        assert card.data["training"]["collinear"] == plain.data["training"]["collinear"]
+        np.testing.assert_allclose(card.apply(scaled, signatures),
+                                   plain.apply(frame, signatures), rtol=1e-12, atol=1e-12)
+
+
 def test_the_summary_shows_a_bidi_override_as_its_code():
     name = "value\u202e"
     frame = study_frame()
