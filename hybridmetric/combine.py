@@ -1147,7 +1147,8 @@ class MetricCard:
                          "hybrid cannot tell their weights apart (wide CIs, either may take the "
                          "other's share); fit one of them (--features) to read its weight")
         lines.append(f"signature: {d['signature']}")
-        return "\n".join(lines)
+        # (what no name or loaded signature may reorder or hide: see signature.visible)
+        return visible("\n".join(lines), keep="\n")
 
     def __str__(self) -> str:
         return self.summary()

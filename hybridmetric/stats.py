@@ -287,15 +287,24 @@ def _power_of_two_under(values: np.ndarray, times: float = 1.0) -> int:
     return int(np.frexp(np.max(np.abs(values)))[1])
 
 
-def _summable(values: np.ndarray) -> np.ndarray:
-    """``values``, over :func:`_power_of_two_under` them: what is scale-invariant (a
-    correlation) is as it was."""
-    return np.ldexp(values, -_power_of_two_under(values))
+def _summable(values: np.ndarray, axis: int | None = None) -> np.ndarray:
+    """``values`` as floats; where their sum (along ``axis``: each row or column alone)
+    overflows, over a power of two at least their largest magnitude (see
+    :func:`_power_of_two_under`): what is scale-invariant (a correlation) is as it was."""
+    values = np.asarray(values, dtype=float)
+    keep = axis is not None
+    with np.errstate(over="ignore"):
+        total = np.abs(values).sum(axis=axis, keepdims=keep)
+    if not values.size or np.isfinite(total).all() or not np.isfinite(values).all():
+        return values
+    largest = np.max(np.abs(values), axis=axis, keepdims=keep)
+    return np.ldexp(values, -np.where(np.isfinite(total), 0, np.frexp(largest)[1]))
 
 
 def mean(values: np.ndarray) -> float:
     """The mean of ``values``, whose sum may overflow (scores of 1e307: see
     :func:`_power_of_two_under`)."""
+    values = np.asarray(values, dtype=float)
     exponent = _power_of_two_under(values)
     return float(np.ldexp(np.ldexp(values, -exponent).mean(), exponent))
 
@@ -304,7 +313,7 @@ def centred(values: np.ndarray, axis: int | None = None) -> np.ndarray:
     """``values`` less their mean, over their largest deviation (along ``axis``; a Pearson r is
     the same): sums of their squares neither overflow (ratings of 1e160) nor lose their digits
     to underflow (1e-160); nor their sums (scores of 1e307: see :func:`_summable`)."""
-    values = _summable(values)
+    values = _summable(values, axis)
     deviations = values - values.mean(axis=axis, keepdims=axis is not None)
     if deviations.size == 0:
         return deviations

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import pickle
+import time
 from pathlib import Path
 
 import numpy as np
@@ -259,7 +261,8 @@ def test_a_row_scores_the_same_whatever_it_is_scored_with(tmp_path):
 
 def test_the_encoder_leaves_torch_s_threads_as_it_found_them():
     """On the CPU each forward pass runs on one thread (see _run_encoder) for the encoding
-    alone: torch's own setting comes back, after an error too."""
+    alone: torch's own setting comes back, after an error too, and the passes not started by
+    then are dropped."""
     import torch
 
     from hybridmetric.scorers.codebertscore import _run_encoder
@@ -271,9 +274,17 @@ def test_the_encoder_leaves_torch_s_threads_as_it_found_them():
     def fails() -> dict:
         raise RuntimeError("the encoder failed")
 
+    ran = []
+
+    def slow(k: int) -> dict:
+        time.sleep(0.01)
+        ran.append(k)
+        return {k: k}
+
+    # (the passes after a failure are dropped, as after Ctrl-C, not run to the end)
     with pytest.raises(RuntimeError, match="the encoder failed"):
-        _run_encoder([fails], on_cpu=True)
-    assert torch.get_num_threads() == before
+        _run_encoder([fails] + [functools.partial(slow, k) for k in range(100)], on_cpu=True)
+    assert torch.get_num_threads() == before and len(ran) < 50
 
 
 def test_the_model_hash_covers_the_tokenizer_s_settings(tmp_path):

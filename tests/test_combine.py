@@ -402,6 +402,8 @@ def test_the_summary_shows_a_bidi_override_as_its_code():
     card = quick_card(frame.assign(**{name: frame["rating"]}), target=name, n_boot=0)
     summary = card.summary()
     assert "\u202e" not in summary and "held-out agreement with value\\u202e:" in summary
+    card.data["signature"] += "|note:\u202eevil"  # (a loaded card's, which no hash covers)
+    assert "\u202e" not in card.summary() and "note:\\u202eevil" in card.summary()
 
 
 def test_a_one_feature_hybrid_does_not_beat_that_feature():

@@ -701,3 +701,28 @@ def test_two_way_reliability_by_shrout_and_fleiss_and_against_simulated_true_sco
         stats.two_way_reliability(table))
     with pytest.raises(ValueError, match="at least one rating"):
         stats.two_way_reliability(np.array([[1.0, np.nan], [2.0, np.nan]]))
+
+
+def test_sums_that_overflow_are_taken_over_a_power_of_two_each_row_alone():
+    """Scores whose sum overflows (1e307) are scaled exactly (by a power of two) before they are
+    summed: the mean is the one exact arithmetic gives, a Pearson r the one of the values as
+    they are, and a task of tiny values in a column of huge ones keeps its own within-task r (a
+    scale shared by the whole column took it to nan)."""
+    huge = np.array([1e307, 3e307, 5e307, 7e307])
+    exact = sum(Fraction(value) for value in huge) / 4  # (of the doubles as stored)
+    assert stats.mean(huge) == pytest.approx(float(exact), rel=1e-15)
+    assert stats.mean(huge / 1e307) == np.mean(huge / 1e307)  # (no overflow: numpy's own)
+    assert stats.mean(np.array([1, 0, 1, 1, 0, 1, 1], bool)) == 5 / 7  # (as floats, not float16)
+    human = np.array([1.0, 2.0, 4.0, 3.0])
+    assert stats.pearson(huge, human) == pytest.approx(stats.pearson(huge / 1e307, human),
+                                                       abs=1e-15)
+    rng = np.random.default_rng(0)
+    metric = np.r_[rng.uniform(1e306, 1e307, 200), [1e-200, 2e-200, 3e-200, 5e-200]]
+    ratings = np.r_[rng.uniform(0, 4, 200), [1.0, 2.0, 3.0, 4.0]]
+    tasks = np.repeat(np.arange(51), 4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        within = stats.per_group("pearson", ratings, metric, tasks)
+    assert within[-1] == pytest.approx(scipy.stats.pearsonr([1, 2, 3, 5], [1, 2, 3, 4])[0],
+                                       abs=1e-12)
+    assert np.isfinite(within).all()

@@ -107,7 +107,7 @@ def run(args: argparse.Namespace) -> int:
     print(format_table(table, ks, args.resamples > 0, by or "group"))
     print(f"signature: {sign}")
     if scorer is not None:
-        print(f"{scorer}: {scorer_signatures[scorer]}")
+        print(visible(f"{scorer}: {scorer_signatures[scorer]}"))
     if args.output:  # (atomically, in a folder made where missing, as the other outputs)
         with atomic_path(args.output) as temporary:
             temporary.write_text(json.dumps(
@@ -119,7 +119,7 @@ def run(args: argparse.Namespace) -> int:
 
 def format_table(table: list[dict], ks: list[int], with_ci: bool, label: str) -> str:
     """A plain-text table: one line a group, pass@k in percent with its interval."""
-    header = [label, "tasks", "samples/task", *(f"pass@{k} (%)" for k in ks)]
+    header = [visible(label), "tasks", "samples/task", *(f"pass@{k} (%)" for k in ks)]
     lines = []
     for row in table:
         spread = (str(row["min_samples"]) if row["min_samples"] == row["max_samples"]

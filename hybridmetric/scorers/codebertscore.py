@@ -86,6 +86,10 @@ _DEVICES = ("auto", "cpu", "cuda", "mps")
 #: pass runs on one thread: see _run_encoder), so a text's numbers do not depend on what it is
 #: scored with (chunks, resumes, other rows).
 PAD_MULTIPLE = 16
+#: Forward passes that run at once on the CPU (one thread each: see _run_encoder), at most: each
+#: holds its batch's activations (codebert-base, 32 texts of 512 tokens: ~0.4 GB a layer's
+#: attention), so a machine of many cores does not hold that many at once.
+MAX_CPU_PASSES = 8
 #: Matching works on chunks of pairs holding at most this many similarity entries.
 _MATCH_BUDGET = 8_000_000
 #: Rows are scored in chunks of this many, bounding memory; the embedding cache spans chunks.
@@ -272,7 +276,9 @@ class CodeBertScore(Scorer):
 
     name = "codebertscore"
     needs = ("references",)
-    version = "3"  # 2: rounded to DECIMALS; 3: texts padded to their own width, float64 match
+    # 2: rounded to DECIMALS; 3: texts padded to their own width, float64 match; 4: each CPU
+    # forward pass on one thread (a text's numbers no longer move with its batch-mates)
+    version = "4"
     description = "CodeBERTScore: greedy cosine matching of encoder token embeddings, intent-aware"
     parts = ("precision", "recall", "f1", "f3")
     packages = ("torch", "transformers", "tokenizers")
@@ -290,7 +296,8 @@ class CodeBertScore(Scorer):
         "dtype": Setting("auto", "encoder precision; auto = float32 except bfloat16 on CUDA; "
                          "float16 only on CUDA", choices=_DTYPES),
         "device": Setting("auto", "auto picks cuda, then mps, then cpu", choices=_DEVICES),
-        "batch_size": Setting(32, "texts per encoder forward pass"),
+        "batch_size": Setting(32, "texts per encoder forward pass (on the CPU, up to "
+                                  f"{MAX_CPU_PASSES} passes, one a core, run at once)"),
         "max_chars": Setting(MAX_CHARS, "longest candidate, reference or context (with "
                              "use_context) taken, in characters (a longer one is an error "
                              "naming its row)",
@@ -672,9 +679,13 @@ def _run_encoder(work: list[Callable[[], dict[int, Any]]], on_cpu: bool) -> dict
         for part in work:
             outputs.update(run(part))
         return outputs
-    with _one_thread_each() as threads, ThreadPoolExecutor(threads) as pool:
-        for done in pool.map(run, work):
-            outputs.update(done)
+    with _one_thread_each() as threads:
+        pool = ThreadPoolExecutor(min(threads, MAX_CPU_PASSES))
+        try:
+            for done in pool.map(run, work):
+                outputs.update(done)
+        finally:  # (Ctrl-C, an error: the passes not started are dropped, not run)
+            pool.shutdown(cancel_futures=True)
     return outputs
 
 
