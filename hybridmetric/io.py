@@ -27,8 +27,18 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from hybridmetric.schema import Location, RecordError, is_container, validate
+from hybridmetric.schema import (
+    OPTIONAL,
+    REQUIRED,
+    SCORE_PREFIX,
+    Location,
+    RecordError,
+    is_container,
+    validate,
+)
 
+#: The columns the record format names (any other is the user's own, carried through).
+SCHEMA_COLUMNS = frozenset(REQUIRED + OPTIONAL)
 FORMATS = {".jsonl": "jsonl", ".json": "jsonl", ".csv": "csv", ".parquet": "parquet"}
 STUDY_FILE = "generations.jsonl"
 #: The keys of a study.toml's ``[rating]`` table.
@@ -264,6 +274,13 @@ def read_generations(source: str | os.PathLike | pd.DataFrame) -> pd.DataFrame:
     return validate(frame, where)
 
 
+def _absent(value: Any) -> bool:
+    """Whether a cell of a column of the user's own is a key its JSON Lines row did not have:
+    pandas fills those with NaN, where a JSON null is None (a ``NaN``, which JSON does not
+    have but Python's reader takes, is written as absent too)."""
+    return isinstance(value, float) and math.isnan(value)
+
+
 def plain(value: Any) -> Any:
     """JSON-ready value: NaN becomes null, numpy scalars and arrays become Python ones, at any
     depth of lists and objects (Parquet gives nested values as arrays)."""
@@ -309,9 +326,13 @@ def write_generations(frame: pd.DataFrame, path: str | os.PathLike) -> Path:
     with atomic_path(path) as temporary:
         if kind == "jsonl":
             columns = list(frame.columns)
+            # (a column of the user's own, carried through: a row that had no such key gets
+            # none, where one that had it as null keeps its null)
+            own = [c not in SCHEMA_COLUMNS and not c.startswith(SCORE_PREFIX) for c in columns]
             with temporary.open("w", encoding="utf-8") as handle:
                 for row in frame.itertuples(index=False, name=None):
-                    record = {c: plain(v) for c, v in zip(columns, row, strict=True)}
+                    record = {c: plain(v) for c, v, carried in zip(columns, row, own, strict=True)
+                              if not (carried and _absent(v))}
                     handle.write(json.dumps(record, ensure_ascii=False) + "\n")
         else:
             flat = frame.copy()

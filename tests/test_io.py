@@ -55,6 +55,20 @@ def test_round_trip(tmp_path, extension):
                 assert a == b, column
 
 
+def test_a_key_of_the_user_s_own_that_a_row_lacks_stays_absent(tmp_path):
+    """Columns of the user's own come back from JSON Lines as they went in: a row without the
+    key gets none (it gained ``"note": null``), a row with a null keeps its null."""
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"task_id": "t1", "candidate": "a", "note": "x", "extra": null}\n'
+                      '{"task_id": "t2", "candidate": "b", "extra": 1}\n'
+                      '{"task_id": "t3", "candidate": "c", "rating": null}\n')
+    written = write_generations(read_generations(source), tmp_path / "out.jsonl")
+    rows = [json.loads(line) for line in written.read_text().splitlines()]
+    assert [{k: v for k, v in row.items() if k in ("note", "extra")} for row in rows] == [
+        {"note": "x", "extra": None}, {"extra": 1}, {}]
+    assert [row["rating"] for row in rows] == [None, None, None]  # (the record format's own)
+
+
 def test_dataframe_input_is_validated():
     with pytest.raises(RecordError, match=r"<DataFrame>: row 1, field 'candidate'"):
         read_generations(pd.DataFrame({"task_id": ["a", "b"], "candidate": ["x", 3]}))
