@@ -416,6 +416,11 @@ def test_files_that_cannot_be_read_or_written_are_errors_not_tracebacks(slice_fi
                  *SCORERS]) == 2
     assert "error: cannot write the output /proc/hybridmetric-scores.jsonl" in \
         capsys.readouterr().err
+    # a name that would reorder the line it is printed on shows as its code
+    assert main(["score", str(tmp_path / "a\u202eb.jsonl"), "-o", str(tmp_path / "s.jsonl"),
+                 *SCORERS]) == 2
+    error = capsys.readouterr().err
+    assert "a\\u202eb.jsonl: no such file" in error and "\u202e" not in error
 
 
 def test_audit_s_tie_threshold_and_constant_within_reach_the_numbers_and_the_record(

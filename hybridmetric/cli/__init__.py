@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from hybridmetric import __version__
 from hybridmetric.cli.signals import exit_status, terminate
+from hybridmetric.signature import visible
 
 #: Where :class:`_StoreOnce` notes, in the namespace being filled, the options given so far
 #: (taken out again by :func:`parse`).
@@ -93,7 +94,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("hybridmetric: interrupted", file=sys.stderr)
         return exit_status(stop)
     except (ValueError, OSError, RuntimeError) as error:  # (a RecordError; a file not there)
-        print(f"hybridmetric: error: {error}", file=sys.stderr)
+        # (a name in it shows as it is: see signature.visible)
+        print(visible(f"hybridmetric: error: {error}", keep="\t\n"), file=sys.stderr)
         return 2
     finally:
         if main_thread:

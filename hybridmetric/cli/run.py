@@ -52,6 +52,7 @@ from hybridmetric.schema import (
 )
 from hybridmetric.scorers import Scorer
 from hybridmetric.scoring import journal_path, read_sidecar, score, write_scores
+from hybridmetric.signature import visible
 
 #: CodeBERTScore twice: on the code alone (``score.codebertscore.*``: not the scorer's default,
 #: which encodes the intent), and with the intent encoded as context
@@ -198,9 +199,9 @@ def run(args: argparse.Namespace) -> int:
         constant = [f for f in present if table.loc[fitted, f].nunique() < 2]
         if constant:
             one = len(constant) == 1
-            print(f"note: {', '.join(constant)} {'takes' if one else 'take'} one value on the "
-                  f"rows the hybrid is fitted on; {'it' if one else 'they'} cannot weigh in it "
-                  f"and {'is' if one else 'are'} left out of it", file=sys.stderr)
+            print(f"note: {visible(', '.join(constant))} {'takes' if one else 'take'} one value "
+                  f"on the rows the hybrid is fitted on; {'it' if one else 'they'} cannot weigh "
+                  f"in it and {'is' if one else 'are'} left out of it", file=sys.stderr)
         options["features"] = [f for f in present if f not in constant]
         if not options["features"]:
             raise ValueError("no metric varies on the rows the hybrid is fitted on: there is "
