@@ -1106,13 +1106,13 @@ class MetricCard:
         d, cv = self.data, self.data["cv"]
         t = d["training"]
         lines = [
-            f"hybrid metric: model {d['model']}, target {visible(d['target'])}, scale "
+            f"hybrid metric: model {d['model']}, target {d['target']}, scale "
             f"{d['scale'][0]:g} to {d['scale'][1]:g}, {t['n_rows']} rows, {t['n_tasks']} tasks"
             + (f" ({t['n_dropped_rows']} rows with missing values dropped)"
                if t["n_dropped_rows"] else "")
             + (f"; the rows where {where_text(t['where'])}, of the table's {t['n_table_rows']}"
                if t.get("where") else ""),
-            f"held-out agreement with {visible(d['target'])}: {cv['folds']}-fold CV grouped by "
+            f"held-out agreement with {d['target']}: {cv['folds']}-fold CV grouped by "
             f"task, {cv['repeats']} repeats (mean ± sd over {cv['n_folds_run']} folds)"
             + (f"; {cv['note']}" if cv.get("note") else ""),
         ]

@@ -275,30 +275,27 @@ def rank_rows(values: np.ndarray) -> np.ndarray:
     return ranks
 
 
-def _power_of_two_under(values: np.ndarray, times: float = 1.0) -> int:
-    """0; or, where ``times`` the sum of ``values``' magnitudes overflows (scores of 1e307), the
-    exponent of a power of two at least their largest magnitude: ``values`` over it (exactly:
-    only the exponents change) sum without overflow, and a mean of them, scaled back, is the
-    mean as it would be."""
+def _power_of_two_under(values: np.ndarray, times: float = 1.0, axis: int | None = None
+                        ) -> np.ndarray:
+    """0 (along ``axis``: for each row or column alone); or, where ``times`` the sum of
+    ``values``' magnitudes overflows (scores of 1e307), the exponent of a power of two at least
+    their largest magnitude: ``values`` over it (exactly: only the exponents change) sum without
+    overflow, and a mean of them, scaled back, is the mean as it would be."""
+    keep = axis is not None
     with np.errstate(over="ignore"):
-        total = times * np.abs(values).sum()
-    if not values.size or np.isfinite(total) or not np.isfinite(values).all():
-        return 0
-    return int(np.frexp(np.max(np.abs(values)))[1])
+        total = times * np.abs(values).sum(axis=axis, keepdims=keep)
+    if not values.size or np.isfinite(total).all() or not np.isfinite(values).all():
+        return np.zeros_like(total, dtype=int)
+    largest = np.max(np.abs(values), axis=axis, keepdims=keep)
+    return np.where(np.isfinite(total), 0, np.frexp(largest)[1])
 
 
 def _summable(values: np.ndarray, axis: int | None = None) -> np.ndarray:
-    """``values`` as floats; where their sum (along ``axis``: each row or column alone)
-    overflows, over a power of two at least their largest magnitude (see
-    :func:`_power_of_two_under`): what is scale-invariant (a correlation) is as it was."""
+    """``values`` as floats, over :func:`_power_of_two_under` them (along ``axis``): what is
+    scale-invariant (a correlation) is as it was."""
     values = np.asarray(values, dtype=float)
-    keep = axis is not None
-    with np.errstate(over="ignore"):
-        total = np.abs(values).sum(axis=axis, keepdims=keep)
-    if not values.size or np.isfinite(total).all() or not np.isfinite(values).all():
-        return values
-    largest = np.max(np.abs(values), axis=axis, keepdims=keep)
-    return np.ldexp(values, -np.where(np.isfinite(total), 0, np.frexp(largest)[1]))
+    exponent = _power_of_two_under(values, axis=axis)
+    return np.ldexp(values, -exponent) if exponent.any() else values
 
 
 def mean(values: np.ndarray) -> float:
