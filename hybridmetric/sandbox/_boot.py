@@ -23,7 +23,7 @@ from importlib.machinery import ModuleSpec, SourceFileLoader
 
 #: The sandbox's modules that a worker imports (its fork server: ``launcher`` alone).
 WORKER_MODULES = ("limits", "launcher", "compiling", "cgroup", "isolation", "languages", "javac",
-                  "worker")
+                  "leftovers", "worker")
 PACKAGE = "hybridmetric.sandbox"
 #: (the sources' paths, sizes and times, the memory file made from them)
 _made: tuple[tuple[tuple[str, int, int], ...], int] | None = None

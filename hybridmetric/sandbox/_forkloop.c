@@ -30,9 +30,13 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/msg.h>
 #include <sys/prctl.h>
 #include <sys/random.h>
 #include <sys/resource.h>
+#include <sys/sem.h>
+#include <sys/shm.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/wait.h>
@@ -530,6 +534,129 @@ static int hm_serve(struct hm_run *run, int requests, int replies) {
     }
 }
 
+/* The worker's check after each program that it left nothing (worker.CleanState): what the
+ * worker's last full sweep left, recorded (hm_clean_record), and compared in one call
+ * (hm_clean_unchanged): files whose whole content must be as recorded (the worker's list of
+ * children, its memory cgroup's events), directories whose inode, mode, size (an entry count)
+ * and times must be (the private temporary folders, the message queues'), processes that must
+ * still run (the fork server), the memory cgroup's usage within its room, the first line of
+ * the network namespace's socket count as before the program (hm_clean_begin), and no System V
+ * IPC object. Anything else, and the worker sweeps in full. */
+#define CLEAN_READS 2
+#define CLEAN_PATHS 8
+#define CLEAN_BYTES 1024
+#define CLEAN_PATH_BYTES 256
+#define SOCKETS_BYTES 64
+
+struct hm_clean {
+    int32_t reads, paths;           /* the probes in use of each kind */
+    int32_t read_fd[CLEAN_READS];   /* files whose content must stay as recorded */
+    int32_t read_size[CLEAN_READS]; /* (as recorded; -1: too long to compare) */
+    int32_t pidfd[2];               /* processes that must still run (-1: none) */
+    int32_t usage;                  /* the cgroup's usage (-1: none), at most room */
+    int32_t sockets;                /* the socket count (-1: none) */
+    int32_t sockets_size;           /* (its first line's, as hm_clean_begin read it) */
+    int32_t ipc;                    /* whether no System V IPC object may be there */
+    int64_t room;
+    int64_t status[CLEAN_PATHS][5]; /* inode, mode, size, access and modification times */
+    char read_bytes[CLEAN_READS][CLEAN_BYTES];
+    char sockets_line[SOCKETS_BYTES];
+    char path[CLEAN_PATH_BYTES * CLEAN_PATHS];
+};
+
+/* The first line of fd (a /proc file) into line; its size, or -1. */
+static int32_t first_line(int fd, char *line) {
+    ssize_t got = pread(fd, line, SOCKETS_BYTES, 0);
+    if (got <= 0)
+        return -1;
+    char *end = memchr(line, '\n', (size_t)got);
+    return end == NULL ? -1 : (int32_t)(end - line);
+}
+
+static int status_of(const char *path, int64_t status[5]) {
+    struct stat found;
+    if (lstat(path, &found) != 0)
+        return -1;
+    int64_t now[5] = {(int64_t)found.st_ino, (int64_t)found.st_mode, (int64_t)found.st_size,
+                      (int64_t)found.st_atim.tv_sec * 1000000000 + found.st_atim.tv_nsec,
+                      (int64_t)found.st_mtim.tv_sec * 1000000000 + found.st_mtim.tv_nsec};
+    memcpy(status, now, sizeof now);
+    return 0;
+}
+
+/* Record what is there now (the worker's sweep has just left all clean); -1 with errno. */
+static int hm_clean_record(struct hm_clean *clean) {
+    if (clean->reads > CLEAN_READS || clean->paths > CLEAN_PATHS) {
+        errno = EINVAL;
+        return -1;
+    }
+    for (int i = 0; i < clean->reads; i++) {
+        ssize_t got = pread(clean->read_fd[i], clean->read_bytes[i], CLEAN_BYTES, 0);
+        if (got < 0)
+            return -1;
+        clean->read_size[i] = got < CLEAN_BYTES ? (int32_t)got : -1;
+    }
+    for (int i = 0; i < clean->paths; i++)
+        if (status_of(clean->path + i * CLEAN_PATH_BYTES, clean->status[i]) != 0)
+            return -1;
+    return 0;
+}
+
+/* Before a program: the socket count's first line. */
+static void hm_clean_begin(struct hm_clean *clean) {
+    clean->sockets_size = clean->sockets < 0 ? 0 : first_line(clean->sockets, clean->sockets_line);
+}
+
+/* Whether all is as recorded (1), or anything differs or cannot be read (0). */
+static int hm_clean_unchanged(struct hm_clean *clean) {
+    for (int i = 0; i < 2; i++) {
+        if (clean->pidfd[i] < 0)
+            continue;
+        struct pollfd ended = {clean->pidfd[i], POLLIN, 0};
+        if (poll(&ended, 1, 0) != 0)
+            return 0;
+    }
+    char now[CLEAN_BYTES + 1];
+    for (int i = 0; i < clean->reads; i++) {
+        int32_t size = clean->read_size[i];
+        if (size < 0 || pread(clean->read_fd[i], now, (size_t)size + 1, 0) != size
+            || memcmp(now, clean->read_bytes[i], (size_t)size) != 0)
+            return 0;
+    }
+    for (int i = 0; i < clean->paths; i++) {
+        int64_t status[5];
+        if (status_of(clean->path + i * CLEAN_PATH_BYTES, status) != 0
+            || memcmp(status, clean->status[i], sizeof status) != 0)
+            return 0;
+    }
+    if (clean->sockets >= 0) {
+        if (clean->sockets_size < 0 || first_line(clean->sockets, now) != clean->sockets_size
+            || memcmp(now, clean->sockets_line, (size_t)clean->sockets_size) != 0)
+            return 0;
+    }
+    if (clean->usage >= 0) {
+        ssize_t got = pread(clean->usage, now, 32, 0);
+        if (got <= 0)
+            return 0;
+        now[got] = '\0';
+        char *end;
+        errno = 0;
+        long long used = strtoll(now, &end, 10);
+        if (errno != 0 || end == now || used > clean->room)
+            return 0;
+    }
+    if (clean->ipc) {
+        struct shm_info shared;
+        struct seminfo semaphores;
+        struct msginfo messages;
+        if (shmctl(0, SHM_INFO, (struct shmid_ds *)&shared) < 0 || shared.used_ids != 0
+            || semctl(0, 0, SEM_INFO, &semaphores) < 0 || semaphores.semusz != 0
+            || msgctl(0, MSG_INFO, (struct msqid_ds *)&messages) < 0 || messages.msgpool != 0)
+            return 0;
+    }
+    return 1;
+}
+
 /* The module (launcher.fork_loop): the loop's calls, and the child's (launcher._python_main,
  * Forker.serve and Forker._child), as Python builtins. Addresses come as ints: the run
  * (ctypes.addressof of a launcher._Run), the secrets' page (launcher._TOKEN_AT). */
@@ -735,6 +862,31 @@ static PyObject *py_forget(PyObject *module, PyObject *run_at) {
     return on_run(run_at, hm_forget);
 }
 
+static PyObject *py_clean_record(PyObject *module, PyObject *clean_at) {
+    (void)module;
+    struct hm_clean *clean = address_of(clean_at);
+    if (clean == NULL)
+        return NULL;
+    if (hm_clean_record(clean) != 0)
+        return PyErr_SetFromErrno(PyExc_OSError);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_clean_begin(PyObject *module, PyObject *clean_at) {
+    (void)module;
+    struct hm_clean *clean = address_of(clean_at);
+    if (clean == NULL)
+        return NULL;
+    hm_clean_begin(clean);
+    Py_RETURN_NONE;
+}
+
+static PyObject *py_clean_unchanged(PyObject *module, PyObject *clean_at) {
+    (void)module;
+    struct hm_clean *clean = address_of(clean_at);
+    return clean == NULL ? NULL : PyBool_FromLong(hm_clean_unchanged(clean));
+}
+
 #define FAST(name) (PyCFunction)(void (*)(void))(name), METH_FASTCALL
 
 static PyMethodDef methods[] = {
@@ -748,6 +900,9 @@ static PyMethodDef methods[] = {
     {"key", py_key, METH_O, "The program's report key."},
     {"read_token", FAST(py_read_token), "'T' and the pass token into the secrets' page."},
     {"mark", FAST(py_mark), "The byte sent before the pass token."},
+    {"clean_record", py_clean_record, METH_O, "clean_record(clean): what is there now."},
+    {"clean_begin", py_clean_begin, METH_O, "clean_begin(clean): before a program."},
+    {"clean_unchanged", py_clean_unchanged, METH_O, "clean_unchanged(clean): as recorded?"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -190,6 +190,12 @@ class MemoryCgroup:
         found = self._page_cache.search(os.pread(self._stat, 1 << 16, 0))
         return usage - (int(found.group(1)) if found else 0)
 
+    def probes(self) -> tuple[int, int, int]:
+        """What tells at once that the last program left the cgroup as it was: descriptors of
+        ``memory.events`` (as :meth:`oom_kills` last read it: no OOM kill since) and of its
+        usage (at most the third, the room :meth:`reclaim_leftover` leaves)."""
+        return self._events, self._usage, self._room
+
     def oom_kills(self) -> int:
         """The kernel's count of OOM kills in this cgroup, read now."""
         match = re.search(rb"^oom_kill (\d+)$", os.pread(self._events, 4096, 0), re.MULTILINE)

@@ -78,6 +78,8 @@ _WHOLE_FILE_NAMES = frozenset({"__doc__", "__annotations__", "__annotate__",
 _SETUP_ANNOTATIONS = opcode.opmap.get("SETUP_ANNOTATIONS")
 #: Shared tails whose code a worker keeps (see :func:`precompile`).
 SHARED_TAILS_KEPT = 256
+#: Where code objects are nested in a code object's constants: (index, their own nesting).
+_Nesting = tuple[tuple[int, "_Nesting"], ...]
 
 
 def precompile(source: str, path: str, tail_at: int | None = None) -> bytes | str | None:
@@ -131,8 +133,10 @@ def _precompile_parts(source: str, path: str, at: int) -> bytes | None:
     the whole the backslash joins the tail's first line). (A coding declaration of the head's, which
     would apply to the tail, :func:`precompile` has already sent to the child.)"""
     head, tail = source[:at], source[at:]
-    if (not (head.endswith("\n") and tail) or any(word in _as_names(head) for word in _HEAD_WORDS)
-            or head.rstrip("\r\n").endswith("\\")):  # (see below)
+    if not (head.endswith("\n") and tail) or head.rstrip("\r\n").endswith("\\"):  # (see below)
+        return None
+    names = _as_names(head)
+    if any(word in names for word in _HEAD_WORDS):
         return None
     try:
         with warnings.catch_warnings(record=True) as shown:
@@ -144,7 +148,7 @@ def _precompile_parts(source: str, path: str, at: int) -> bytes | None:
         return None
     # the lines before the tail, as the compiler counts them ("\r\n", "\n" and a lone "\r")
     lines = head.count("\n") + head.count("\r") - head.count("\r\n")
-    return _marshalled((first, _moved(shared, lines)))
+    return _marshalled((first, _moved(*shared, lines)))
 
 
 def _as_names(text: str) -> str:
@@ -158,7 +162,8 @@ def _as_names(text: str) -> str:
 
 
 @functools.lru_cache(maxsize=SHARED_TAILS_KEPT)
-def _shared_tail(tail: str, path: str, future_flags: int) -> CodeType | None:
+def _shared_tail(tail: str, path: str,
+                 future_flags: int) -> tuple[CodeType, _Nesting] | None:
     """The code of a program's shared tail, compiled on its own (from line 1) with the
     ``__future__`` features of the part before it; None where it would not act as within the
     whole file: it does not compile alone (indented, a clause of a statement before it, ...),
@@ -166,7 +171,8 @@ def _shared_tail(tail: str, path: str, future_flags: int) -> CodeType | None:
     (which would apply to it alone), module annotations (``SETUP_ANNOTATIONS``: within the
     whole, made as the file starts), uses a name of :data:`_WHOLE_FILE_NAMES`, or has a class
     whose first line is a constant of its code (``__firstlineno__``, from 3.13: it would not
-    move with the code)."""
+    move with the code). With the code, where code objects are nested in it (:func:`_nesting`),
+    for :func:`_moved`."""
     if (any(word in _as_names(tail) for word in _TAIL_WORDS) or tail.startswith("\ufeff")
             or _declares_coding(tail)):
         return None
@@ -180,7 +186,7 @@ def _shared_tail(tail: str, path: str, future_flags: int) -> CodeType | None:
             or (_SETUP_ANNOTATIONS is not None and _SETUP_ANNOTATIONS in code.co_code[::2])
             or any("__firstlineno__" in nested.co_names for nested in _nested(code))):
         return None
-    return code
+    return code, _nesting(code)
 
 
 def _nested(code: CodeType) -> Iterator[CodeType]:
@@ -215,12 +221,22 @@ def _declares_coding(text: str) -> bool:
     return "coding" in (text if second_end < 0 else text[:second_end])
 
 
-def _moved(code: CodeType, lines: int) -> CodeType:
-    """``code`` (and the code nested in it) placed ``lines`` lines further down its file (the
-    location table is relative to the first line)."""
-    constants = tuple(_moved(value, lines) if isinstance(value, CodeType) else value
-                      for value in code.co_consts)
-    return code.replace(co_firstlineno=code.co_firstlineno + lines, co_consts=constants)
+def _nesting(code: CodeType) -> _Nesting:
+    """Where code objects are nested in ``code`` (found once for a shared tail: a task's tests
+    hold many constants, and few of them are code)."""
+    return tuple((index, _nesting(value)) for index, value in enumerate(code.co_consts)
+                 if isinstance(value, CodeType))
+
+
+def _moved(code: CodeType, nesting: _Nesting, lines: int) -> CodeType:
+    """``code`` (and the code nested in it, where ``nesting`` says) placed ``lines`` lines
+    further down its file (the location table is relative to the first line)."""
+    if not nesting:
+        return code.replace(co_firstlineno=code.co_firstlineno + lines)
+    constants = list(code.co_consts)
+    for index, inner in nesting:
+        constants[index] = _moved(constants[index], inner, lines)
+    return code.replace(co_firstlineno=code.co_firstlineno + lines, co_consts=tuple(constants))
 
 
 def _marshalled(code: tuple[CodeType, ...]) -> bytes | None:

@@ -994,14 +994,19 @@ def _kill_uid(uid: int) -> None:
 _OWN_CHILDREN: tuple[int, int] | None = None
 
 
-def _only_spare_children(spare: Collection[int]) -> bool:
-    """Whether this process certainly has no child but ``spare`` (one read of its list; a list
-    that may not have come whole in it says no)."""
+def own_children() -> int:
+    """A descriptor of this process's list of children, kept open."""
     global _OWN_CHILDREN
     me = os.getpid()
     if _OWN_CHILDREN is None or _OWN_CHILDREN[0] != me:  # (a forked copy opens its own)
         _OWN_CHILDREN = me, os.open(f"/proc/{me}/task/{me}/children", os.O_RDONLY | os.O_CLOEXEC)
-    listed = os.pread(_OWN_CHILDREN[1], 4096, 0)
+    return _OWN_CHILDREN[1]
+
+
+def _only_spare_children(spare: Collection[int]) -> bool:
+    """Whether this process certainly has no child but ``spare`` (one read of its list; a list
+    that may not have come whole in it says no)."""
+    listed = os.pread(own_children(), 4096, 0)
     return len(listed) < 4000 and all(int(child) in spare for child in listed.split())
 
 
@@ -1152,6 +1157,14 @@ def _emptied(path: str) -> bool:
 def _remember_emptied(path: str) -> None:
     if path in _COUNTING:
         _EMPTIED[path] = _listing(path)
+
+
+def counted_dirs(private_dirs: bool, queues: bool) -> list[str] | None:
+    """The folders the sweep empties (the private temporary folders, where ``private_dirs``;
+    the message queues', where ``queues``), where the size of each counts its entries, so that
+    one ``lstat`` tells each was left as emptied (:func:`_emptied`); None where one does not."""
+    paths = [*(COVERED if private_dirs else ()), *([MQUEUE_DIR] if queues else ())]
+    return paths if all(path in _COUNTING for path in paths) else None
 
 
 def empty_private_dirs(keep: str) -> None:

@@ -736,7 +736,8 @@ def file_source(data: bytes, path: str | None = None) -> bytes | str:
     bom = data.startswith(b"\xef\xbb\xbf")
     body = data[3:] if bom else data
     at, line, found = 0, b"", None
-    for number in (1, 2):  # (a declaration on the second line counts after a blank or comment)
+    for number in (1, 2) if _in_first_lines(body, b"coding") else ():
+        # (a declaration on the second line counts after a blank or comment)
         line = _FILE_LINE.match(body, at).group()
         found = _CODING.match(line)
         if found or not line or (number == 1 and not _BLANK_OR_COMMENT.match(line)):
@@ -765,6 +766,16 @@ def file_source(data: bytes, path: str | None = None) -> bytes | str:
         return data  # (compile says so)
     rest = rest[_TEXT_LINE.match(rest).end():]
     return _last_line_end(body[:end].decode("utf-8", "replace") + rest)
+
+
+def _in_first_lines(data: bytes, word: bytes) -> bool:
+    """Whether ``word`` starts within the first two lines of ``data`` (ended by any line end
+    python's reader knows)."""
+    at = data.find(word)
+    if at < 0:
+        return False
+    before = data[:at]
+    return before.count(b"\n") + before.count(b"\r") - before.count(b"\r\n") < 2
 
 
 def _last_line_end(source: AnyStr) -> AnyStr:
@@ -1568,7 +1579,7 @@ class InProcess:
     """The worker forks its programs itself (without root, where it has no PID namespace to
     give a fork server)."""
 
-    pid = None  # no process apart from the worker
+    pid = pidfd = None  # no process apart from the worker
     #: Programs compile in their child: compiling in the worker would change the process every
     #: later program is forked from (a ``\\N{...}`` literal imports ``unicodedata``).
     compiles_here = False
@@ -1666,6 +1677,11 @@ class ForkServer:
         report, failure, out, err = _split(body, sizes)
         return (status, bool(timed_out), report, token, out.decode("utf-8", "replace"),
                 err.decode("utf-8", "replace"), escaped, failure, bool(untouched))
+
+    @property
+    def pidfd(self) -> int | None:
+        """The server's pidfd (None where it could not be opened, or once stopped)."""
+        return self._pidfd
 
     def alive(self) -> bool:
         """Whether the server runs (its pidfd turns readable when it exits)."""

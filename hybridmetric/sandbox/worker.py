@@ -6,7 +6,8 @@ server (``launcher.py``: a warm Python that imports the modules a study needs), 
 request on stdin with one result on stdout (``marshal`` messages; see ``pool._Worker``). For each
 program it makes the private working directory, compiles what needs compiling, has the program
 launched in a forked child (own session, rlimits, the worker's unprivileged uid; a Python program
-costs a fork, not an interpreter start), then sweeps what the program left and gives the verdict.
+costs a fork, not an interpreter start), then tells in one call that the program left nothing
+(``leftovers.py``), or else sweeps what it left, and gives the verdict.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from hybridmetric.sandbox.launcher import (
     set_dumpable,
     write_message,
 )
+from hybridmetric.sandbox.leftovers import CleanState
 from hybridmetric.sandbox.limits import (
     CRASH,
     FAILED,
@@ -271,6 +273,7 @@ class Worker:
         self.case = os.path.join(self.root, "case")
         self.env = program_env(os.path.join(self.case, WORKING_DIRECTORY),
                                self.isolation.mount_namespace)
+        self.program_path = os.path.join(self.env["HOME"], PROGRAM)  # (a Python program's file)
         if self._programs_own_root:
             self._pin_folders()
         self.javac = JavacServer(self.root, self.uid)  # started on the first Java program
@@ -289,8 +292,10 @@ class Worker:
             if os.getuid() != 0:  # (none to drop where no user namespace was made)
                 isolation.drop_capabilities()
         self._forker_settings = process_settings(self.launcher.pid or 0)
+        self._clean_state = self._make_clean_state()
         self._count_sockets()  # (what the fork server and its preloads hold)
         self.sweep()
+        self._record_clean()
 
     def _start_launcher(self, preload: list[str], code: int) -> ForkServer | InProcess:
         """What forks the programs. As root, a fork server: programs run under another uid and
@@ -319,6 +324,30 @@ class Worker:
         left could still push its cgroup over the limit)."""
         return self.launcher.pid is not None and not self.launcher.alive()
 
+    def _make_clean_state(self) -> CleanState | None:
+        """What tells in one call that a program left nothing (see ``leftovers.py``); None where
+        a folder the sweep empties cannot be told empty so (its size does not count entries)."""
+        paths = isolation.counted_dirs(self.isolation.mount_namespace,
+                                       self.isolation.message_queues)
+        if paths is None:
+            return None
+        reads, usage, room = [isolation.own_children()], None, 0
+        if self.cgroup is not None:
+            events, usage, room = self.cgroup.probes()
+            reads.append(events)
+        pidfds = [] if self.launcher.pidfd is None else [self.launcher.pidfd]
+        return CleanState(reads, paths, pidfds, usage, room, self._sockets,
+                          self.isolation.ipc_namespace)
+
+    def _record_clean(self) -> None:
+        """After a full sweep that left all clean (no compile server runs, whose process and
+        sockets come and go), record it; else the next program is swept in full too."""
+        if self._clean_state is None:
+            return
+        self._clean_state.forget()
+        if not self.retiring and self.javac.pid is None:
+            self._clean(self._clean_state.record, "the record of a clean sweep")
+
     def sweep(self) -> int:
         try:
             spare = [server.pid for server in (self.launcher, self.javac) if server.alive()]
@@ -327,8 +356,10 @@ class Worker:
             self.retiring = str(exc)
             return 0
         if self._sockets is not None:
-            counted, before = self._sockets, self._sockets_before
-            self._clean(lambda: isolation.collect_sockets_in_flight(counted, before), "sockets")
+            counted, left = self._sockets, self._clean_state
+            self._clean(lambda: isolation.collect_sockets_in_flight(
+                counted, self._sockets_before if left is None else left.sockets_before()),
+                "sockets")
         if self.isolation.mount_namespace:
             self._clean(lambda: isolation.empty_private_dirs(keep=self.root), "/tmp and the like")
         if self.isolation.ipc_namespace:
@@ -409,7 +440,9 @@ class Worker:
             else:
                 result = self._built(language, source, limits, case, work, classpath)
             # (cut to its head and tail once plain: a cut never falls inside a folder's name)
-            return replace(result, error=cap(self._plain(result.error))) if result.error else result
+            if not result.error:
+                return result
+            return RunResult(result.outcome, cap(self._plain(result.error)), result.escaped)
         except OSError as exc:
             return RunResult(SANDBOX_ERROR, self._plain(f"sandbox failure: {exc}"))
         finally:
@@ -439,14 +472,14 @@ class Worker:
             return
         if language == "python":
             with contextlib.suppress(OSError):
-                os.unlink(os.path.join(self.env["HOME"], PROGRAM))
+                os.unlink(self.program_path)
                 os.rmdir(self.env["HOME"])
                 os.rmdir(self.case)
                 return
         isolation.remove_tree(self.case)
 
     def _python(self, source: str, limits: Limits, work: str, tail_at: int | None) -> RunResult:
-        path = os.path.join(work, PROGRAM)
+        path = self.program_path
         try:  # a file python's reader refuses, which compile() may take (see file_source)
             file_source(file_bytes(source), path)
         except SyntaxError as exc:
@@ -718,16 +751,25 @@ class Worker:
                                "program's processes together exceeded its memory limit",
                                escaped, True, "")
             raise
-        escaped = strays + self.sweep()
-        oom = self._oom_killed_since(oom_before)
-        self._reclaim()
+        clean = self._clean_state
+        if clean is not None and clean.unchanged():  # the program left nothing: no sweep
+            escaped, oom = strays, False
+        else:
+            escaped = strays + self.sweep()
+            oom = self._oom_killed_since(oom_before)
+            self._reclaim()
+            self._record_clean()
         return Process(status, timed_out, report, token, stdout, stderr, escaped, oom,
                        failure.decode("utf-8", "replace"), untouched)
 
     def _count_sockets(self) -> None:
         """Note the sockets the worker's network namespace holds before a program starts (its
         servers' own), down to which the sweep after it collects what the program left."""
-        if self._sockets is not None:
+        if self._sockets is None:
+            return
+        if self._clean_state is not None:  # (read once: for the check, and the sweep after it)
+            self._clean_state.begin()
+        else:
             self._sockets_before = isolation.socket_count(self._sockets)
 
     def _reclaim(self) -> None:
@@ -807,6 +849,7 @@ def main() -> None:
     finally:
         os.close(code)
     write_message(replies, {"isolation": worker.isolation.as_dict(), "problems": worker.problems})
+    limits: tuple[dict, Limits] | None = None  # the last limits, made once while they last
     try:
         while True:
             try:
@@ -816,9 +859,10 @@ def main() -> None:
             if worker.launcher_died():  # nothing runs: the pool gives it to a fresh worker
                 write_message(replies, {"unrun": "the fork server died between programs"})
                 break
-            result = worker.run(request["language"], request["source"],
-                                Limits(**request["limits"]), request["java_classpath"],
-                                request["tail_at"])
+            if limits is None or request["limits"] != limits[0]:
+                limits = request["limits"], Limits(**request["limits"])
+            result = worker.run(request["language"], request["source"], limits[1],
+                                request["java_classpath"], request["tail_at"])
             reply = result.as_dict()
             if worker.retiring:
                 reply["retire"] = worker.retiring

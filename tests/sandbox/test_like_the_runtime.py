@@ -306,6 +306,14 @@ CASES = [
     ("coding_latin1_as_python_reads_it", "python",
      "# -*- coding: latin-1 -*-\nassert len('\u00e9') == 2\n", PASSED),
     ("coding_unknown", "python", "# coding: foobar\nx = 1\n", SYNTAX_ERROR),
+    # a declaration counts on the first two lines, whatever ends them, and not on the third
+    ("coding_on_line_two_after_a_carriage_return", "python",
+     "#!/usr/bin/env python\r# -*- coding: latin-1 -*-\rassert len('\u00e9') == 2\r", PASSED),
+    ("coding_on_line_two_after_a_crlf", "python",  # (the byte 0xe9: not UTF-8)
+     "#!/usr/bin/env python\r\n# -*- coding: latin-1 -*-\r\nassert '\udce9' == '\\xe9'\r\n",
+     PASSED),
+    ("coding_on_line_three_is_a_comment", "python",
+     "x = 1\r\ny = 2\r\n# -*- coding: latin-1 -*-\nassert len('\u00e9') == 1\n", PASSED),
     # ... and starts with one byte order mark at most (python skips one; a second is an error)
     ("one_byte_order_mark", "python", "\ufeffx = 1\n", PASSED),
     ("two_byte_order_marks", "python", "\ufeff\ufeffx = 1\n", SYNTAX_ERROR),
