@@ -534,7 +534,7 @@ static int hm_serve(struct hm_run *run, int requests, int replies) {
     }
 }
 
-/* The worker's check after each program that it left nothing (worker.CleanState): what the
+/* The worker's check after each program that it left nothing (leftovers.CleanState): what the
  * worker's last full sweep left, recorded (hm_clean_record), and compared in one call
  * (hm_clean_unchanged): files whose whole content must be as recorded (the worker's list of
  * children, its memory cgroup's events), directories whose inode, mode, size (an entry count)
@@ -544,6 +544,7 @@ static int hm_serve(struct hm_run *run, int requests, int replies) {
  * IPC object. Anything else, and the worker sweeps in full. */
 #define CLEAN_READS 2
 #define CLEAN_PATHS 8
+#define CLEAN_PIDFDS 2
 #define CLEAN_BYTES 1024
 #define CLEAN_PATH_BYTES 256
 #define SOCKETS_BYTES 64
@@ -552,11 +553,11 @@ struct hm_clean {
     int32_t reads, paths;           /* the probes in use of each kind */
     int32_t read_fd[CLEAN_READS];   /* files whose content must stay as recorded */
     int32_t read_size[CLEAN_READS]; /* (as recorded; -1: too long to compare) */
-    int32_t pidfd[2];               /* processes that must still run (-1: none) */
-    int32_t usage;                  /* the cgroup's usage (-1: none), at most room */
-    int32_t sockets;                /* the socket count (-1: none) */
+    int32_t pidfd[CLEAN_PIDFDS];    /* processes that must still run (-1: none) */
+    int32_t usage_fd;               /* the cgroup's usage (-1: none), at most room */
+    int32_t sockets_fd;             /* the socket count (-1: none) */
     int32_t sockets_size;           /* (its first line's, as hm_clean_begin read it) */
-    int32_t ipc;                    /* whether no System V IPC object may be there */
+    int32_t no_ipc;                 /* whether no System V IPC object may be there */
     int64_t room;
     int64_t status[CLEAN_PATHS][5]; /* inode, mode, size, access and modification times */
     char read_bytes[CLEAN_READS][CLEAN_BYTES];
@@ -584,12 +585,20 @@ static int status_of(const char *path, int64_t status[5]) {
     return 0;
 }
 
+/* Whether the probes in use fit the struct (0 with errno EINVAL where not). */
+static int clean_fits(const struct hm_clean *clean) {
+    if (clean->reads < 0 || clean->reads > CLEAN_READS || clean->paths < 0
+        || clean->paths > CLEAN_PATHS) {
+        errno = EINVAL;
+        return 0;
+    }
+    return 1;
+}
+
 /* Record what is there now (the worker's sweep has just left all clean); -1 with errno. */
 static int hm_clean_record(struct hm_clean *clean) {
-    if (clean->reads > CLEAN_READS || clean->paths > CLEAN_PATHS) {
-        errno = EINVAL;
+    if (!clean_fits(clean))
         return -1;
-    }
     for (int i = 0; i < clean->reads; i++) {
         ssize_t got = pread(clean->read_fd[i], clean->read_bytes[i], CLEAN_BYTES, 0);
         if (got < 0)
@@ -604,12 +613,15 @@ static int hm_clean_record(struct hm_clean *clean) {
 
 /* Before a program: the socket count's first line. */
 static void hm_clean_begin(struct hm_clean *clean) {
-    clean->sockets_size = clean->sockets < 0 ? 0 : first_line(clean->sockets, clean->sockets_line);
+    clean->sockets_size = clean->sockets_fd < 0 ? 0
+                                                : first_line(clean->sockets_fd, clean->sockets_line);
 }
 
 /* Whether all is as recorded (1), or anything differs or cannot be read (0). */
 static int hm_clean_unchanged(struct hm_clean *clean) {
-    for (int i = 0; i < 2; i++) {
+    if (!clean_fits(clean))
+        return 0;
+    for (int i = 0; i < CLEAN_PIDFDS; i++) {
         if (clean->pidfd[i] < 0)
             continue;
         struct pollfd ended = {clean->pidfd[i], POLLIN, 0};
@@ -629,13 +641,13 @@ static int hm_clean_unchanged(struct hm_clean *clean) {
             || memcmp(status, clean->status[i], sizeof status) != 0)
             return 0;
     }
-    if (clean->sockets >= 0) {
-        if (clean->sockets_size < 0 || first_line(clean->sockets, now) != clean->sockets_size
+    if (clean->sockets_fd >= 0) {
+        if (clean->sockets_size < 0 || first_line(clean->sockets_fd, now) != clean->sockets_size
             || memcmp(now, clean->sockets_line, (size_t)clean->sockets_size) != 0)
             return 0;
     }
-    if (clean->usage >= 0) {
-        ssize_t got = pread(clean->usage, now, 32, 0);
+    if (clean->usage_fd >= 0) {
+        ssize_t got = pread(clean->usage_fd, now, 32, 0);
         if (got <= 0)
             return 0;
         now[got] = '\0';
@@ -645,12 +657,18 @@ static int hm_clean_unchanged(struct hm_clean *clean) {
         if (errno != 0 || end == now || used > clean->room)
             return 0;
     }
-    if (clean->ipc) {
+    if (clean->no_ipc) {
         struct shm_info shared;
         struct seminfo semaphores;
         struct msginfo messages;
+        union semun { /* (the caller defines it: sem.h) */
+            int val;
+            struct semid_ds *buf;
+            unsigned short *array;
+            struct seminfo *__buf;
+        } about = {.__buf = &semaphores};
         if (shmctl(0, SHM_INFO, (struct shmid_ds *)&shared) < 0 || shared.used_ids != 0
-            || semctl(0, 0, SEM_INFO, &semaphores) < 0 || semaphores.semusz != 0
+            || semctl(0, 0, SEM_INFO, about) < 0 || semaphores.semusz != 0
             || msgctl(0, MSG_INFO, (struct msqid_ds *)&messages) < 0 || messages.msgpool != 0)
             return 0;
     }
@@ -919,7 +937,15 @@ PyMODINIT_FUNC PyInit__forkloop(void) {
     if (type != NULL)
         sender = PyType_GenericAlloc((PyTypeObject *)type, 0);
     Py_XDECREF(type);
-    int added = sender != NULL && PyModule_AddObjectRef(loop, "send_token", sender) == 0;
+    int added = sender != NULL && PyModule_AddObjectRef(loop, "send_token", sender) == 0
+                /* the layout of struct hm_clean, which leftovers._Clean mirrors */
+                && PyModule_AddIntConstant(loop, "CLEAN_SIZE", sizeof(struct hm_clean)) == 0
+                && PyModule_AddIntConstant(loop, "CLEAN_READS", CLEAN_READS) == 0
+                && PyModule_AddIntConstant(loop, "CLEAN_PATHS", CLEAN_PATHS) == 0
+                && PyModule_AddIntConstant(loop, "CLEAN_PIDFDS", CLEAN_PIDFDS) == 0
+                && PyModule_AddIntConstant(loop, "CLEAN_BYTES", CLEAN_BYTES) == 0
+                && PyModule_AddIntConstant(loop, "CLEAN_PATH_BYTES", CLEAN_PATH_BYTES) == 0
+                && PyModule_AddIntConstant(loop, "SOCKETS_BYTES", SOCKETS_BYTES) == 0;
     Py_XDECREF(sender);
     if (!added) {
         Py_DECREF(loop);

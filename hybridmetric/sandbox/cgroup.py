@@ -191,9 +191,9 @@ class MemoryCgroup:
         return usage - (int(found.group(1)) if found else 0)
 
     def probes(self) -> tuple[int, int, int]:
-        """What tells at once that the last program left the cgroup as it was: descriptors of
-        ``memory.events`` (as :meth:`oom_kills` last read it: no OOM kill since) and of its
-        usage (at most the third, the room :meth:`reclaim_leftover` leaves)."""
+        """What tells at once that a program left the cgroup as it found it: the descriptors of
+        its ``memory.events`` (unchanged: no OOM kill) and of its usage, and the room
+        :meth:`reclaim_leftover` leaves (a usage within it needs no reclaim)."""
         return self._events, self._usage, self._room
 
     def oom_kills(self) -> int:

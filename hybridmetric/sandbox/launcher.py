@@ -772,10 +772,8 @@ def _in_first_lines(data: bytes, word: bytes) -> bool:
     """Whether ``word`` starts within the first two lines of ``data`` (ended by any line end
     python's reader knows)."""
     at = data.find(word)
-    if at < 0:
-        return False
-    before = data[:at]
-    return before.count(b"\n") + before.count(b"\r") - before.count(b"\r\n") < 2
+    return at >= 0 and (data.count(b"\n", 0, at) + data.count(b"\r", 0, at)
+                        - data.count(b"\r\n", 0, at)) < 2
 
 
 def _last_line_end(source: AnyStr) -> AnyStr:

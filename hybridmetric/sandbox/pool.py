@@ -543,9 +543,6 @@ class Sandbox:
                 unsaved.clear()
 
         def drain(worker: _Worker, done: threading.Event) -> None:
-            if worker.cpu is not None:  # (a reply then wakes a thread on the worker's core)
-                with contextlib.suppress(OSError):  # (a core the caller no longer may use)
-                    os.sched_setaffinity(0, {worker.cpu})
             try:
                 while not stop.is_set():
                     try:

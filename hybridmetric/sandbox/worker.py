@@ -341,12 +341,20 @@ class Worker:
 
     def _record_clean(self) -> None:
         """After a full sweep that left all clean (no compile server runs, whose process and
-        sockets come and go), record it; else the next program is swept in full too."""
+        sockets come and go), record it, with the OOM kills counted so far; else the next
+        program is swept in full too (where the record fails, every program: slower, no less
+        safe)."""
         if self._clean_state is None:
             return
         self._clean_state.forget()
-        if not self.retiring and self.javac.pid is None:
-            self._clean(self._clean_state.record, "the record of a clean sweep")
+        if self.retiring or self.javac.pid is not None:
+            return
+        try:
+            if self.cgroup is not None:
+                self.cgroup.oom_kills()  # (what the record of memory.events then says)
+            self._clean_state.record()
+        except OSError as exc:
+            sys.stderr.write(f"no record of a clean sweep (each program is swept): {exc}\n")
 
     def sweep(self) -> int:
         try:
@@ -356,10 +364,9 @@ class Worker:
             self.retiring = str(exc)
             return 0
         if self._sockets is not None:
-            counted, left = self._sockets, self._clean_state
+            counted = self._sockets
             self._clean(lambda: isolation.collect_sockets_in_flight(
-                counted, self._sockets_before if left is None else left.sockets_before()),
-                "sockets")
+                counted, self._sockets_before_program()), "sockets")
         if self.isolation.mount_namespace:
             self._clean(lambda: isolation.empty_private_dirs(keep=self.root), "/tmp and the like")
         if self.isolation.ipc_namespace:
@@ -440,9 +447,7 @@ class Worker:
             else:
                 result = self._built(language, source, limits, case, work, classpath)
             # (cut to its head and tail once plain: a cut never falls inside a folder's name)
-            if not result.error:
-                return result
-            return RunResult(result.outcome, cap(self._plain(result.error)), result.escaped)
+            return replace(result, error=cap(self._plain(result.error))) if result.error else result
         except OSError as exc:
             return RunResult(SANDBOX_ERROR, self._plain(f"sandbox failure: {exc}"))
         finally:
@@ -745,6 +750,7 @@ class Worker:
             escaped = self.sweep()  # what it started is the worker's to kill
             oom = server_gone and self._oom_killed_since(oom_before)
             self._reclaim()
+            self._record_clean()
             if oom:  # the OOM killer chose the server: the program lowered its processes' scores
                 return Process(signal.SIGKILL, False, b"", b"", "",
                                "the memory cgroup's OOM killer ended the fork server: the "
@@ -771,6 +777,12 @@ class Worker:
             self._clean_state.begin()
         else:
             self._sockets_before = isolation.socket_count(self._sockets)
+
+    def _sockets_before_program(self) -> int:
+        """What :meth:`_count_sockets` found before the last program."""
+        if self._clean_state is None:
+            return self._sockets_before
+        return self._clean_state.sockets_before()
 
     def _reclaim(self) -> None:
         """Take back what the program left charged to the memory cgroup, once its OOM kills

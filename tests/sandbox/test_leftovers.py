@@ -3,16 +3,20 @@ alone, makes it fail (and the worker sweep in full); nothing changed, it holds."
 
 from __future__ import annotations
 
+import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from hybridmetric.sandbox import isolation
-from hybridmetric.sandbox.leftovers import PATH_BYTES, READ_BYTES, CleanState
+from hybridmetric.sandbox.launcher import fork_loop
+from hybridmetric.sandbox.leftovers import PATH_BYTES, READ_BYTES, CleanState, _checked, _Clean
 
 
 def rewrite(fd: int, data: bytes) -> None:
@@ -21,9 +25,23 @@ def rewrite(fd: int, data: bytes) -> None:
 
 
 @pytest.fixture
-def probes(tmp_path: Path):
+def counting() -> Path:
+    """A folder whose size counts its entries (tmpfs, as the worker's private folders are),
+    so that an entry made and removed again tells, whatever the clock's resolution."""
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm here")
+    top = Path(tempfile.mkdtemp(dir="/dev/shm"))
+    if not isolation._size_counts_entries(str(top)):
+        shutil.rmtree(top)
+        pytest.skip("/dev/shm's folders do not count their entries here")
+    yield top
+    shutil.rmtree(top)
+
+
+@pytest.fixture
+def probes(tmp_path: Path, counting: Path):
     """Two folders, a file read whole, a usage file, a socket count file."""
-    folders = [tmp_path / "a", tmp_path / "b"]
+    folders = [counting / "a", counting / "b"]
     for folder in folders:
         folder.mkdir()
     opened = []
@@ -72,7 +90,7 @@ def test_a_folder_changed_fails(probes, change: str) -> None:
     elif change == "entry_removed":
         (folders[1] / "x").unlink()
     elif change == "mode":
-        folders[0].chmod(0o700)
+        folders[0].chmod(folders[0].stat().st_mode & 0o7777 ^ 0o010)
     elif change == "times":
         os.utime(folders[0], ns=(1, 1))
     else:
@@ -165,7 +183,8 @@ import ctypes, os, sys
 sys.path[:0] = {path!r}
 from hybridmetric.sandbox.leftovers import CleanState
 libc = ctypes.CDLL(None, use_errno=True)
-if libc.unshare(0x08000000) != 0:  # CLONE_NEWIPC
+# CLONE_NEWIPC, as root; else within a user namespace of its own (CLONE_NEWUSER)
+if libc.unshare(0x08000000) != 0 and libc.unshare(0x10000000 | 0x08000000) != 0:
     sys.exit(3)
 clean = CleanState([], [], [], None, 0, None, True)
 clean.record()
@@ -201,3 +220,17 @@ def test_what_it_cannot_hold_is_refused(probes) -> None:
     with pytest.raises(FileNotFoundError):
         gone.record()
     assert not gone.unchanged()
+
+
+def test_the_record_is_laid_out_as_the_fork_loop_s() -> None:
+    """The ctypes mirror and ``struct hm_clean`` agree (size and probe counts); a fork loop
+    built from another ``_forkloop.c`` is refused with how to rebuild it."""
+    loop = fork_loop()
+    assert ctypes.sizeof(_Clean) == loop.CLEAN_SIZE
+    assert _checked(loop) is loop
+
+    class Stale:  # (a loop built before the check existed has none of its constants)
+        pass
+
+    with pytest.raises(ImportError, match="rebuild"):
+        _checked(Stale())  # type: ignore[arg-type]
