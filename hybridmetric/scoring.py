@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
@@ -39,7 +38,7 @@ from hybridmetric.schema import (
     unshared_by_task,
 )
 from hybridmetric.scorers import Scorer, third_party
-from hybridmetric.signature import changed, environment
+from hybridmetric.signature import changed, environment, say
 from hybridmetric.signature import parse as parse_signature
 
 JOURNAL_SUFFIX = ".partial.jsonl"
@@ -96,9 +95,8 @@ def _carried(source: str | os.PathLike | pd.DataFrame, frame: pd.DataFrame,
     path = Path(source) / STUDY_FILE if Path(source).is_dir() else Path(source)
     if not signature_path(path).exists():
         unsigned = [c for c in frame.columns if c.startswith(SCORE_PREFIX)]
-        print(f"hybridmetric: note: the input's {unsigned} have no signature (no "
-              f"{signature_path(path).name} beside it): fit and audit will refuse them",
-              file=sys.stderr)
+        say(f"hybridmetric: note: the input's {unsigned} have no signature (no "
+            f"{signature_path(path).name} beside it): fit and audit will refuse them")
         return {}
     meta = read_sidecar(path)
     check_sidecar(frame, meta, path)
@@ -294,11 +292,11 @@ def _finished(output: str | os.PathLike, expected: dict[str, Any]) -> pd.DataFra
     try:
         table, _ = read_scored(output)
     except (OSError, ValueError) as exc:
-        print(f"hybridmetric: note: {output} was scored by these scorers, but cannot be "
-              f"reused ({exc}); scoring again", file=sys.stderr)
+        say(f"hybridmetric: note: {output} was scored by these scorers, but cannot be "
+            f"reused ({exc}); scoring again")
         return None
-    print(f"hybridmetric: note: {output} holds these rows scored by these scorers already (its "
-          "sidecar signs them): nothing is left to resume", file=sys.stderr)
+    say(f"hybridmetric: note: {output} holds these rows scored by these scorers already (its "
+        "sidecar signs them): nothing is left to resume")
     return table
 
 
@@ -401,7 +399,7 @@ def score(
     for scorer in scorers:  # (what a scorer computes over the whole table, however chunked)
         _named(scorer, "prepare", lambda scorer=scorer: scorer.prepare(frame))
     for note in unread_lookalikes(frame) + unshared_by_task(frame) + repeated_rows(frame):
-        print(f"hybridmetric: note: {note}", file=sys.stderr)
+        say(f"hybridmetric: note: {note}")
     expected = run_signature(frame, scorers)
     # a scores file scored again: its sidecar must still sign it, checked before any scoring
     carried = _carried(source, frame, expected)
@@ -419,9 +417,8 @@ def score(
         finished = _finished(output, expected)
         if finished is not None:
             return finished
-        print(f"hybridmetric: note: --resume, but no interrupted run of these rows and scorers "
-              f"is journaled for {output} ({journal.name} is absent): scoring every row",
-              file=sys.stderr)
+        say(f"hybridmetric: note: --resume, but no interrupted run of these rows and scorers "
+            f"is journaled for {output} ({journal.name} is absent): scoring every row")
     todo = [i for i in range(len(frame)) if i not in done]
     handle, unfinished = None, False
     if journal is not None:
@@ -463,7 +460,7 @@ def score(
     for column in columns:
         table[column] = [results[i][column] for i in range(len(frame))]
     for note in unscored(table, scorers):
-        print(f"hybridmetric: note: {note}", file=sys.stderr)
+        say(f"hybridmetric: note: {note}")
     if output is not None:
         write_scores(table, output, {**expected, **carried})
         journal.unlink()

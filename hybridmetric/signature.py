@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 import platform
 import re
+import sys
 from collections.abc import Iterable, Mapping
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
@@ -44,6 +45,12 @@ def visible(text: str, keep: str = "") -> str:
     return "".join(char if char.isprintable() or char in keep
                    else f"\\u{ord(char):04x}" if ord(char) <= 0xFFFF else f"\\U{ord(char):08x}"
                    for char in text)
+
+
+def say(text: str) -> None:
+    """Write ``text``, a note for the person running the command, to standard error, its names
+    shown as themselves (:func:`visible`; tabs and line ends kept)."""
+    print(visible(text, keep="\t\n"), file=sys.stderr)
 
 
 def format_value(value: Any) -> str:

@@ -421,6 +421,10 @@ def test_files_that_cannot_be_read_or_written_are_errors_not_tracebacks(slice_fi
                  *SCORERS]) == 2
     error = capsys.readouterr().err
     assert "a\\u202eb.jsonl: no such file" in error and "\u202e" not in error
+    # ... and so in a note (the line that says where the scores went)
+    assert main(["score", str(slice_file), "-o", str(tmp_path / "s\u202e.jsonl"), *SCORERS]) == 0
+    said = capsys.readouterr().err
+    assert "s\\u202e.jsonl" in said and "\u202e" not in said
 
 
 def test_audit_s_tie_threshold_and_constant_within_reach_the_numbers_and_the_record(

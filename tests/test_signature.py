@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from hybridmetric.signature import changed, parse, signature, visible
+from hybridmetric.signature import changed, parse, say, signature, visible
 
 
 def test_visible_writes_what_would_not_show_as_its_code() -> None:
@@ -31,3 +31,12 @@ def test_every_value_comes_back_from_its_signature() -> None:
 def test_a_broken_code_is_an_error(altered: str) -> None:
     with pytest.raises(ValueError, match="hex digits.*the signature was altered"):
         parse(altered)
+
+
+def test_a_note_shows_names_as_their_codes(capsys: pytest.CaptureFixture[str]) -> None:
+    """say: a note on standard error, its tabs and line ends kept, every other character that
+    would not show as itself written as its code."""
+    say("metric ab\u202ecd\tleft out\nrow 3 (x\u200by)")
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err == "metric ab\\u202ecd\tleft out\nrow 3 (x\\u200by)\n"

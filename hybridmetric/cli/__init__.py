@@ -15,7 +15,7 @@ from collections.abc import Sequence
 
 from hybridmetric import __version__
 from hybridmetric.cli.signals import exit_status, terminate
-from hybridmetric.signature import visible
+from hybridmetric.signature import say
 
 #: Where :class:`_StoreOnce` notes, in the namespace being filled, the options given so far
 #: (taken out again by :func:`parse`).
@@ -91,11 +91,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = parse(sys.argv[1:] if argv is None else argv)
         return args.func(args) or 0
     except KeyboardInterrupt as stop:
-        print("hybridmetric: interrupted", file=sys.stderr)
+        say("hybridmetric: interrupted")
         return exit_status(stop)
     except (ValueError, OSError, RuntimeError) as error:  # (a RecordError; a file not there)
-        # (a name in it shows as it is: see signature.visible)
-        print(visible(f"hybridmetric: error: {error}", keep="\t\n"), file=sys.stderr)
+        say(f"hybridmetric: error: {error}")  # (a name in it shows as it is: see say)
         return 2
     finally:
         if main_thread:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 from typing import Any
 
 import numpy as np
@@ -19,6 +18,7 @@ from hybridmetric.report import write_report
 from hybridmetric.report.document import IN_SAMPLE_SOURCE
 from hybridmetric.schema import repeated_rows, rows_label, select_rows, with_rater_mean
 from hybridmetric.scoring import read_scored, signature_path
+from hybridmetric.signature import say
 
 
 def tie_threshold(text: str) -> float:
@@ -54,13 +54,12 @@ def note_few_draws(resamples: int, permutations: int) -> None:
     interval whose tails (2.5% of the resamples each) hold less than one resample, p-values
     that cannot fall below 1/(permutations + 1)."""
     if 0 < resamples < FEW_RESAMPLES:
-        print(f"note: --resamples {resamples} gives the 95% CIs from {resamples} resamples; "
-              f"their tails need at least {FEW_RESAMPLES} (the default is 10000): read them as "
-              "rough", file=sys.stderr)
+        say(f"note: --resamples {resamples} gives the 95% CIs from {resamples} resamples; "
+            f"their tails need at least {FEW_RESAMPLES} (the default is 10000): read them as "
+            "rough")
     if 0 < permutations < FEW_RESAMPLES:
-        print(f"note: --permutations {permutations} gives p-values of at least "
-              f"1/{permutations + 1} = {1 / (permutations + 1):.3g} (the default is 10000)",
-              file=sys.stderr)
+        say(f"note: --permutations {permutations} gives p-values of at least "
+            f"1/{permutations + 1} = {1 / (permutations + 1):.3g} (the default is 10000)")
 
 
 def register(commands: argparse._SubParsersAction) -> None:
@@ -148,7 +147,7 @@ def settings(args: argparse.Namespace, recorded: Any, where: str) -> dict[str, A
             value = tuple(value) if name == "scale" and value is not None else value
         chosen[name] = DEFAULTS[name] if value is None else value
     if taken:
-        print(f"note: as recorded with the table ({where}): {', '.join(taken)}", file=sys.stderr)
+        say(f"note: as recorded with the table ({where}): {', '.join(taken)}")
     return chosen
 
 
@@ -160,9 +159,9 @@ def note_dropped(frame: pd.DataFrame, results: dict[str, Any]) -> None:
     gaps = ~finite_values(frame, [results["target"], *results["metrics"]]).all(axis=1)
     columns = ", ".join(f"{column} ({n})" for column, n in
                         (results.get("dropped") or {}).get("by_column", {}).items())
-    print(f"note: {results['n_dropped_rows']} row(s) left out for a missing value"
-          + (f" in {columns}" if columns else "")
-          + f": {rows_label(frame, np.flatnonzero(gaps))}", file=sys.stderr)
+    say(f"note: {results['n_dropped_rows']} row(s) left out for a missing value"
+        + (f" in {columns}" if columns else "")
+        + f": {rows_label(frame, np.flatnonzero(gaps))}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -173,9 +172,9 @@ def run(args: argparse.Namespace) -> int:
     note_few_draws(chosen["resamples"], chosen["permutations"])
     frame, note = with_rater_mean(frame, chosen["target"])
     if note:
-        print(note, file=sys.stderr)
+        say(note)
     for repeated in repeated_rows(select_rows(frame, args.where) if args.where else frame):
-        print(f"hybridmetric: note: {repeated}", file=sys.stderr)
+        say(f"hybridmetric: note: {repeated}")
     card, hybrid = None, None
     if args.card:
         card = MetricCard.load(args.card)
@@ -194,13 +193,12 @@ def run(args: argparse.Namespace) -> int:
         else:  # written by score --card
             hybrid = (f"a metric card applied by 'hybridmetric score --card' ({IN_SAMPLE_SOURCE})"
                       f"; the card's signature: {applied}")
-            print(f"note: score.hybrid comes from a metric card; {IN_SAMPLE}", file=sys.stderr)
+            say(f"note: score.hybrid comes from a metric card; {IN_SAMPLE}")
     elif card is not None:
         frame[HYBRID_COLUMN] = card.apply(frame, signatures, missing="nan")
         hybrid = (f"the card {args.card} applied to these rows ({IN_SAMPLE_SOURCE}); its "
                   f"signature: {card.data['signature']}")
-        print(f"note: score.hybrid was computed by applying the card; {IN_SAMPLE}",
-              file=sys.stderr)
+        say(f"note: score.hybrid was computed by applying the card; {IN_SAMPLE}")
         note_card_scale(card, chosen["scale"], "the audit's scale")
     metrics = [m.strip() for m in args.metrics.split(",")] if args.metrics else None
     results = audit(frame, metrics=metrics, target=chosen["target"], seed=chosen["seed"],

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import argparse
 import math
-import sys
 
 from hybridmetric.cli.options import add_where_option, check_output, seed
 from hybridmetric.combine import MODELS, HybridMetric, fit_card
 from hybridmetric.schema import repeated_rows, select_rows, with_rater_mean
 from hybridmetric.scoring import read_scores
+from hybridmetric.signature import say
 
 
 def parse_scale(text: str | None) -> tuple[float, float] | None:
@@ -57,9 +57,9 @@ FEW_RESAMPLES = 40
 def fit_options(args: argparse.Namespace) -> dict:
     features = [f.strip() for f in args.features.split(",")] if args.features else None
     if 0 < args.bootstrap < FEW_RESAMPLES:
-        print(f"note: --bootstrap {args.bootstrap} gives the weights' 95% CIs from "
-              f"{args.bootstrap} resamples; their tails need at least {FEW_RESAMPLES} (the "
-              "default is 200): read them as rough", file=sys.stderr)
+        say(f"note: --bootstrap {args.bootstrap} gives the weights' 95% CIs from "
+            f"{args.bootstrap} resamples; their tails need at least {FEW_RESAMPLES} (the "
+            "default is 200): read them as rough")
     if args.alpha is not None and args.model != "ridge":
         raise ValueError(f"--alpha is ridge's penalty; --model {args.model} has none "
                          "(add --model ridge, or leave --alpha out)")
@@ -89,9 +89,9 @@ def run(args: argparse.Namespace) -> int:
     frame, signatures, _ = read_scores(args.scores)
     frame, note = with_rater_mean(frame, args.target)
     if note:
-        print(note, file=sys.stderr)
+        say(note)
     for repeated in repeated_rows(select_rows(frame, args.where) if args.where else frame):
-        print(f"hybridmetric: note: {repeated}", file=sys.stderr)
+        say(f"hybridmetric: note: {repeated}")
     card = fit_card(frame, scorer_signatures=signatures, scale=parse_scale(args.scale),
                     progress=False if args.no_progress else None, where=args.where,
                     **fit_options(args))

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import unicodedata
 
 import pandas as pd
@@ -14,7 +13,7 @@ from hybridmetric.io import atomic_path
 from hybridmetric.sandbox import pass_at_k_table
 from hybridmetric.scorers.pass_rate import PassRate
 from hybridmetric.scoring import read_scores
-from hybridmetric.signature import environment, signature, visible
+from hybridmetric.signature import environment, say, signature, visible
 
 PASSK_VERSION = "1"
 DEFAULT_KS = (1, 10, 100)
@@ -87,9 +86,8 @@ def run(args: argparse.Namespace) -> int:
         fewest = fewest_samples(frame, by)
         ks = [k for k in DEFAULT_KS if k <= fewest] or [1]
         if len(ks) < len(DEFAULT_KS):
-            print(f"note: pass@{', pass@'.join(str(k) for k in DEFAULT_KS if k not in ks)} "
-                  f"left out: a task has only {fewest} sample(s) (--k to choose)",
-                  file=sys.stderr)
+            say(f"note: pass@{', pass@'.join(str(k) for k in DEFAULT_KS if k not in ks)} "
+                f"left out: a task has only {fewest} sample(s) (--k to choose)")
     else:
         ks = parse_ks(args.k)
     table = pass_at_k_table(frame, ks, column=args.column, by=by,
@@ -102,8 +100,7 @@ def run(args: argparse.Namespace) -> int:
               **environment(["numpy", "pandas"])}
     sign = signature(fields)
     if dropped:
-        print(f"note: {dropped} row(s) without a verdict in {args.column} left out",
-              file=sys.stderr)
+        say(f"note: {dropped} row(s) without a verdict in {args.column} left out")
     print(format_table(table, ks, args.resamples > 0, by or "group"))
     print(f"signature: {sign}")
     if scorer is not None:

@@ -14,7 +14,6 @@ feature of the hybrid).
 from __future__ import annotations
 
 import argparse
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -52,7 +51,7 @@ from hybridmetric.schema import (
 )
 from hybridmetric.scorers import Scorer
 from hybridmetric.scoring import journal_path, read_sidecar, score, write_scores
-from hybridmetric.signature import visible
+from hybridmetric.signature import say
 
 #: CodeBERTScore twice: on the code alone (``score.codebertscore.*``: not the scorer's default,
 #: which encodes the intent), and with the intent encoded as context
@@ -160,7 +159,7 @@ def run(args: argparse.Namespace) -> int:
         args.settings = defaults + args.settings
     frame, note = with_rater_mean(frame, args.target)
     if note:
-        print(note, file=sys.stderr)
+        say(note)
     target = _check_target(frame, args.target, study.scale, args.model)
     systems_of(frame)  # (before any scoring: rows that name no system where others do)
     rated = frame.loc[target.notna().to_numpy(), "task_id"]
@@ -176,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
                          f"column; they write {', '.join(produced)}")
     if options["features"] is None and not default_features(scorers):
         raise ValueError("no selected scorer gives the hybrid a feature; select more scorers")
-    print(f"[1/3] scoring {len(frame)} rows of {study.name!r} with {args.scorers}", file=sys.stderr)
+    say(f"[1/3] scoring {len(frame)} rows of {study.name!r} with {args.scorers}")
     try:
         table = score(study.path, scorers, out / "scores.jsonl", resume=args.resume,
                       progress=progress_of(args))
@@ -199,22 +198,22 @@ def run(args: argparse.Namespace) -> int:
         constant = [f for f in present if table.loc[fitted, f].nunique() < 2]
         if constant:
             one = len(constant) == 1
-            print(f"note: {visible(', '.join(constant))} {'takes' if one else 'take'} one value "
-                  f"on the rows the hybrid is fitted on; {'it' if one else 'they'} cannot weigh "
-                  f"in it and {'is' if one else 'are'} left out of it", file=sys.stderr)
+            say(f"note: {', '.join(constant)} {'takes' if one else 'take'} one value "
+                f"on the rows the hybrid is fitted on; {'it' if one else 'they'} cannot weigh "
+                f"in it and {'is' if one else 'are'} left out of it")
         options["features"] = [f for f in present if f not in constant]
         if not options["features"]:
             raise ValueError("no metric varies on the rows the hybrid is fitted on: there is "
                              "no hybrid to fit (and no agreement to audit); score the study with "
                              "other scorers (--scorers)")
-    print(f"[2/3] fitting the hybrid on "
-          f"{', '.join(score_column(f) for f in options['features'])}", file=sys.stderr)
+    say(f"[2/3] fitting the hybrid on "
+        f"{', '.join(score_column(f) for f in options['features'])}")
     card = fit_card(table, scorer_signatures=signatures, scale=study.scale,
                     progress=progress_of(args), **options)
     card.save(out / "card.json")
     print(card.summary())
     table[HYBRID_COLUMN] = card.out_of_fold
-    print("[3/3] auditing agreement with the ratings", file=sys.stderr)
+    say("[3/3] auditing agreement with the ratings")
     results = audit(table, target=args.target, seed=args.seed, n_resamples=args.resamples,
                     n_permutations=args.permutations, missing=args.missing, scale=study.scale,
                     useful_threshold=study.useful, tie_threshold=args.tie_threshold,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +29,7 @@ from hybridmetric.scoring import (
     write_scores,
 )
 from hybridmetric.signature import parse as parse_signature
+from hybridmetric.signature import say
 
 DEFAULT_SCORERS = "edit_sim,chrf,bleu,rouge_l,codebleu,exact_match"
 
@@ -77,10 +77,9 @@ def note_card_scale(card: MetricCard, scale: tuple[float, float] | None, whose: 
     ``score.hybrid`` stays on the card's."""
     fitted = tuple(card.data["scale"])
     if scale is not None and tuple(scale) != fitted:
-        print(f"note: the card was fitted on ratings of {fitted[0]:g} to {fitted[1]:g} "
-              f"({card.data.get('scale_source', 'given')}); {whose} is "
-              f"{scale[0]:g} to {scale[1]:g}: score.hybrid stays on the card's scale",
-              file=sys.stderr)
+        say(f"note: the card was fitted on ratings of {fitted[0]:g} to {fitted[1]:g} "
+            f"({card.data.get('scale_source', 'given')}); {whose} is "
+            f"{scale[0]:g} to {scale[1]:g}: score.hybrid stays on the card's scale")
 
 
 def _holds_features(path: str, card: MetricCard) -> bool:
@@ -128,13 +127,12 @@ def run(args: argparse.Namespace) -> int:
         unscored = int(table[HYBRID_COLUMN].isna().sum())
         if unscored:
             lacking = (~np.isfinite(table[card.features].to_numpy(dtype=float))).sum(axis=0)
-            print(f"note: {unscored} of {len(table)} rows lack a feature of the card, missing or "
-                  "infinite (" + ", ".join(f"{name}: {n} rows" for name, n
-                                           in zip(card.features, lacking, strict=True) if n)
-                  + "), so their score.hybrid is NaN (the hybrid needs each of its features, "
-                  "whatever its weight)", file=sys.stderr)
+            say(f"note: {unscored} of {len(table)} rows lack a feature of the card, missing or "
+                "infinite (" + ", ".join(f"{name}: {n} rows" for name, n
+                                         in zip(card.features, lacking, strict=True) if n)
+                + "), so their score.hybrid is NaN (the hybrid needs each of its features, "
+                "whatever its weight)")
         write_scores(table, args.output, {**read_sidecar(args.output),
                                           "hybrid": card.data["signature"]})
-    print(f"scored {len(table)} rows -> {args.output} (signature: {signature_path(args.output)})",
-          file=sys.stderr)
+    say(f"scored {len(table)} rows -> {args.output} (signature: {signature_path(args.output)})")
     return 0

@@ -4,8 +4,9 @@ stopped), and the exit status says which signal it was."""
 from __future__ import annotations
 
 import signal
-import sys
 from pathlib import Path
+
+from hybridmetric.signature import say
 
 
 class Terminated(KeyboardInterrupt):
@@ -26,5 +27,5 @@ def interrupted(stop: KeyboardInterrupt, journal: Path) -> int:
     """Say where the rows a stopped scoring run finished are (when it finished any: else the
     plain message) and return the signal's exit status."""
     kept = f"; finished rows are kept in {journal}; rerun with --resume to continue"
-    print(f"hybridmetric: interrupted{kept if journal.exists() else ''}", file=sys.stderr)
+    say(f"hybridmetric: interrupted{kept if journal.exists() else ''}")
     return exit_status(stop)

@@ -24,7 +24,6 @@ from __future__ import annotations
 import math
 import os
 import sqlite3
-import sys
 from typing import Any, ClassVar
 
 import numpy as np
@@ -38,10 +37,11 @@ from hybridmetric.sandbox.limits import MAX_TIMEOUT_S
 from hybridmetric.sandbox.pool import UID_SLOTS
 from hybridmetric.schema import DEFAULT_LANGUAGE, SCORE_PREFIX, row_label
 from hybridmetric.scorers.base import Scorer, Setting, languages_of
+from hybridmetric.signature import say
 
 
 def _warn(message: str) -> None:
-    print(f"hybridmetric: {message}", file=sys.stderr)
+    say(f"hybridmetric: {message}")
 
 
 def _present(value: Any) -> bool:
