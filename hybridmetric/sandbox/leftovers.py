@@ -41,7 +41,8 @@ class CleanState:
     """What the worker's last full sweep left, and the one-call check that it is still so.
 
     ``reads``: descriptors of files whose whole content stays as recorded while nothing is left
-    (the worker's list of children, its memory cgroup's ``memory.events``); ``paths``:
+    (the worker's list of children, its memory cgroup's ``memory.events``, v1:
+    ``memory.oom_control``); ``paths``:
     directories whose inode, mode, size and times do (the private temporary folders and the
     message queues' folder, on file systems whose directory size counts entries:
     ``isolation.counted_dirs``); ``pidfds``: processes that must still run (the fork server);

@@ -48,6 +48,7 @@ from hybridmetric.sandbox.launcher import (
     write_message,
 )
 from hybridmetric.sandbox.limits import SANDBOX_ERROR, Limits, RunResult
+from hybridmetric.signature import say
 
 #: A tool's version in the first line of what it says of itself (``v20.11.1``, ``g++ (Ubuntu
 #: 13.2.0-23ubuntu4) 13.2.0``, ``openjdk version "21.0.5" 2024-10-15``).
@@ -535,8 +536,8 @@ class Sandbox:
                 if self.cache is not None and unsaved:
                     self.cache.put_many(unsaved)
             except sqlite3.Error as exc:  # the verdicts still count; only the cache is lost
-                print(f"hybridmetric: the verdict cache {self.cache.path} cannot be written "
-                      f"({exc}); going on without it", file=sys.stderr)
+                say(f"hybridmetric: the verdict cache {self.cache.path} cannot be written "
+                    f"({exc}); going on without it")
                 self.cache.close()
                 self.cache = None
             finally:

@@ -249,7 +249,7 @@ class Worker:
             uid, allow_network, needed_paths(preload, classpath, homes), homes, replies,
             hidden=languages.java_agent_libraries(), workers=workers)
         # the count of sockets in the worker's own network namespace (see sweep), and what it
-        # was as the last program started
+        # was as the last program started (where no CleanState holds it: see _count_sockets)
         self._sockets = (isolation.socket_count_file()
                          if self.isolation.network_namespace else None)
         self._sockets_before = 0
@@ -293,6 +293,7 @@ class Worker:
                 isolation.drop_capabilities()
         self._forker_settings = process_settings(self.launcher.pid or 0)
         self._clean_state = self._make_clean_state()
+        self._record_failed = False  # (said once in the log: see _record_clean)
         self._count_sockets()  # (what the fork server and its preloads hold)
         self.sweep()
         self._record_clean()
@@ -354,7 +355,9 @@ class Worker:
                 self.cgroup.oom_kills()  # (what the record of memory.events then says)
             self._clean_state.record()
         except OSError as exc:
-            sys.stderr.write(f"no record of a clean sweep (each program is swept): {exc}\n")
+            if not self._record_failed:  # (once: it would fail again after each program)
+                sys.stderr.write(f"no record of a clean sweep (each program is swept): {exc}\n")
+            self._record_failed = True
 
     def sweep(self) -> int:
         try:
