@@ -47,10 +47,12 @@ def visible(text: str, keep: str = "") -> str:
                    for char in text)
 
 
-def say(text: str) -> None:
+def say(text: str, keep: str = "\t") -> None:
     """Write ``text``, a note for the person running the command, to standard error, its names
-    shown as themselves (:func:`visible`; tabs and line ends kept)."""
-    print(visible(text, keep="\t\n"), file=sys.stderr)
+    shown as themselves (:func:`visible`; tabs kept): a note is one line, which a name cannot
+    break (its line end shows as ``\\u000a``). ``keep``: what else shows as it is (an error's
+    own line ends: ``"\\t\\n"``)."""
+    print(visible(text, keep=keep), file=sys.stderr)
 
 
 def format_value(value: Any) -> str:

@@ -34,9 +34,13 @@ def test_a_broken_code_is_an_error(altered: str) -> None:
 
 
 def test_a_note_shows_names_as_their_codes(capsys: pytest.CaptureFixture[str]) -> None:
-    """say: a note on standard error, its tabs and line ends kept, every other character that
-    would not show as itself written as its code."""
-    say("metric ab\u202ecd\tleft out\nrow 3 (x\u200by)")
+    """say: a note on standard error, one line, its tabs kept, every other character that would
+    not show as itself written as its code (a line end too: a name cannot fake a second line);
+    an error keeps its own line ends where asked."""
+    say("metric ab\u202ecd\tleft out\nhybridmetric: note: (x\u200by)")
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err == "metric ab\\u202ecd\tleft out\nrow 3 (x\\u200by)\n"
+    assert captured.err == ("metric ab\\u202ecd\tleft out\\u000ahybridmetric: note: "
+                            "(x\\u200by)\n")
+    say("error: two\nlines\u202e", keep="\t\n")
+    assert capsys.readouterr().err == "error: two\nlines\\u202e\n"

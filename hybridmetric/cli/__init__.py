@@ -94,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         say("hybridmetric: interrupted")
         return exit_status(stop)
     except (ValueError, OSError, RuntimeError) as error:  # (a RecordError; a file not there)
-        say(f"hybridmetric: error: {error}")  # (a name in it shows as it is: see say)
+        say(f"hybridmetric: error: {error}", keep="\t\n")  # (names show as they are: see say)
         return 2
     finally:
         if main_thread:

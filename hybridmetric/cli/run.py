@@ -51,7 +51,7 @@ from hybridmetric.schema import (
 )
 from hybridmetric.scorers import Scorer
 from hybridmetric.scoring import journal_path, read_sidecar, score, write_scores
-from hybridmetric.signature import say, visible
+from hybridmetric.signature import say
 
 #: CodeBERTScore twice: on the code alone (``score.codebertscore.*``: not the scorer's default,
 #: which encodes the intent), and with the intent encoded as context
@@ -198,7 +198,7 @@ def run(args: argparse.Namespace) -> int:
         constant = [f for f in present if table.loc[fitted, f].nunique() < 2]
         if constant:
             one = len(constant) == 1
-            say(f"note: {visible(', '.join(constant))} {'takes' if one else 'take'} one value "
+            say(f"note: {', '.join(constant)} {'takes' if one else 'take'} one value "
                 f"on the rows the hybrid is fitted on; {'it' if one else 'they'} cannot weigh "
                 f"in it and {'is' if one else 'are'} left out of it")
         options["features"] = [f for f in present if f not in constant]
