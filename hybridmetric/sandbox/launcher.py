@@ -339,9 +339,9 @@ def write_message(fd: int, message: Any) -> None:
 
 
 def read_message(fd: int, timeout_s: float | None = None) -> Any:
-    """Receive one message (the only one in flight: each protocol here is one request, one
-    reply); raise LauncherError at end of file, NoAnswerInTime when the whole message has not
-    come within ``timeout_s``."""
+    """Receive one message, the only one in flight (the worker's requests, its fork server's
+    config: see :class:`MessageReader` for replies that come back to back); raise LauncherError
+    at end of file, NoAnswerInTime when the whole message has not come within ``timeout_s``."""
     deadline = time.monotonic() + timeout_s if timeout_s is not None else None
     data = b""
     while len(data) < 8:
@@ -354,6 +354,39 @@ def read_message(fd: int, timeout_s: float | None = None) -> Any:
     if left < 0:
         raise LauncherError("more than one message in flight")
     return marshal.loads(b"".join(chunks))
+
+
+#: What a worker says once it has compiled a batch of programs, before it runs them.
+BATCH_COMPILED = "compiled"
+
+
+class MessageReader:
+    """Messages from ``fd`` (:func:`write_message`) where several may come back to back (a
+    worker's replies to a batch): what one read gets past a message is kept for the next."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self._kept = b""
+
+    def read(self, timeout_s: float | None = None) -> Any:
+        """The next message; LauncherError at end of file, NoAnswerInTime when it has not all
+        come within ``timeout_s`` (what came of it is kept for the next call)."""
+        deadline = time.monotonic() + timeout_s if timeout_s is not None else None
+        chunks, have = [self._kept], len(self._kept)
+        try:
+            while have < 8:
+                chunks.append(_read_some(self.fd, 1 << 16, deadline))
+                have += len(chunks[-1])
+            chunks = [b"".join(chunks)]
+            end = 8 + int.from_bytes(chunks[0][:8], "little")
+            while have < end:
+                chunks.append(_read_some(self.fd, max(1 << 16, min(end - have, 1 << 20)),
+                                         deadline))
+                have += len(chunks[-1])
+        finally:
+            self._kept = b"".join(chunks) if len(chunks) > 1 else chunks[0]
+        data, self._kept = self._kept, self._kept[end:]
+        return marshal.loads(memoryview(data)[8:end])
 
 
 def _write_all(fd: int, data: bytes) -> None:

@@ -16,7 +16,6 @@ import hashlib
 import json
 import os
 import pwd
-import queue
 import re
 import sqlite3
 import subprocess
@@ -24,9 +23,11 @@ import sys
 import tempfile
 import threading
 import weakref
-from collections.abc import Callable, Sequence
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from hybridmetric.sandbox._boot import compiled_modules
 from hybridmetric.sandbox.cache import ResultCache, cache_key
@@ -42,9 +43,10 @@ from hybridmetric.sandbox.languages import (
     tool,
 )
 from hybridmetric.sandbox.launcher import (
+    BATCH_COMPILED,
     INTERPRETER_OPTIONS,
+    MessageReader,
     NoAnswerInTime,
-    read_message,
     write_message,
 )
 from hybridmetric.sandbox.limits import SANDBOX_ERROR, Limits, RunResult
@@ -65,6 +67,13 @@ UID_SLOTS = 1000
 CLAIMS = "run/hybridmetric-sandbox-uids"
 #: Verdicts are written to the cache in batches of this size (and whatever is left at the end).
 SAVE_EVERY = 32
+#: Programs a worker is sent at once, at most: fewer as the queue runs low, so that no worker
+#: waits long while another still holds programs that have not started.
+BATCH = 8
+#: Seconds a program of a batch may take before its worker gives back those after it (to the
+#: front of the queue, for whichever worker is free first): the rest of a batch waits behind
+#: one slow program at most, not behind each slow program of the batch in turn.
+BATCH_PATIENCE_S = 0.05
 #: How long the pool waits for a worker, beyond twice a program's own time limits (its run's
 #: and its compile's; see :func:`answer_deadline`), and for a new worker to start: room for
 #: what a worker does once (start its fork server with the ``preload`` modules; build the C++
@@ -209,9 +218,10 @@ def homes() -> list[str]:
 
 class _Worker:
     """One worker process and the pipe protocol to it: the config as JSON on its command line
-    (and the descriptor of the sandbox's compiled modules: see ``_boot.py``), then one message
-    (``marshal``, length first; see ``launcher.write_message``) per request on its stdin and
-    per reply on its stdout."""
+    (and the descriptor of the sandbox's compiled modules: see ``_boot.py``), then messages
+    (``marshal``, length first; see ``launcher.write_message``): on its stdin a batch of
+    requests (a list), on its stdout :data:`launcher.BATCH_COMPILED` once it compiled a batch
+    of two or more, and a reply for each program until it stops (see :meth:`run`)."""
 
     def __init__(self, allow_network: bool, preload: Sequence[str], cpu: int | None,
                  cpp_standard: str, java_classpath: Sequence[str] = (),
@@ -225,6 +235,7 @@ class _Worker:
         if os.getuid() == 0:
             self.uid, self._claim = _claim_uid()
         self.process: subprocess.Popen[bytes] | None = None
+        self.replies: MessageReader | None = None  # (its stdout's)
         self.retired = False  # it asked to be replaced before its next program
         self.interrupted = False  # killed by interrupt(): no program of it gets a verdict
         self.busy = False  # a program of it is running
@@ -235,7 +246,7 @@ class _Worker:
         config = {"uid": self.uid, "allow_network": self.allow_network, "preload": self.preload,
                   "cpp_standard": self.cpp_standard, "java_classpath": self.java_classpath,
                   "homes": homes(),  # hidden from programs run without root
-                  "workers": self.peers}
+                  "workers": self.peers, "batch_patience_s": BATCH_PATIENCE_S}
         env = {"PATH": SEARCH_PATH, "LANG": "C.UTF-8",
                "PYTHONDONTWRITEBYTECODE": "1",
                "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
@@ -250,6 +261,8 @@ class _Worker:
             pass_fds=(code,) if self._claim is None else (code, self._claim),
             cwd="/",  # not the caller's: its compile server's /proc/PID/cwd would show it
         )
+        assert self.process.stdout is not None
+        self.replies = MessageReader(self.process.stdout.fileno())
         if self.cpu is not None:  # from its start (its servers and programs inherit it)
             with contextlib.suppress(ProcessLookupError):  # (dead already: see handshake)
                 os.sched_setaffinity(self.process.pid, {self.cpu})
@@ -257,7 +270,8 @@ class _Worker:
     def handshake(self) -> None:
         assert self.process is not None and self.process.stdout is not None
         try:
-            hello = read_message(self.process.stdout.fileno(), ANSWER_ALLOWANCE_S)
+            assert self.replies is not None
+            hello = self.replies.read(ANSWER_ALLOWANCE_S)
         except NoAnswerInTime:
             self.process.kill()
             raise RuntimeError(f"sandbox worker did not start within {ANSWER_ALLOWANCE_S:.0f} "
@@ -297,48 +311,112 @@ class _Worker:
         self.log.seek(0)
         return self.log.read()[-4000:].decode("utf-8", "replace")
 
-    def run(self, program: Program, java_classpath: Sequence[str],
-            retry: bool = True) -> RunResult:
-        if self.retired:
-            self.retired = False
+    def run(self, programs: Sequence[Program],
+            java_classpath: Sequence[str]) -> Iterator[RunResult]:
+        """Verdicts on ``programs``, in order, as they come: one request for them all (the
+        worker compiles their Python back to back, says so, then runs them: see
+        ``Worker.prepare``), a reply for each. What a worker that stops leaves unrun, a fresh
+        one runs; where a worker dies or hangs while it compiles them, each is run again on its
+        own, so that the verdict falls on the program that caused it. Ends early where the
+        worker gives back the rest (see :data:`BATCH_PATIENCE_S`), and after a program cut
+        short by :meth:`interrupt`; closed before its end, it kills a worker that still has
+        programs of the batch to run (a fresh one runs the next)."""
+        unrun_once: set[int] = set()  # (a program a worker left unrun runs once more)
+        at = 0
+        while at < len(programs):
+            if self.retired or self.interrupted:  # (killed by interrupt() after its last reply)
+                self.retired = False
+                self._restart()
+            batch, answer, late = programs[at:], None, False
+            self.busy = True
+            try:
+                compiled = len(batch) == 1  # (a program alone is its own to blame)
+                if self._send(batch, java_classpath):
+                    if not compiled:
+                        compiled, late = self._answer(None)
+                    while compiled and at < len(programs):
+                        answer, late = self._answer(programs[at])
+                        if answer is None:
+                            break
+                        # it could not clear what this program left: a fresh one takes over
+                        self.retired = bool(answer.pop("retire", ""))
+                        deferred = answer.pop("deferred", False)
+                        if "unrun" in answer:  # nothing ran: a fresh worker runs it (once)
+                            self.retired = True
+                            if at in unrun_once:
+                                yield RunResult(SANDBOX_ERROR,
+                                                f"sandbox failure: {answer['unrun']}")
+                                at += 1
+                            else:
+                                unrun_once.add(at)
+                            break
+                        try:
+                            yield RunResult(**answer)
+                        except GeneratorExit:  # (the caller stopped reading: the run stopped)
+                            if (at + 1 < len(programs) and not (deferred or self.retired)
+                                    and self.process is not None):
+                                self.process.kill()  # (its replies would meet the next run)
+                                self.retired = True
+                            raise
+                        at += 1
+                        if self.retired:  # it stops: the rest go to a fresh one
+                            break
+                        if deferred:  # the rest go back to the queue (see Sandbox.run)
+                            return
+            finally:
+                self.busy = False
+            if answer is not None:
+                continue
+            if self.interrupted:  # (a fresh one takes over if this sandbox runs anything again)
+                self.retired = True
+                yield RunResult(SANDBOX_ERROR, "interrupted: the program was stopped unfinished")
+                return
+            error = self._failure(programs[at], late)
             self._restart()
-        assert self.process is not None and self.process.stdin and self.process.stdout
-        request = {"language": program.language, "source": program.source,
-                   "limits": program.limits.as_dict(), "java_classpath": list(java_classpath),
-                   "tail_at": program.tail_at}
-        deadline = answer_deadline(program.limits)
-        late = False
-        self.busy = True
+            if not compiled:  # (any of them, or none)
+                for program in batch:
+                    yield from self.run([program], java_classpath)
+                    if self.interrupted:
+                        return
+                return
+            yield RunResult(SANDBOX_ERROR, error)
+            at += 1
+
+    def _send(self, batch: Sequence[Program], java_classpath: Sequence[str]) -> bool:
+        """Send the requests for ``batch``; False where the worker is gone."""
+        assert self.process is not None and self.process.stdin
+        requests = [{"language": program.language, "source": program.source,
+                     "limits": program.limits.as_dict(), "java_classpath": list(java_classpath),
+                     "tail_at": program.tail_at} for program in batch]
         try:
-            write_message(self.process.stdin.fileno(), request)
-            answer = read_message(self.process.stdout.fileno(), deadline)
+            write_message(self.process.stdin.fileno(), requests)
+        except OSError:  # a broken pipe
+            return False
+        return True
+
+    def _answer(self, program: Program | None) -> tuple[Any, bool]:
+        """The worker's reply on ``program``, or (None) that it compiled a batch (True);
+        None where it died or gave none in time (it is then killed), and whether it was
+        late."""
+        assert self.process is not None and self.replies is not None
+        deadline = ANSWER_ALLOWANCE_S if program is None else answer_deadline(program.limits)
+        try:
+            answer = self.replies.read(deadline)
         except NoAnswerInTime:  # killed, and with it the program (see interrupt)
             self.process.kill()
-            answer, late = None, True
+            return None, True
         except OSError:  # a broken pipe, or the end of its stdout
-            answer = None
-        finally:
-            self.busy = False
-        if answer is not None:
-            # it could not clear what this program left: a fresh one takes over next time
-            self.retired = bool(answer.pop("retire", ""))
-            if "unrun" in answer:  # nothing ran: a fresh worker runs it (once)
-                self.retired = True
-                if retry:
-                    return self.run(program, java_classpath, retry=False)
-                return RunResult(SANDBOX_ERROR, f"sandbox failure: {answer['unrun']}")
-            return RunResult(**answer)
-        if self.interrupted:  # (a fresh one takes over if this sandbox runs anything again)
-            self.retired = True
-            return RunResult(SANDBOX_ERROR, "interrupted: the program was stopped unfinished")
+            return None, False
+        return answer == BATCH_COMPILED if program is None else answer, False
+
+    def _failure(self, program: Program, late: bool) -> str:
+        """Why a worker gave no verdict on ``program``."""
         if late:
-            error = (f"sandbox failure: the sandbox worker gave no verdict within {deadline:.0f} s"
-                     " (twice the program's time limits, run and compile, and "
-                     f"{ANSWER_ALLOWANCE_S:.0f} s more); it was replaced\n{self.log_tail()}")
-        else:
-            error = f"sandbox worker died:\n{self.log_tail()}"
-        self._restart()
-        return RunResult(SANDBOX_ERROR, error)
+            return (f"sandbox failure: the sandbox worker gave no verdict within "
+                    f"{answer_deadline(program.limits):.0f} s (twice the program's time limits, "
+                    f"run and compile, and {ANSWER_ALLOWANCE_S:.0f} s more); it was replaced\n"
+                    f"{self.log_tail()}")
+        return f"sandbox worker died:\n{self.log_tail()}"
 
     def interrupt(self) -> None:
         """Kill the worker and, with it, its program (Ctrl-C: nobody waits for a verdict)."""
@@ -384,6 +462,48 @@ class _Worker:
         if self._claim is not None:
             os.close(self._claim)
             self._claim = None
+
+
+class _Jobs:
+    """The programs a run has yet to run, shared by the pool's threads. Each thread takes a
+    batch for its worker (:data:`BATCH`, fewer as the queue runs low) and says when it is
+    done with it, giving back, to the front, what its worker left unrun; a thread that finds
+    the queue empty waits while another may still give some back."""
+
+    def __init__(self, items: Iterable[tuple[str, Program]], workers: int):
+        self._queue = deque(items)
+        self._workers = workers
+        self._held = 0  # programs taken and not yet done with
+        self._changed = threading.Condition()
+        self.stopped = False
+
+    def take(self) -> list[tuple[str, Program]]:
+        """The next batch; empty once every program is done with, or the run stopped."""
+        with self._changed:
+            while not self.stopped:
+                if self._queue:
+                    count = min(len(self._queue),
+                                max(1, min(BATCH, len(self._queue) // (4 * self._workers))))
+                    self._held += count
+                    return [self._queue.popleft() for _ in range(count)]
+                if not self._held:
+                    break
+                self._changed.wait()
+            return []
+
+    def done(self, batch: list[tuple[str, Program]], ran: int) -> None:
+        """Done with ``batch``, of which the first ``ran`` have their verdicts (the rest go
+        back, unless the run stopped)."""
+        with self._changed:
+            self._held -= len(batch)
+            if ran < len(batch) and not self.stopped:
+                self._queue.extendleft(reversed(batch[ran:]))
+            self._changed.notify_all()
+
+    def stop(self) -> None:
+        with self._changed:
+            self.stopped = True
+            self._changed.notify_all()
 
 
 def _stamp(path: str) -> str:
@@ -522,14 +642,11 @@ class Sandbox:
         for key, program in zip(keys, programs, strict=True):
             if key not in known and key not in pending:
                 pending[key] = replace(program, language=languages[program.language])
-        jobs: queue.SimpleQueue[tuple[str, Program]] = queue.SimpleQueue()
-        for item in pending.items():
-            jobs.put(item)
+        jobs = _Jobs(pending.items(), len(self._workers))
         fresh: dict[str, RunResult] = {}
         unsaved: list[tuple[str, RunResult]] = []
         lock = threading.Lock()
         failures: list[BaseException] = []
-        stop = threading.Event()
 
         def save() -> None:  # under ``lock``: verdicts reach the cache as they come
             try:
@@ -545,22 +662,27 @@ class Sandbox:
 
         def drain(worker: _Worker, done: threading.Event) -> None:
             try:
-                while not stop.is_set():
+                while batch := jobs.take():
+                    ran = 0
                     try:
-                        key, program = jobs.get_nowait()
-                    except queue.Empty:
-                        return
-                    result = worker.run(program, self.java_classpath)
-                    with lock:
-                        fresh[key] = result
-                        unsaved.append((key, result))
-                        if len(unsaved) >= SAVE_EVERY:
-                            save()
-                        if progress is not None:
-                            progress(len(fresh))
+                        with contextlib.closing(worker.run([program for _, program in batch],
+                                                           self.java_classpath)) as results:
+                            for result in results:
+                                key, ran = batch[ran][0], ran + 1
+                                with lock:
+                                    fresh[key] = result
+                                    unsaved.append((key, result))
+                                    if len(unsaved) >= SAVE_EVERY:
+                                        save()
+                                    if progress is not None:
+                                        progress(len(fresh))
+                                if jobs.stopped:  # (what is left of the batch is not run)
+                                    break
+                    finally:
+                        jobs.done(batch, ran)
             except BaseException as exc:
                 failures.append(exc)
-                stop.set()
+                jobs.stop()
             finally:
                 done.set()
 
@@ -578,7 +700,7 @@ class Sandbox:
             interrupted = True
             raise
         finally:  # what finished stays in the cache
-            stop.set()
+            jobs.stop()
             with lock:
                 save()
             for end in ends:

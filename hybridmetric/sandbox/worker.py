@@ -21,6 +21,7 @@ import shutil
 import signal
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -29,6 +30,7 @@ from hybridmetric.sandbox.cgroup import MemoryCgroup, cgroup_name
 from hybridmetric.sandbox.compiling import precompile
 from hybridmetric.sandbox.javac import CompileError, JavacServer
 from hybridmetric.sandbox.launcher import (
+    BATCH_COMPILED,
     PROGRAM,
     ForkServer,
     InProcess,
@@ -130,6 +132,9 @@ MAKE_SHARED_MEMORY = frozenset({"python", "cpp"})
 #: still fails at once, a ``MemoryError`` whose traceback says where); other languages, and
 #: every program without a cgroup: the memory limit.
 CGROUP_DATA = {"cpp": "none", "python": "room"}
+#: A Python program made ready to run (``Worker._compiled``): its verdict where python refuses
+#: its file, else its source as python reads it and its code (``precompile``).
+Compiled = RunResult | tuple[str, bytes | str | None]
 
 
 def program_env(work: str, private_tmp: bool) -> dict[str, str]:
@@ -223,6 +228,15 @@ class Process:
         return self.exit_code == 0 and self.kind == b"T"
 
 
+def _encodable(source: str) -> bool:
+    """Whether ``source`` can be written to a file (not: a lone surrogate)."""
+    try:
+        file_bytes(source)
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _signal_name(number: int) -> str:
     """``SIGSEGV``, ``SIGRTMIN+6``: the name of a signal (real-time ones have no enum member)."""
     try:
@@ -274,6 +288,7 @@ class Worker:
         self.env = program_env(os.path.join(self.case, WORKING_DIRECTORY),
                                self.isolation.mount_namespace)
         self.program_path = os.path.join(self.env["HOME"], PROGRAM)  # (a Python program's file)
+        self._prepared: dict[tuple[str, int | None], Compiled] = {}  # (see prepare)
         if self._programs_own_root:
             self._pin_folders()
         self.javac = JavacServer(self.root, self.uid)  # started on the first Java program
@@ -486,18 +501,36 @@ class Worker:
                 return
         isolation.remove_tree(self.case)
 
-    def _python(self, source: str, limits: Limits, work: str, tail_at: int | None) -> RunResult:
+    def prepare(self, requests: Sequence[dict]) -> None:
+        """Compile the Python programs of a batch of ``requests`` back to back, before any of
+        them runs (:meth:`run` then takes their code): each compile finds the compiler's code
+        and data still in the core's caches, where between two programs' runs it would not."""
+        self._prepared = {}
+        for request in requests:
+            source, tail_at = request["source"], request["tail_at"]
+            if request["language"] == "python" and (source.isascii() or _encodable(source)):
+                self._prepared[source, tail_at] = self._compiled(source, tail_at)
+
+    def _compiled(self, source: str, tail_at: int | None) -> Compiled:
+        """A Python program's verdict where its file is refused, or what its child runs: its
+        source as python reads it, and its code (:func:`precompile`)."""
         path = self.program_path
         try:  # a file python's reader refuses, which compile() may take (see file_source)
             file_source(file_bytes(source), path)
         except SyntaxError as exc:
             return RunResult(SYNTAX_ERROR, _error_text(exc.with_traceback(None), source, path))
-        self._write(path, source, self.uid)  # (as given: a program may read its own file)
         # a byte order mark, as ``python path`` skips it (one: a second is a syntax error there)
         if source.startswith("\ufeff") and not source.startswith("\ufeff\ufeff"):
             source = source[1:]
             tail_at = tail_at - 1 if tail_at else None
-        code = precompile(source, path, tail_at) if self.launcher.compiles_here else None
+        return source, precompile(source, path, tail_at) if self.launcher.compiles_here else None
+
+    def _python(self, source: str, limits: Limits, work: str, tail_at: int | None) -> RunResult:
+        compiled = self._prepared.get((source, tail_at)) or self._compiled(source, tail_at)
+        if isinstance(compiled, RunResult):
+            return compiled
+        self._write(self.program_path, source, self.uid)  # (as given: a program may read it)
+        source, code = compiled
         if isinstance(code, str):  # it does not compile: no child needed
             return RunResult(SYNTAX_ERROR, code)
         process = self._spawn(None, source, limits, limits.memory_mb, limits.timeout_s, code,
@@ -865,25 +898,37 @@ def main() -> None:
         os.close(code)
     write_message(replies, {"isolation": worker.isolation.as_dict(), "problems": worker.problems})
     limits: tuple[dict, Limits] | None = None  # the last limits, made once while they last
+    patience_s = config["batch_patience_s"]  # (see pool.BATCH_PATIENCE_S)
+    going = True
     try:
-        while True:
+        while going:
             try:
-                request = read_message(requests)
+                batch = read_message(requests)
             except LauncherError:  # the end of stdin: the pool is done with this worker
                 break
-            if worker.launcher_died():  # nothing runs: the pool gives it to a fresh worker
-                write_message(replies, {"unrun": "the fork server died between programs"})
-                break
-            if limits is None or request["limits"] != limits[0]:
-                limits = request["limits"], Limits(**request["limits"])
-            result = worker.run(request["language"], request["source"], limits[1],
-                                request["java_classpath"], request["tail_at"])
-            reply = result.as_dict()
-            if worker.retiring:
-                reply["retire"] = worker.retiring
-            write_message(replies, reply)
-            if worker.retiring:
-                break
+            worker.prepare(batch)
+            if len(batch) > 1:  # (a death or hang from here on is a program's own)
+                write_message(replies, BATCH_COMPILED)
+            for position, request in enumerate(batch, start=1):  # (a reply each, until it stops)
+                if worker.launcher_died():  # nothing runs: the pool gives it to a fresh worker
+                    write_message(replies, {"unrun": "the fork server died between programs"})
+                    going = False
+                    break
+                if limits is None or request["limits"] != limits[0]:
+                    limits = request["limits"], Limits(**request["limits"])
+                started = time.monotonic()
+                result = worker.run(request["language"], request["source"], limits[1],
+                                    request["java_classpath"], request["tail_at"])
+                reply = result.as_dict()
+                if worker.retiring:
+                    reply["retire"] = worker.retiring
+                elif position < len(batch) and time.monotonic() - started > patience_s:
+                    reply["deferred"] = True  # the rest go back to the pool's queue
+                write_message(replies, reply)
+                if worker.retiring:
+                    going = False
+                if "retire" in reply or "deferred" in reply:
+                    break
     finally:
         worker.close()
     # Nothing is left to finalize (replies go out unbuffered, the log is stderr): the

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import replace
 from pathlib import Path
 
@@ -476,9 +476,10 @@ def test_identical_programs_run_once_and_cache_persists(tmp_path: Path,
     sent: list[str] = []
     real_run = pool._Worker.run
 
-    def counting_run(self: pool._Worker, program: Program, classpath: list[str]) -> RunResult:
-        sent.append(program.source)
-        return real_run(self, program, classpath)
+    def counting_run(self: pool._Worker, programs: list[Program],
+                     classpath: list[str]) -> Iterator[RunResult]:
+        sent.extend(program.source for program in programs)
+        return real_run(self, programs, classpath)
 
     monkeypatch.setattr(pool._Worker, "run", counting_run)
     path = tmp_path / "verdicts.sqlite"
