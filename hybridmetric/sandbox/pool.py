@@ -395,9 +395,9 @@ class _Worker:
         return True
 
     def _answer(self, program: Program | None) -> tuple[Any, bool]:
-        """The worker's reply on ``program``, or (None) that it compiled a batch (True);
-        None where it died or gave none in time (it is then killed), and whether it was
-        late."""
+        """The worker's reply on ``program``, or (None) whether it said it compiled a batch;
+        None (False) where it died, gave none in time or said something else (it is then
+        killed), and whether it was late."""
         assert self.process is not None and self.replies is not None
         deadline = ANSWER_ALLOWANCE_S if program is None else answer_deadline(program.limits)
         try:
@@ -407,7 +407,10 @@ class _Worker:
             return None, True
         except OSError:  # a broken pipe, or the end of its stdout
             return None, False
-        return answer == BATCH_COMPILED if program is None else answer, False
+        if program is None and answer != BATCH_COMPILED:  # (out of step: it goes)
+            self.process.kill()
+            return False, False
+        return True if program is None else answer, False
 
     def _failure(self, program: Program, late: bool) -> str:
         """Why a worker gave no verdict on ``program``."""
