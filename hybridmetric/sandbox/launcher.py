@@ -341,19 +341,13 @@ def write_message(fd: int, message: Any) -> None:
 def read_message(fd: int, timeout_s: float | None = None) -> Any:
     """Receive one message, the only one in flight (the worker's requests, its fork server's
     config: see :class:`MessageReader` for replies that come back to back); raise LauncherError
-    at end of file, NoAnswerInTime when the whole message has not come within ``timeout_s``."""
-    deadline = time.monotonic() + timeout_s if timeout_s is not None else None
-    data = b""
-    while len(data) < 8:
-        data += _read_some(fd, 1 << 16, deadline)  # the header and, usually, all the rest
-    size = int.from_bytes(data[:8], "little")
-    chunks, left = [data[8:]], size - (len(data) - 8)
-    while left > 0:
-        chunks.append(_read_some(fd, min(left, 1 << 20), deadline))
-        left -= len(chunks[-1])
-    if left < 0:
+    at end of file or where more came, NoAnswerInTime when the whole message has not come
+    within ``timeout_s``."""
+    reader = MessageReader(fd)
+    message = reader.read(timeout_s)
+    if reader.kept:
         raise LauncherError("more than one message in flight")
-    return marshal.loads(b"".join(chunks))
+    return message
 
 
 #: What a worker says once it has compiled a batch of programs, before it runs them.
@@ -367,6 +361,11 @@ class MessageReader:
     def __init__(self, fd: int):
         self.fd = fd
         self._kept = b""
+
+    @property
+    def kept(self) -> int:
+        """Bytes read past the last message, kept for the next."""
+        return len(self._kept)
 
     def read(self, timeout_s: float | None = None) -> Any:
         """The next message; LauncherError at end of file, NoAnswerInTime when it has not all

@@ -371,14 +371,15 @@ class _Worker:
                 self.retired = True
                 yield RunResult(SANDBOX_ERROR, "interrupted: the program was stopped unfinished")
                 return
-            error = self._failure(programs[at], late)
-            self._restart()
-            if not compiled:  # (any of them, or none)
+            if not compiled:  # it may have died compiling any of them, or none
+                self._restart()
                 for program in batch:
                     yield from self.run([program], java_classpath)
                     if self.interrupted:
                         return
                 return
+            error = self._failure(programs[at], late)  # (its log: before the restart)
+            self._restart()
             yield RunResult(SANDBOX_ERROR, error)
             at += 1
 

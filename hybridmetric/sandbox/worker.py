@@ -3,7 +3,8 @@
 Started by :class:`hybridmetric.sandbox.pool.Sandbox` with a clean environment, it isolates itself
 once (network and mount namespaces, seccomp, subreaper; see ``isolation.py``), starts its fork
 server (``launcher.py``: a warm Python that imports the modules a study needs), then answers each
-request on stdin with one result on stdout (``marshal`` messages; see ``pool._Worker``). For each
+batch of requests on stdin with a result for each on stdout (``marshal`` messages; see
+``pool._Worker``). It compiles a batch's Python programs first (``Worker.prepare``); for each
 program it makes the private working directory, compiles what needs compiling, has the program
 launched in a forked child (own session, rlimits, the worker's unprivileged uid; a Python program
 costs a fork, not an interpreter start), then tells in one call that the program left nothing
@@ -228,13 +229,15 @@ class Process:
         return self.exit_code == 0 and self.kind == b"T"
 
 
-def _encodable(source: str) -> bool:
-    """Whether ``source`` can be written to a file (not: a lone surrogate)."""
-    try:
-        file_bytes(source)
-    except UnicodeEncodeError:
-        return False
-    return True
+def _unwritable(source: str) -> RunResult | None:
+    """The verdict on a program that cannot be written to a file (a lone surrogate that
+    escapes no byte), else None."""
+    if not source.isascii():
+        try:
+            file_bytes(source)
+        except UnicodeEncodeError as exc:
+            return RunResult(SYNTAX_ERROR, f"the program cannot be written to a file: {exc}")
+    return None
 
 
 def _signal_name(number: int) -> str:
@@ -449,11 +452,9 @@ class Worker:
     def run(self, language: str, source: str, limits: Limits, classpath: list[str],
             tail_at: int | None = None) -> RunResult:
         case, work = self.case, self.env["HOME"]
-        if not source.isascii():
-            try:
-                file_bytes(source)
-            except UnicodeEncodeError as exc:  # a lone surrogate that escapes no byte
-                return RunResult(SYNTAX_ERROR, f"the program cannot be written to a file: {exc}")
+        refused = _unwritable(source)
+        if refused is not None:
+            return refused
         try:
             if not self._programs_own_root:  # (else they stay: see _pin_folders)
                 os.mkdir(case, 0o711)
@@ -508,7 +509,7 @@ class Worker:
         self._prepared = {}
         for request in requests:
             source, tail_at = request["source"], request["tail_at"]
-            if request["language"] == "python" and (source.isascii() or _encodable(source)):
+            if request["language"] == "python" and _unwritable(source) is None:
                 self._prepared[source, tail_at] = self._compiled(source, tail_at)
 
     def _compiled(self, source: str, tail_at: int | None) -> Compiled:
@@ -925,9 +926,8 @@ def main() -> None:
                 elif position < len(batch) and time.monotonic() - started > patience_s:
                     reply["deferred"] = True  # the rest go back to the pool's queue
                 write_message(replies, reply)
-                if worker.retiring:
-                    going = False
-                if "retire" in reply or "deferred" in reply:
+                going = not worker.retiring
+                if not going or "deferred" in reply:
                     break
     finally:
         worker.close()
